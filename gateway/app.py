@@ -1,0 +1,78 @@
+"""The Starlette application: routes, error handlers, and the services behind them."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from typing import AsyncIterator
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from . import harmony
+from .config import GatewayConfig
+from .engine import EngineClient
+from .errors import APIError, handle_api_error, handle_unexpected
+from .responses.routes import routes as response_routes
+from .responses.run import Services
+from .store import ResponseStore
+
+log = logging.getLogger("gateway")
+
+
+async def health(request: Request) -> Response:
+    return JSONResponse({"status": "ok"})
+
+
+async def list_models(request: Request) -> Response:
+    services: Services = request.app.state.services
+    models = await services.engine.list_models()
+    return JSONResponse(
+        {
+            "object": "list",
+            "data": [
+                {"id": m.id, "object": "model", "created": m.created, "owned_by": m.owned_by}
+                | ({"max_model_len": m.max_model_len} if m.max_model_len else {})
+                for m in models
+            ],
+        }
+    )
+
+
+async def handle_http_exception(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    kind = "not_found" if exc.status_code == 404 else "invalid_request"
+    message = f"{request.method} {request.url.path} is not a route of this gateway." if exc.status_code in (404, 405) else exc.detail
+    return APIError(exc.status_code, message, code=kind).response()
+
+
+def create_app(config: GatewayConfig) -> Starlette:
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        harmony.encoding()  # load the vocabulary before the first request, not during it
+        engine = EngineClient(config.engine)
+        store = ResponseStore(config.storage.path)
+        app.state.services = Services(config=config, engine=engine, store=store)
+        log.info("gateway ready; engine at %s", config.engine.url)
+        try:
+            yield
+        finally:
+            await engine.aclose()
+            store.close()
+
+    return Starlette(
+        routes=[
+            Route("/health", health, methods=["GET"]),
+            Route("/v1/models", list_models, methods=["GET"]),
+            *response_routes,
+        ],
+        exception_handlers={
+            APIError: handle_api_error,
+            HTTPException: handle_http_exception,
+            Exception: handle_unexpected,
+        },
+        lifespan=lifespan,
+    )

@@ -1,0 +1,108 @@
+"""The gateway's YAML configuration: environment expansion, validation, and errors that name the key."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from .errors import param_path
+
+
+class ConfigError(Exception):
+    pass
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class EngineConfig(_Section):
+    url: str = Field(description="Base URL of the vLLM server, e.g. http://vllm:8000")
+    model: str | None = Field(None, description="Served model name; default: the first of /v1/models")
+    api_key: str | None = None
+    connect_timeout_s: float = Field(5.0, gt=0)
+    # The longest silence tolerated between two chunks of a stream before the response fails.
+    read_timeout_s: float = Field(300.0, gt=0)
+    # When the engine does not report max_model_len and a request gives no max_output_tokens.
+    default_max_tokens: int = Field(4096, gt=0)
+    max_connections: int = Field(512, gt=0)
+
+
+class ServerConfig(_Section):
+    host: str = "127.0.0.1"
+    port: int = Field(8080, ge=0, le=65535)
+
+
+class StorageConfig(_Section):
+    path: str = "data/responses.sqlite3"
+
+
+class LoopConfig(_Section):
+    # Engine calls one response may make (a tool call and its result cost one each).
+    max_turns: int = Field(16, gt=0)
+
+
+class GatewayConfig(_Section):
+    engine: EngineConfig
+    server: ServerConfig = ServerConfig()
+    storage: StorageConfig = StorageConfig()
+    loop: LoopConfig = LoopConfig()
+
+
+_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+def expand_env(value: Any, path: str = "") -> Any:
+    """Replace `${VAR}` and `${VAR:-default}` in every string of a parsed YAML tree."""
+    if isinstance(value, dict):
+        return {key: expand_env(item, f"{path}.{key}" if path else str(key)) for key, item in value.items()}
+    if isinstance(value, list):
+        return [expand_env(item, f"{path}[{index}]") for index, item in enumerate(value)]
+    if not isinstance(value, str):
+        return value
+
+    def substitute(match: re.Match[str]) -> str:
+        name, default = match.group(1), match.group(2)
+        if name in os.environ:
+            return os.environ[name]
+        if default is not None:
+            return default
+        raise ConfigError(f"{path}: environment variable {name} is not set")
+
+    expanded = _VARIABLE.sub(substitute, value)
+    # A value that was only a variable may be a number or boolean in YAML terms.
+    if expanded != value and _VARIABLE.fullmatch(value):
+        try:
+            parsed = yaml.safe_load(expanded)
+        except yaml.YAMLError:
+            return expanded
+        return parsed if isinstance(parsed, (int, float, bool)) or parsed is None else expanded
+    return expanded
+
+
+def parse_config(raw: Any, source: str = "config") -> GatewayConfig:
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{source}: the configuration must be a mapping with at least an 'engine' section")
+    try:
+        return GatewayConfig.model_validate(expand_env(raw))
+    except ValidationError as exc:
+        lines = [f"{param_path(tuple(e['loc'])) or '(root)'}: {e['msg']}" for e in exc.errors(include_url=False)]
+        raise ConfigError(f"{source}: invalid configuration\n  " + "\n  ".join(lines)) from None
+
+
+def load_config(path: str | os.PathLike[str]) -> GatewayConfig:
+    file = Path(path)
+    try:
+        text = file.read_text()
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {file}: {exc.strerror}") from None
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{file}: not valid YAML: {exc}") from None
+    return parse_config(raw, str(file))

@@ -1,0 +1,215 @@
+"""Client for vLLM's token-in/token-out surface: `/v1/completions` with Harmony token ids.
+
+The engine only samples; the gateway renders and parses Harmony. Every failure of the engine becomes an
+`APIError` in OpenAI's shape: before a stream starts it is the HTTP answer, during one it ends the
+response as failed. Closing an `EngineStream` closes its HTTP connection, which aborts the request in
+vLLM and frees its KV cache.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import AsyncIterator
+
+import httpx
+
+from .config import EngineConfig
+from .errors import APIError, server_error
+from .harmony import STOP_TOKEN_IDS
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    id: str
+    max_model_len: int | None
+    created: int = 0
+    owned_by: str = "vllm"
+
+
+@dataclass(frozen=True)
+class Sampling:
+    max_tokens: int
+    temperature: float | None = None
+    top_p: float | None = None
+    seed: int | None = None
+
+
+@dataclass(slots=True)
+class EngineChunk:
+    token_ids: list[int]
+    finish_reason: str | None  # stop | length | abort, on the last chunk only
+
+
+@dataclass
+class EngineUsage:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_tokens: int = 0
+
+
+class EngineClient:
+    def __init__(self, config: EngineConfig) -> None:
+        self.config = config
+        headers = {"Authorization": f"Bearer {config.api_key}"} if config.api_key else {}
+        self._http = httpx.AsyncClient(
+            base_url=config.url.rstrip("/"),
+            headers=headers,
+            timeout=httpx.Timeout(config.read_timeout_s, connect=config.connect_timeout_s),
+            limits=httpx.Limits(max_connections=config.max_connections, max_keepalive_connections=64),
+        )
+        self._model: ModelInfo | None = None
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def model(self) -> ModelInfo:
+        """The served model, asked of the engine once and then remembered."""
+        if self._model is None:
+            listed = await self.list_models()
+            wanted = self.config.model
+            chosen = next((m for m in listed if m.id == wanted), None) if wanted else (listed[0] if listed else None)
+            if chosen is None and wanted:
+                # The engine may serve it under an alias: trust the configuration, length unknown.
+                chosen = ModelInfo(id=wanted, max_model_len=None)
+            if chosen is None:
+                raise server_error(502, "The engine lists no model.", "engine_error")
+            self._model = chosen
+        return self._model
+
+    async def list_models(self) -> list[ModelInfo]:
+        response = await self._request("GET", "/v1/models")
+        try:
+            data = response.json()["data"]
+            return [
+                ModelInfo(
+                    id=m["id"],
+                    max_model_len=m.get("max_model_len"),
+                    created=int(m.get("created") or 0),
+                    owned_by=m.get("owned_by") or "vllm",
+                )
+                for m in data
+            ]
+        except (ValueError, KeyError, TypeError):
+            raise server_error(502, "The engine answered /v1/models with an unexpected body.", "engine_error")
+
+    async def healthy(self) -> bool:
+        try:
+            response = await self._http.get("/health", timeout=self.config.connect_timeout_s)
+        except httpx.HTTPError:
+            return False
+        return response.status_code == 200
+
+    async def generate(self, prompt: list[int], sampling: Sampling) -> "EngineStream":
+        """Start a streamed completion; engine errors before the first chunk raise here."""
+        model = await self.model()
+        body = {
+            "model": model.id,
+            "prompt": prompt,
+            "max_tokens": sampling.max_tokens,
+            "stop_token_ids": list(STOP_TOKEN_IDS),
+            "return_token_ids": True,
+            "skip_special_tokens": False,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        for name in ("temperature", "top_p", "seed"):
+            value = getattr(sampling, name)
+            if value is not None:
+                body[name] = value
+        request = self._http.build_request("POST", "/v1/completions", json=body)
+        try:
+            response = await self._http.send(request, stream=True)
+        except httpx.HTTPError as exc:
+            raise transport_error(exc, self.config.url) from None
+        if response.status_code != 200:
+            try:
+                await response.aread()
+            except httpx.HTTPError as exc:
+                raise transport_error(exc, self.config.url) from None
+            finally:
+                await response.aclose()
+            raise status_error(response)
+        return EngineStream(response, self.config.url)
+
+    async def _request(self, method: str, path: str) -> httpx.Response:
+        try:
+            response = await self._http.request(method, path)
+        except httpx.HTTPError as exc:
+            raise transport_error(exc, self.config.url) from None
+        if response.status_code != 200:
+            raise status_error(response)
+        return response
+
+
+class EngineStream:
+    """The chunks of one streamed completion. Iterate it once; `aclose()` aborts it in the engine."""
+
+    def __init__(self, response: httpx.Response, url: str) -> None:
+        self._response = response
+        self._url = url
+        self.usage = EngineUsage()
+        self.prompt_tokens = 0
+
+    async def aclose(self) -> None:
+        await self._response.aclose()
+
+    async def __aiter__(self) -> AsyncIterator[EngineChunk]:
+        try:
+            async for line in self._response.aiter_lines():
+                if not line.startswith("data: "):
+                    continue
+                payload = line[6:]
+                if payload == "[DONE]":
+                    return
+                chunk = json.loads(payload)
+                choices = chunk.get("choices")
+                if choices:
+                    choice = choices[0]
+                    if "prompt_token_ids" in choice and choice["prompt_token_ids"] is not None:
+                        self.prompt_tokens = len(choice["prompt_token_ids"])
+                    yield EngineChunk(choice.get("token_ids") or [], choice.get("finish_reason"))
+                elif "error" in chunk:
+                    error = chunk["error"] or {}
+                    raise server_error(502, f"The engine failed: {error.get('message', 'unknown error')}", "engine_error")
+                if chunk.get("usage"):
+                    self._read_usage(chunk["usage"])
+        except httpx.HTTPError as exc:
+            raise transport_error(exc, self._url) from None
+        except ValueError:
+            raise server_error(502, "The engine sent a chunk that is not JSON.", "engine_error") from None
+        # The connection ended without [DONE]: the engine went away mid-stream.
+        raise server_error(502, "The engine closed the stream before it finished.", "engine_error")
+
+    def _read_usage(self, usage: dict) -> None:
+        details = usage.get("prompt_tokens_details") or {}
+        self.usage = EngineUsage(
+            prompt_tokens=int(usage.get("prompt_tokens") or 0),
+            completion_tokens=int(usage.get("completion_tokens") or 0),
+            cached_tokens=int(details.get("cached_tokens") or 0),
+        )
+
+
+def transport_error(exc: httpx.HTTPError, url: str) -> APIError:
+    if isinstance(exc, httpx.ConnectError):
+        return server_error(503, f"The engine at {url} is unreachable: {exc or 'connection refused'}.", "engine_unavailable")
+    if isinstance(exc, httpx.TimeoutException):
+        return server_error(504, f"The engine at {url} did not answer in time.", "engine_timeout")
+    if isinstance(exc, (httpx.RemoteProtocolError, httpx.ReadError)):
+        return server_error(502, "The engine closed the connection before it finished.", "engine_error")
+    return server_error(502, f"Talking to the engine failed: {exc}.", "engine_error")
+
+
+def status_error(response: httpx.Response) -> APIError:
+    try:
+        error = response.json().get("error") or {}
+        message = error.get("message") or response.text
+        param = error.get("param")
+    except (ValueError, AttributeError):
+        message, param = response.text, None
+    message = message.strip() or f"HTTP {response.status_code}"
+    if response.status_code == 400 and (param == "input_tokens" or "maximum context length" in message):
+        return APIError(400, message, param="input", code="context_length_exceeded")
+    if 400 <= response.status_code < 500:
+        return APIError(400, f"The engine rejected the request: {message}", param=param, code="engine_rejected")
+    return server_error(502, f"The engine failed (HTTP {response.status_code}): {message}", "engine_error")

@@ -1,0 +1,93 @@
+"""Errors in OpenAI's shape: `{"error": {"message", "type", "param", "code"}}`."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from pydantic import ValidationError
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+
+
+class APIError(Exception):
+    """An error the client sees, with the HTTP status it is sent with."""
+
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        type: str = "invalid_request_error",
+        param: str | None = None,
+        code: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.type = type
+        self.param = param
+        self.code = code
+
+    def body(self) -> dict[str, Any]:
+        return {"error": {"message": self.message, "type": self.type, "param": self.param, "code": self.code}}
+
+    def response(self) -> JSONResponse:
+        return JSONResponse(self.body(), status_code=self.status)
+
+
+def bad_request(message: str, param: str | None = None, code: str = "invalid_value") -> APIError:
+    return APIError(400, message, param=param, code=code)
+
+
+def not_found(message: str, param: str | None = None) -> APIError:
+    return APIError(404, message, type="invalid_request_error", param=param, code="not_found")
+
+
+def server_error(status: int, message: str, code: str) -> APIError:
+    return APIError(status, message, type="server_error", code=code)
+
+
+def param_path(loc: tuple[Any, ...]) -> str:
+    """`("input", 0, "role")` → `input[0].role`; pydantic's union branch names are skipped."""
+    path = ""
+    for part in loc:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        elif isinstance(part, str) and not _is_branch_tag(part):
+            path += f".{part}" if path else part
+    return path
+
+
+def _is_branch_tag(part: str) -> bool:
+    # pydantic names union members in locations ("str", "list[...]", "function-after[...]", "MessageItem").
+    return part[:1].isupper() or "[" in part or part in {"str", "int", "float", "bool", "list", "dict", "none"}
+
+
+def from_validation_error(exc: ValidationError) -> APIError:
+    errors = exc.errors(include_url=False)
+    # Prefer the error that names the deepest field: it is the one the client must fix.
+    first = max(errors, key=lambda e: len(param_path(tuple(e["loc"]))))
+    param = param_path(tuple(first["loc"])) or None
+    kind = first["type"]
+    if kind == "missing":
+        code, message = "missing_required_parameter", f"Missing required parameter: '{param}'."
+    elif kind.endswith("_type") or kind in {"model_type", "model_attributes_type", "dict_type", "list_type"}:
+        code, message = "invalid_type", f"Invalid type for '{param}': {first['msg']}."
+    elif kind == "extra_forbidden":
+        code, message = "unknown_parameter", f"Unknown parameter: '{param}'."
+    else:
+        code, message = "invalid_value", f"Invalid value for '{param}': {first['msg']}."
+    if param is None:
+        message = f"Invalid request body: {first['msg']}."
+    return bad_request(message, param=param, code=code)
+
+
+async def handle_api_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, APIError)
+    return exc.response()
+
+
+async def handle_unexpected(request: Request, exc: Exception) -> JSONResponse:
+    logging.getLogger("gateway").exception("unhandled error on %s %s", request.method, request.url.path)
+    return server_error(500, "The gateway failed to handle the request.", "internal_error").response()

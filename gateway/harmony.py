@@ -1,0 +1,109 @@
+"""The Harmony encoding, its special token ids, and how requests become system and developer messages."""
+
+from __future__ import annotations
+
+import datetime
+import functools
+import json
+from dataclasses import dataclass, field
+
+from openai_harmony import (
+    Conversation,
+    DeveloperContent,
+    HarmonyEncoding,
+    HarmonyEncodingName,
+    Message,
+    Role,
+    SystemContent,
+    load_harmony_encoding,
+)
+from openai_harmony import ReasoningEffort, ToolDescription, ToolNamespaceConfig
+
+from .vocab import ensure_vocabulary
+
+# Special tokens of the gpt-oss vocabulary (checked against the encoding in tests).
+RETURN = 200002  # <|return|>: the final answer is finished
+CONSTRAIN = 200003
+CHANNEL = 200005
+START = 200006
+END = 200007
+MESSAGE = 200008  # <|message|>: the header is complete, content follows
+CALL = 200012  # <|call|>: a tool call waits for its result
+STOP_TOKEN_IDS = (RETURN, CALL)
+
+_EFFORTS = {
+    "low": ReasoningEffort.LOW,
+    "medium": ReasoningEffort.MEDIUM,
+    "high": ReasoningEffort.HIGH,
+}
+
+
+@functools.cache
+def encoding() -> HarmonyEncoding:
+    ensure_vocabulary()
+    return load_harmony_encoding(HarmonyEncodingName.HARMONY_GPT_OSS)
+
+
+def reasoning_effort(effort: str | None) -> ReasoningEffort:
+    """gpt-oss knows low, medium and high; the API's other levels map to the nearest one."""
+    if effort in (None, "medium"):
+        return ReasoningEffort.MEDIUM
+    if effort in ("none", "minimal", "low"):
+        return ReasoningEffort.LOW
+    return ReasoningEffort.HIGH  # high, xhigh
+
+
+@dataclass
+class Preamble:
+    """What the gateway puts before the dialog: the system message and, when needed, a developer message."""
+
+    effort: str | None = None
+    instructions: str | None = None
+    function_tools: list[ToolDescription] = field(default_factory=list)
+    namespaces: list[ToolNamespaceConfig] = field(default_factory=list)
+    response_format: tuple[str, dict] | None = None  # (name, JSON schema)
+
+    def messages(self) -> list[Message]:
+        system = (
+            SystemContent.new()
+            .with_reasoning_effort(reasoning_effort(self.effort))
+            .with_conversation_start_date(datetime.date.today().isoformat())
+        )
+        for namespace in self.namespaces:
+            system = system.with_tools(namespace)
+        result = [Message.from_role_and_content(Role.SYSTEM, system)]
+
+        instructions = self.instructions or ""
+        if self.response_format is not None:
+            name, schema = self.response_format
+            section = f"# Response Formats\n\n## {name}\n\n{json.dumps(schema, separators=(',', ':'))}"
+            instructions = f"{instructions}\n\n{section}" if instructions else section
+        if instructions or self.function_tools:
+            developer = DeveloperContent.new()
+            if instructions:
+                developer = developer.with_instructions(instructions)
+            if self.function_tools:
+                developer = developer.with_function_tools(self.function_tools)
+            result.append(Message.from_role_and_content(Role.DEVELOPER, developer))
+        return result
+
+
+def render_prompt(preamble: Preamble, dialog: list[Message]) -> list[int]:
+    """Token ids of the whole conversation, ending with `<|start|>assistant` for the model to continue.
+
+    Harmony's renderer drops the analysis of turns that ended in a final answer and keeps the chain of
+    thought of the turn in progress.
+    """
+    conversation = Conversation.from_messages(preamble.messages() + dialog)
+    return encoding().render_conversation_for_completion(conversation, Role.ASSISTANT)
+
+
+__all__ = [
+    "Message",
+    "Preamble",
+    "Role",
+    "ToolDescription",
+    "ToolNamespaceConfig",
+    "encoding",
+    "render_prompt",
+]

@@ -1,0 +1,100 @@
+"""Input items → Harmony messages, and the input items as the API lists them back."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from openai_harmony import Author, Message, Role
+
+from ..errors import bad_request
+from .items import new_id
+from .request import (
+    FunctionCallItem,
+    FunctionCallOutputItem,
+    InputItem,
+    MessageItem,
+    ReasoningItem,
+)
+
+_ROLES = {"user": Role.USER, "system": Role.DEVELOPER, "developer": Role.DEVELOPER}
+
+
+@dataclass
+class Dialog:
+    """The Harmony messages after the system/developer preamble, and the open function calls in them."""
+
+    messages: list[Message] = field(default_factory=list)
+    # call_id → function name, for calls whose output the client has not sent yet.
+    open_calls: dict[str, str] = field(default_factory=dict)
+
+    def append(self, message: Message) -> None:
+        self.messages.append(message)
+
+    def to_json(self) -> list[dict[str, Any]]:
+        return [message.to_dict() for message in self.messages]
+
+    @classmethod
+    def from_json(cls, data: list[dict[str, Any]], open_calls: dict[str, str]) -> "Dialog":
+        return cls([Message.from_dict(entry) for entry in data], dict(open_calls))
+
+
+def tool_result(recipient: str, channel: str | None, text: str) -> Message:
+    """A tool's output as Harmony wants it: authored by the tool, same channel as the call, to the assistant."""
+    message = Message.from_author_and_content(Author.new(Role.TOOL, recipient), text).with_recipient("assistant")
+    return message.with_channel(channel or "commentary")
+
+
+def function_call_message(name: str, arguments: str) -> Message:
+    return (
+        Message.from_role_and_content(Role.ASSISTANT, arguments)
+        .with_channel("commentary")
+        .with_recipient(f"functions.{name}")
+        .with_content_type("<|constrain|>json")
+    )
+
+
+def append_input(dialog: Dialog, items: str | list[InputItem]) -> list[dict[str, Any]]:
+    """Add a request's input to the dialog; return the input items as `input_items` lists them."""
+    if isinstance(items, str):
+        dialog.append(Message.from_role_and_content(Role.USER, items))
+        return [_message_record(None, "user", items)]
+
+    records: list[dict[str, Any]] = []
+    for index, item in enumerate(items):
+        if isinstance(item, MessageItem):
+            text = item.text()
+            if item.role == "assistant":
+                channel = "commentary" if item.phase == "commentary" else "final"
+                dialog.append(Message.from_role_and_content(Role.ASSISTANT, text).with_channel(channel))
+            else:
+                dialog.append(Message.from_role_and_content(_ROLES[item.role], text))
+            records.append(_message_record(item.id, item.role, text))
+        elif isinstance(item, ReasoningItem):
+            dialog.append(Message.from_role_and_content(Role.ASSISTANT, item.text()).with_channel("analysis"))
+            records.append(item.model_dump(exclude_none=True) | {"id": item.id or new_id("rs")})
+        elif isinstance(item, FunctionCallItem):
+            dialog.append(function_call_message(item.name, item.arguments))
+            dialog.open_calls[item.call_id] = item.name
+            records.append(item.model_dump() | {"id": item.id or new_id("fc"), "status": "completed"})
+        elif isinstance(item, FunctionCallOutputItem):
+            name = dialog.open_calls.pop(item.call_id, None)
+            if name is None:
+                raise bad_request(
+                    f"No tool call found for function call output with call_id {item.call_id}.",
+                    param=f"input[{index}].call_id",
+                )
+            dialog.append(tool_result(f"functions.{name}", "commentary", item.text()))
+            records.append(item.model_dump() | {"id": item.id or new_id("fco"), "status": "completed"})
+    return records
+
+
+def _message_record(item_id: str | None, role: str, text: str) -> dict[str, Any]:
+    part_type = "output_text" if role == "assistant" else "input_text"
+    return {
+        "id": item_id or new_id("msg"),
+        "type": "message",
+        "role": role,
+        "status": "completed",
+        "content": [{"type": part_type, "text": text}],
+    }

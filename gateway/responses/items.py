@@ -1,0 +1,226 @@
+"""Output items of a response and the stream events each one emits, in the order `STREAMING.md` fixes.
+
+Each item knows its own events: `opened()` (from `output_item.added` to the first delta's part),
+`delta(text)`, and `closed(status)` (from the `.done` of its text to `output_item.done`). `Events`
+numbers every event, so sequence numbers can neither repeat nor skip. Deltas are the hot path: they
+are `Delta` objects whose JSON is formatted from a prefix computed once per item.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from typing import Any
+
+Event = dict[str, Any]
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}_{secrets.token_hex(16)}"
+
+
+class Delta:
+    """One delta event. `frame()` is the SSE frame, built without a dict or a full json.dumps."""
+
+    __slots__ = ("prefix", "sequence_number", "text", "suffix", "event_type")
+
+    def __init__(self, event_type: str, prefix: str, sequence_number: int, text: str, suffix: str) -> None:
+        self.event_type = event_type
+        self.prefix = prefix
+        self.sequence_number = sequence_number
+        self.text = text
+        self.suffix = suffix
+
+    def frame(self) -> bytes:
+        return (
+            f'{self.prefix}{self.sequence_number}{self.suffix}{json.dumps(self.text, ensure_ascii=False)}}}\n\n'
+        ).encode()
+
+    def as_dict(self) -> Event:
+        return json.loads(self.frame().split(b"data: ", 1)[1])
+
+
+class Events:
+    """Hands out sequence numbers: 0 for `response.created`, then one more per event."""
+
+    def __init__(self) -> None:
+        self.sequence_number = 0
+
+    def make(self, type: str, **fields: Any) -> Event:
+        event = {"type": type, "sequence_number": self.sequence_number, **fields}
+        self.sequence_number += 1
+        return event
+
+    def delta(self, item: "TextItem", text: str) -> Delta:
+        number = self.sequence_number
+        self.sequence_number += 1
+        return Delta(item.delta_type, item.delta_prefix, number, text, item.delta_suffix)
+
+
+class OutputItem:
+    type: str
+    id_prefix: str
+
+    def __init__(self, output_index: int) -> None:
+        self.id = new_id(self.id_prefix)
+        self.output_index = output_index
+        self.status = "in_progress"
+
+    def as_dict(self) -> Event:
+        raise NotImplementedError
+
+    def added(self, events: Events) -> Event:
+        return events.make("response.output_item.added", output_index=self.output_index, item=self.as_dict())
+
+    def done(self, events: Events) -> Event:
+        return events.make("response.output_item.done", output_index=self.output_index, item=self.as_dict())
+
+
+class TextItem(OutputItem):
+    """An item with one text part that streams: a reasoning item or an assistant message."""
+
+    part_type: str
+    delta_type: str
+    done_type: str
+    delta_extra = ""  # JSON fields after "delta", e.g. logprobs
+
+    def __init__(self, output_index: int) -> None:
+        super().__init__(output_index)
+        self.chunks: list[str] = []
+        self.part_open = False
+        self.delta_prefix = (
+            f'event: {self.delta_type}\ndata: {{"type":"{self.delta_type}","item_id":"{self.id}",'
+            f'"output_index":{output_index},"content_index":0{self.delta_extra},"sequence_number":'
+        )
+        self.delta_suffix = ',"delta":'
+
+    @property
+    def text(self) -> str:
+        return "".join(self.chunks)
+
+    def part(self, text: str) -> Event:
+        return {"type": self.part_type, "text": text}
+
+    def opened(self, events: Events) -> list[Event]:
+        self.part_open = True
+        return [
+            self.added(events),
+            events.make(
+                "response.content_part.added",
+                item_id=self.id,
+                output_index=self.output_index,
+                content_index=0,
+                part=self.part(""),
+            ),
+        ]
+
+    def delta(self, events: Events, text: str) -> Delta:
+        self.chunks.append(text)
+        return events.delta(self, text)
+
+    def closed(self, events: Events, status: str = "completed") -> list[Event]:
+        self.status = status
+        text = self.text
+        ids = {"item_id": self.id, "output_index": self.output_index, "content_index": 0}
+        return [
+            events.make(self.done_type, **ids, text=text, **self.done_extra()),
+            events.make("response.content_part.done", **ids, part=self.part(text)),
+            self.done(events),
+        ]
+
+    def done_extra(self) -> dict[str, Any]:
+        return {}
+
+
+class ReasoningOutput(TextItem):
+    """The analysis channel."""
+
+    type = "reasoning"
+    id_prefix = "rs"
+    part_type = "reasoning_text"
+    delta_type = "response.reasoning_text.delta"
+    done_type = "response.reasoning_text.done"
+
+    def as_dict(self) -> Event:
+        content = [self.part(self.text)] if self.status != "in_progress" else []
+        item: Event = {"id": self.id, "type": "reasoning", "summary": [], "content": content}
+        if self.status == "incomplete":
+            item["status"] = "incomplete"
+        return item
+
+
+class MessageOutput(TextItem):
+    """The final channel (`phase: final_answer`), or a commentary preamble (`phase: commentary`)."""
+
+    type = "message"
+    id_prefix = "msg"
+    part_type = "output_text"
+    delta_type = "response.output_text.delta"
+    done_type = "response.output_text.done"
+    delta_extra = ',"logprobs":[]'
+
+    def __init__(self, output_index: int, phase: str) -> None:
+        super().__init__(output_index)
+        self.phase = phase
+
+    def part(self, text: str) -> Event:
+        return {"type": "output_text", "annotations": [], "logprobs": [], "text": text}
+
+    def done_extra(self) -> dict[str, Any]:
+        return {"logprobs": []}
+
+    def as_dict(self) -> Event:
+        content = [self.part(self.text)] if self.status != "in_progress" else []
+        return {
+            "id": self.id,
+            "type": "message",
+            "status": self.status,
+            "content": content,
+            "role": "assistant",
+            "phase": self.phase,
+        }
+
+
+class FunctionCallOutput(TextItem):
+    """A call to `functions.NAME`: its arguments stream while the model writes them."""
+
+    type = "function_call"
+    id_prefix = "fc"
+    part_type = ""
+    delta_type = "response.function_call_arguments.delta"
+    done_type = "response.function_call_arguments.done"
+
+    def __init__(self, output_index: int, name: str) -> None:
+        self.name = name
+        self.call_id = new_id("call")
+        super().__init__(output_index)
+        self.delta_prefix = (
+            f'event: {self.delta_type}\ndata: {{"type":"{self.delta_type}","item_id":"{self.id}",'
+            f'"output_index":{output_index},"sequence_number":'
+        )
+
+    def opened(self, events: Events) -> list[Event]:
+        return [self.added(events)]
+
+    def closed(self, events: Events, status: str = "completed") -> list[Event]:
+        self.status = status
+        return [
+            events.make(
+                self.done_type,
+                item_id=self.id,
+                output_index=self.output_index,
+                name=self.name,
+                arguments=self.text,
+            ),
+            self.done(events),
+        ]
+
+    def as_dict(self) -> Event:
+        return {
+            "id": self.id,
+            "type": "function_call",
+            "status": self.status,
+            "call_id": self.call_id,
+            "name": self.name,
+            "arguments": self.text if self.status != "in_progress" else "",
+        }

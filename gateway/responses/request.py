@@ -1,0 +1,160 @@
+"""The body of `POST /v1/responses`, validated. Fields the gateway does not use are accepted and ignored,
+as OpenAI's SDKs send several of them by default; wrong types and unknown roles, item types and tool
+types are 400s that name the field."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_validator
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class InputText(_Model):
+    type: Literal["input_text"]
+    text: str
+
+
+class OutputText(_Model):
+    type: Literal["output_text"]
+    text: str
+
+
+class ReasoningText(_Model):
+    type: Literal["reasoning_text"]
+    text: str
+
+
+class SummaryText(_Model):
+    type: Literal["summary_text"]
+    text: str
+
+
+ContentPart = Annotated[Union[InputText, OutputText], Field(discriminator="type")]
+
+
+class MessageItem(_Model):
+    type: Literal["message"] = "message"
+    id: str | None = None
+    role: Literal["user", "system", "developer", "assistant"]
+    content: str | list[ContentPart]
+    # An assistant message's phase: "commentary" was a preamble, anything else a final answer.
+    phase: Literal["commentary", "final_answer"] | None = None
+
+    def text(self) -> str:
+        if isinstance(self.content, str):
+            return self.content
+        return "".join(part.text for part in self.content)
+
+
+class ReasoningItem(_Model):
+    type: Literal["reasoning"]
+    id: str | None = None
+    summary: list[SummaryText] = []
+    content: list[ReasoningText] | None = None
+
+    def text(self) -> str:
+        parts = self.content if self.content else self.summary
+        return "".join(part.text for part in parts)
+
+
+class FunctionCallItem(_Model):
+    type: Literal["function_call"]
+    id: str | None = None
+    call_id: str
+    name: str
+    arguments: str
+
+
+class FunctionCallOutputItem(_Model):
+    type: Literal["function_call_output"]
+    id: str | None = None
+    call_id: str
+    output: str | list[InputText]
+
+    def text(self) -> str:
+        if isinstance(self.output, str):
+            return self.output
+        return "".join(part.text for part in self.output)
+
+
+def _item_type(value: Any) -> str | None:
+    if isinstance(value, dict):
+        return value.get("type", "message")
+    return getattr(value, "type", None)
+
+
+InputItem = Annotated[
+    Union[
+        Annotated[MessageItem, Tag("message")],
+        Annotated[ReasoningItem, Tag("reasoning")],
+        Annotated[FunctionCallItem, Tag("function_call")],
+        Annotated[FunctionCallOutputItem, Tag("function_call_output")],
+    ],
+    Discriminator(_item_type),
+]
+
+
+class FunctionTool(_Model):
+    type: Literal["function"]
+    name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")
+    description: str | None = None
+    parameters: dict[str, Any] | None = None
+    strict: bool | None = None
+
+
+Tool = Annotated[Union[FunctionTool], Field(discriminator="type")]
+
+
+class Reasoning(_Model):
+    effort: Literal["none", "minimal", "low", "medium", "high", "xhigh"] | None = None
+    summary: str | None = None
+
+
+class TextFormat(_Model):
+    type: Literal["text", "json_schema", "json_object"] = "text"
+    name: str | None = None
+    schema_: dict[str, Any] | None = Field(None, alias="schema")
+    description: str | None = None
+    strict: bool | None = None
+
+
+class TextConfig(_Model):
+    format: TextFormat | None = None
+    verbosity: str | None = None
+
+
+class NamedFunction(_Model):
+    type: Literal["function"]
+    name: str
+
+
+class ResponsesRequest(_Model):
+    model: str | None = None
+    input: str | list[InputItem]
+    instructions: str | None = None
+    reasoning: Reasoning | None = None
+    max_output_tokens: int | None = Field(None, ge=1)
+    max_tool_calls: int | None = Field(None, ge=0)
+    temperature: float | None = Field(None, ge=0, le=2)
+    top_p: float | None = Field(None, gt=0, le=1)
+    seed: int | None = None
+    metadata: dict[str, str] | None = None
+    store: bool = True
+    previous_response_id: str | None = None
+    stream: bool = False
+    tools: list[Tool] = []
+    tool_choice: Literal["auto", "none", "required"] | NamedFunction = "auto"
+    parallel_tool_calls: bool = True
+    text: TextConfig | None = None
+    user: str | None = None
+
+    @field_validator("metadata")
+    @classmethod
+    def _metadata_limits(cls, value: dict[str, str] | None) -> dict[str, str] | None:
+        if value is not None and len(value) > 16:
+            raise ValueError("at most 16 metadata keys are allowed")
+        return value

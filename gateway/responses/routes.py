@@ -1,0 +1,134 @@
+"""HTTP endpoints of the Responses API."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, AsyncIterator
+
+import anyio
+from pydantic import ValidationError
+from sse_starlette import EventSourceResponse
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from ..errors import APIError, bad_request, from_validation_error, not_found
+from .request import ResponsesRequest
+from .run import ResponseRun, Services, to_json
+
+
+async def read_json_object(request: Request) -> dict[str, Any]:
+    body = await request.body()
+    try:
+        data = json.loads(body)
+    except ValueError:
+        raise bad_request("We could not parse the JSON body of your request.", code="invalid_json") from None
+    if not isinstance(data, dict):
+        raise bad_request("The request body must be a JSON object.", code="invalid_type")
+    return data
+
+
+async def create_response(request: Request) -> Response:
+    services: Services = request.app.state.services
+    try:
+        body = ResponsesRequest.model_validate(await read_json_object(request))
+    except ValidationError as exc:
+        raise from_validation_error(exc) from None
+    run = ResponseRun(services, body)
+    await run.prepare()
+    if body.stream:
+        return EventSourceResponse(_frames(run), sep="\n", ping=15)
+    await _run_until_done_or_disconnect(request, run)
+    if run.failure is not None:
+        raise run.failure
+    return JSONResponse(run.response)
+
+
+async def _frames(run: ResponseRun) -> AsyncIterator[bytes]:
+    async for event in run.events():
+        yield to_json(event)
+
+
+async def _run_until_done_or_disconnect(request: Request, run: ResponseRun) -> None:
+    """Drain the run; if the client goes away first, cancel it, which aborts the engine request."""
+    async with anyio.create_task_group() as group:
+
+        async def drain() -> None:
+            async for _ in run.events():
+                pass
+            group.cancel_scope.cancel()
+
+        async def watch() -> None:
+            while (await request.receive())["type"] != "http.disconnect":
+                pass
+            group.cancel_scope.cancel()
+
+        group.start_soon(drain)
+        group.start_soon(watch)
+
+
+async def retrieve_response(request: Request) -> Response:
+    stored = await _stored(request)
+    return JSONResponse(stored.response)
+
+
+async def delete_response(request: Request) -> Response:
+    response_id = request.path_params["response_id"]
+    services: Services = request.app.state.services
+    if not await services.store.delete(response_id):
+        raise _missing(response_id)
+    return JSONResponse({"id": response_id, "object": "response.deleted", "deleted": True})
+
+
+async def list_input_items(request: Request) -> Response:
+    stored = await _stored(request)
+    params = request.query_params
+    order = params.get("order", "desc")
+    if order not in ("asc", "desc"):
+        raise bad_request("order must be 'asc' or 'desc'.", param="order")
+    try:
+        limit = int(params.get("limit", "20"))
+    except ValueError:
+        raise bad_request("limit must be an integer.", param="limit", code="invalid_type") from None
+    if not 1 <= limit <= 100:
+        raise bad_request("limit must be between 1 and 100.", param="limit")
+    items = list(stored.input_items)
+    if order == "desc":
+        items.reverse()
+    after = params.get("after")
+    if after is not None:
+        ids = [item["id"] for item in items]
+        if after not in ids:
+            raise bad_request(f"No input item with id '{after}'.", param="after")
+        items = items[ids.index(after) + 1 :]
+    page = items[:limit]
+    return JSONResponse(
+        {
+            "object": "list",
+            "data": page,
+            "first_id": page[0]["id"] if page else None,
+            "last_id": page[-1]["id"] if page else None,
+            "has_more": len(items) > limit,
+        }
+    )
+
+
+async def _stored(request: Request):
+    response_id = request.path_params["response_id"]
+    services: Services = request.app.state.services
+    stored = await services.store.get(response_id)
+    if stored is None:
+        raise _missing(response_id)
+    return stored
+
+
+def _missing(response_id: str) -> APIError:
+    return not_found(f"No response found with id '{response_id}'.", param="response_id")
+
+
+routes = [
+    Route("/v1/responses", create_response, methods=["POST"]),
+    Route("/v1/responses/{response_id}", retrieve_response, methods=["GET"]),
+    Route("/v1/responses/{response_id}", delete_response, methods=["DELETE"]),
+    Route("/v1/responses/{response_id}/input_items", list_input_items, methods=["GET"]),
+]

@@ -1,0 +1,331 @@
+"""One response: the Harmony loop from request to terminal event.
+
+request → dialog (Harmony messages) → prompt tokens → engine → parser → output items and events.
+A tool call that the gateway runs loops back into the dialog and the engine is called again; a call
+to a client function ends the response, to be continued by the client's `function_call_output`.
+The same run serves streaming (every event is sent) and non-streaming (events are dropped and the
+final response is returned).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from typing import Any, AsyncIterator
+
+import anyio
+
+from ..config import GatewayConfig
+from ..engine import EngineClient, EngineStream, Sampling
+from ..errors import APIError, bad_request
+from ..harmony import CALL, Preamble, ToolDescription, render_prompt
+from ..parser import HarmonyStreamParser, MalformedHarmony, MessageFinished, MessageStarted, TextDelta
+from ..store import ResponseStore, StoredResponse
+from .conversation import Dialog, append_input, tool_result
+from .items import Delta, Event, Events, FunctionCallOutput, MessageOutput, OutputItem, ReasoningOutput, TextItem, new_id
+from .request import FunctionTool, ResponsesRequest
+
+
+@dataclass
+class Services:
+    config: GatewayConfig
+    engine: EngineClient
+    store: ResponseStore
+
+
+class ResponseRun:
+    def __init__(self, services: Services, request: ResponsesRequest) -> None:
+        self.services = services
+        self.request = request
+        self.events_log = Events()
+        self.output: list[OutputItem] = []
+        self.dialog = Dialog()
+        self.input_items: list[dict[str, Any]] = []
+        self.functions = {tool.name: tool for tool in request.tools if isinstance(tool, FunctionTool)}
+        self.preamble = self._preamble()
+        self.usage = {"input": 0, "cached": 0, "output": 0, "reasoning": 0}
+        self.model_id = ""
+        self.response: dict[str, Any] = {}
+        self._stream: EngineStream | None = None
+        self._prompt: list[int] = []
+        self._turns = 0
+        self.failure: APIError | None = None
+
+    # -- before the first event: everything that can still be an HTTP error ------------------------------
+
+    async def prepare(self) -> None:
+        """Load the previous response, build the dialog, and open the first engine stream."""
+        request = self.request
+        if request.previous_response_id:
+            previous = await self.services.store.get(request.previous_response_id)
+            if previous is None:
+                raise APIError(
+                    404,
+                    f"Previous response with id '{request.previous_response_id}' not found.",
+                    param="previous_response_id",
+                    code="previous_response_not_found",
+                )
+            self.dialog = Dialog.from_json(previous.dialog, previous.open_calls)
+        self.input_items = append_input(self.dialog, request.input)
+        model = await self.services.engine.model()
+        self.model_id = model.id
+        self.response = self._skeleton()
+        self._stream = await self._open_stream()
+
+    async def _open_stream(self) -> EngineStream:
+        self._turns += 1
+        prompt = render_prompt(self.preamble, self.dialog.messages)
+        model = await self.services.engine.model()
+        room = None if model.max_model_len is None else model.max_model_len - len(prompt)
+        if room is not None and room <= 0:
+            raise APIError(
+                400,
+                f"This model's maximum context length is {model.max_model_len} tokens. However, your "
+                f"request has {len(prompt)} input tokens. Please reduce the length of the input.",
+                param="input",
+                code="context_length_exceeded",
+            )
+        budget = self.request.max_output_tokens
+        if budget is not None:
+            budget -= self.usage["output"]
+        else:
+            budget = room if room is not None else self.services.config.engine.default_max_tokens
+        if room is not None:
+            budget = min(budget, room)
+        self._prompt = prompt
+        sampling = Sampling(
+            max_tokens=max(budget, 1),
+            temperature=self.request.temperature,
+            top_p=self.request.top_p,
+            seed=self.request.seed,
+        )
+        return await self.services.engine.generate(prompt, sampling)
+
+    # -- the events ---------------------------------------------------------------------------------------
+
+    async def events(self) -> AsyncIterator[Event | Delta]:
+        log = self.events_log
+        yield log.make("response.created", response=self.snapshot())
+        yield log.make("response.in_progress", response=self.snapshot())
+        status, error, incomplete = "completed", None, None
+        try:
+            while True:
+                outcome = _Outcome()
+                async for event in self._generate(outcome):
+                    yield event
+                if outcome.finish_reason == "length":
+                    status, incomplete = "incomplete", {"reason": "max_output_tokens"}
+                    break
+                call = outcome.call
+                if call is None or call.recipient_kind == "function":
+                    break
+                # A call to a tool that is not there: tell the model, and let it go on.
+                self.dialog.append(tool_result(call.recipient, call.channel, call.error or ""))
+                if self._turns >= self.services.config.loop.max_turns:
+                    status, incomplete = "incomplete", {"reason": "max_output_tokens"}
+                    break
+                self._stream = await self._open_stream()
+        except (APIError, MalformedHarmony) as exc:
+            status = "failed"
+            self.failure = exc if isinstance(exc, APIError) else APIError(
+                502, str(exc), type="server_error", code="model_output_invalid"
+            )
+            error = {"code": "server_error", "message": self.failure.message}
+            for item in self._open_items():
+                for event in item.closed(log, "incomplete"):
+                    yield event
+        finally:
+            with anyio.CancelScope(shield=True):
+                if self._stream is not None:
+                    await self._stream.aclose()
+        self.finish(status, error, incomplete)
+        if self.request.store:
+            await self._save()
+        yield log.make(f"response.{status}", response=self.response)
+
+    async def _generate(self, outcome: "_Outcome") -> AsyncIterator[Event | Delta]:
+        """Stream one engine call: its tokens become items and events until the engine stops."""
+        stream = self._stream
+        assert stream is not None
+        parser = HarmonyStreamParser()
+        log = self.events_log
+        item: OutputItem | None = None
+        tokens = 0
+        async for chunk in stream:
+            tokens += len(chunk.token_ids)
+            for parsed in parser.feed(chunk.token_ids):
+                if type(parsed) is TextDelta:
+                    if item is not None:
+                        yield item.delta(log, parsed.text)
+                elif type(parsed) is MessageStarted:
+                    item = self._open_item(parsed, outcome)
+                    if item is not None:
+                        for event in item.opened(log):
+                            yield event
+                else:
+                    assert isinstance(parsed, MessageFinished)
+                    self.dialog.append(parsed.message)
+                    if item is not None:
+                        for event in item.closed(log):
+                            yield event
+                        item = None
+                    if parsed.stop == CALL and outcome.call is not None:
+                        outcome.call.arguments = parsed.message.content[0].text
+            if chunk.finish_reason is not None:
+                outcome.finish_reason = chunk.finish_reason
+        # The engine stopped: anything still open was cut off by max_tokens.
+        if item is not None:
+            for event in item.closed(log, "incomplete"):
+                yield event
+        partial = parser.partial_message()
+        if partial is not None:
+            self.dialog.append(partial)
+        if outcome.finish_reason is None:
+            outcome.finish_reason = "stop"
+        elif outcome.finish_reason == "abort":
+            raise APIError(502, "The engine aborted the generation.", type="server_error", code="engine_error")
+        usage = stream.usage
+        self.usage["input"] += usage.prompt_tokens or len(self._prompt)
+        self.usage["cached"] += usage.cached_tokens
+        self.usage["output"] += usage.completion_tokens or tokens
+        self.usage["reasoning"] += parser.reasoning_tokens
+        if outcome.call is not None and outcome.call.recipient_kind == "function":
+            self._finish_function_call(outcome)
+
+    def _open_item(self, header: MessageStarted, outcome: "_Outcome") -> OutputItem | None:
+        index = len(self.output)
+        item: OutputItem | None
+        if header.recipient is None:
+            if header.channel == "analysis":
+                item = ReasoningOutput(index)
+            else:
+                item = MessageOutput(index, "commentary" if header.channel == "commentary" else "final_answer")
+        else:
+            outcome.call = _Call(header.recipient, header.channel)
+            item = self._open_tool_item(index, outcome.call)
+        if item is not None:
+            self.output.append(item)
+        return item
+
+    def _open_tool_item(self, index: int, call: "_Call") -> OutputItem | None:
+        recipient = call.recipient
+        if recipient.startswith("functions."):
+            name = recipient.removeprefix("functions.")
+            if name in self.functions:
+                call.recipient_kind = "function"
+                call.item = FunctionCallOutput(index, name)
+                return call.item
+            call.error = f"Error: no function named '{name}' is available. Use only the declared functions."
+            return None
+        call.error = f"Error: there is no tool '{recipient}'. Use only the tools declared to you."
+        return None
+
+    def _finish_function_call(self, outcome: "_Outcome") -> None:
+        call = outcome.call
+        assert call is not None and isinstance(call.item, FunctionCallOutput)
+        self.dialog.open_calls[call.item.call_id] = call.item.name
+
+    def _open_items(self) -> list[OutputItem]:
+        return [item for item in self.output if item.status == "in_progress"]
+
+    # -- the Response object ------------------------------------------------------------------------------
+
+    def _preamble(self) -> Preamble:
+        request = self.request
+        effort = request.reasoning.effort if request.reasoning else None
+        functions = []
+        if request.tool_choice != "none":
+            functions = [
+                ToolDescription.new(tool.name, tool.description or "", parameters=tool.parameters)
+                for tool in request.tools
+                if isinstance(tool, FunctionTool)
+            ]
+        response_format = None
+        text_format = request.text.format if request.text else None
+        if text_format is not None and text_format.type == "json_schema":
+            if text_format.schema_ is None:
+                raise bad_request("A json_schema format needs a schema.", param="text.format.schema")
+            response_format = (text_format.name or "response", text_format.schema_)
+        return Preamble(effort, request.instructions, functions, [], response_format)
+
+    def _skeleton(self) -> dict[str, Any]:
+        request = self.request
+        text_format = request.text.format.model_dump(by_alias=True, exclude_none=True) if request.text and request.text.format else {"type": "text"}
+        tool_choice = request.tool_choice if isinstance(request.tool_choice, str) else request.tool_choice.model_dump()
+        return {
+            "id": new_id("resp"),
+            "object": "response",
+            "created_at": int(time.time()),
+            "status": "in_progress",
+            "background": False,
+            "completed_at": None,
+            "error": None,
+            "incomplete_details": None,
+            "instructions": request.instructions,
+            "max_output_tokens": request.max_output_tokens,
+            "max_tool_calls": request.max_tool_calls,
+            "model": self.model_id,
+            "output": [],
+            "parallel_tool_calls": request.parallel_tool_calls,
+            "previous_response_id": request.previous_response_id,
+            "reasoning": {"effort": request.reasoning.effort if request.reasoning else None, "summary": None},
+            "service_tier": "default",
+            "store": request.store,
+            "temperature": request.temperature if request.temperature is not None else 1.0,
+            "text": {"format": text_format, "verbosity": "medium"},
+            "tool_choice": tool_choice,
+            "tools": [tool.model_dump(exclude_none=True) for tool in request.tools],
+            "top_logprobs": 0,
+            "top_p": request.top_p if request.top_p is not None else 1.0,
+            "truncation": "disabled",
+            "usage": None,
+            "user": request.user,
+            "metadata": request.metadata or {},
+        }
+
+    def snapshot(self) -> dict[str, Any]:
+        return self.response | {"output": [item.as_dict() for item in self.output]}
+
+    def finish(self, status: str, error: dict[str, str] | None, incomplete: dict[str, str] | None) -> None:
+        usage = self.usage
+        self.response = self.snapshot() | {
+            "status": status,
+            "error": error,
+            "incomplete_details": incomplete,
+            "completed_at": int(time.time()) if status == "completed" else None,
+            "usage": {
+                "input_tokens": usage["input"],
+                "input_tokens_details": {"cached_tokens": usage["cached"], "cache_write_tokens": 0},
+                "output_tokens": usage["output"],
+                "output_tokens_details": {"reasoning_tokens": usage["reasoning"]},
+                "total_tokens": usage["input"] + usage["output"],
+            },
+        }
+
+    async def _save(self) -> None:
+        record = StoredResponse(self.response, self.input_items, self.dialog.to_json(), self.dialog.open_calls)
+        await self.services.store.put(record)
+
+
+@dataclass
+class _Call:
+    recipient: str
+    channel: str | None
+    recipient_kind: str = "unknown"  # function | unknown (later: python, mcp)
+    item: OutputItem | None = None
+    arguments: str = ""
+    error: str | None = None
+
+
+@dataclass
+class _Outcome:
+    finish_reason: str | None = None
+    call: _Call | None = None
+
+
+def to_json(event: Event | Delta) -> bytes:
+    """The SSE frame of one event: `event: TYPE`, `data: JSON`, a blank line."""
+    if type(event) is Delta:
+        return event.frame()
+    return f"event: {event['type']}\ndata: {json.dumps(event, ensure_ascii=False)}\n\n".encode()

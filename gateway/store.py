@@ -1,0 +1,85 @@
+"""Stored responses in SQLite, with the Harmony dialog behind each, so conversations survive restarts.
+
+sqlite3 calls run in a worker thread (anyio.to_thread) so the event loop never waits on the disk.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio.to_thread
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS responses (
+    id TEXT PRIMARY KEY,
+    created_at REAL NOT NULL,
+    response TEXT NOT NULL,      -- the Response object as the API returns it
+    input_items TEXT NOT NULL,   -- the request's input items, as input_items lists them
+    dialog TEXT NOT NULL,        -- Harmony messages after the preamble (openai_harmony Message dicts)
+    open_calls TEXT NOT NULL     -- call_id -> function name of calls still waiting for output
+)
+"""
+
+
+@dataclass
+class StoredResponse:
+    response: dict[str, Any]
+    input_items: list[dict[str, Any]]
+    dialog: list[dict[str, Any]]
+    open_calls: dict[str, str]
+
+
+class ResponseStore:
+    def __init__(self, path: str) -> None:
+        if path != ":memory:":
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+        self._lock = threading.Lock()
+        with self._lock:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.execute(_SCHEMA)
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    async def put(self, record: StoredResponse) -> None:
+        row = (
+            record.response["id"],
+            record.response["created_at"],
+            json.dumps(record.response),
+            json.dumps(record.input_items),
+            json.dumps(record.dialog),
+            json.dumps(record.open_calls),
+        )
+        await anyio.to_thread.run_sync(self._execute, "INSERT OR REPLACE INTO responses VALUES (?,?,?,?,?,?)", row)
+
+    async def get(self, response_id: str) -> StoredResponse | None:
+        rows = await anyio.to_thread.run_sync(
+            self._execute,
+            "SELECT response, input_items, dialog, open_calls FROM responses WHERE id = ?",
+            (response_id,),
+        )
+        if not rows:
+            return None
+        response, input_items, dialog, open_calls = rows[0]
+        return StoredResponse(json.loads(response), json.loads(input_items), json.loads(dialog), json.loads(open_calls))
+
+    async def delete(self, response_id: str) -> bool:
+        return bool(
+            await anyio.to_thread.run_sync(self._execute_count, "DELETE FROM responses WHERE id = ?", (response_id,))
+        )
+
+    def _execute(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        with self._lock:
+            return self._db.execute(sql, params).fetchall()
+
+    def _execute_count(self, sql: str, params: tuple[Any, ...]) -> int:
+        with self._lock:
+            return self._db.execute(sql, params).rowcount

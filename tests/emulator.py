@@ -1,0 +1,299 @@
+"""An engine emulator: vLLM's `/v1/completions` wire protocol with a scripted gpt-oss model behind it.
+
+The one test double of the project: it stands in for the GPU. It decodes and parses the Harmony prompt
+it receives (a malformed prompt is a 400, as a confused model would be a failed test), answers with
+real Harmony token ids in chunks of 1-4 tokens, and follows vLLM's rules: `max_tokens` defaults to 16,
+`token_ids` only with `return_token_ids`, `prompt_token_ids` on the first chunk, stop ids honoured,
+`finish_reason` `stop`/`length`, usage only when asked, errors as vLLM shapes them.
+
+The scripted model reads directives in brackets from the last user message (see `Script.plan`).
+Run: `python -m tests.emulator --port 8000 [--max-model-len N] [--chunk-delay-ms D]`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import re
+import time
+from dataclasses import dataclass, field
+
+from openai_harmony import Message, Role
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from gateway import harmony
+
+MODEL = "openai/gpt-oss-20b"
+ASSISTANT_START = [harmony.START, 173781]  # <|start|>assistant
+
+
+@dataclass
+class Stats:
+    requests: int = 0
+    active: int = 0
+    completed: int = 0
+    aborted: int = 0
+    last_request: dict = field(default_factory=dict)
+    last_prompt: str = ""
+
+
+@dataclass
+class Plan:
+    """What the model writes (Harmony text, special tokens included) and how it misbehaves."""
+
+    text: str
+    stall_after: int | None = None  # tokens sent before going silent forever
+    drop_after: int | None = None  # tokens sent before closing the connection without [DONE]
+    error_after: int | None = None  # tokens sent before a `data: {"error": ...}` line
+    status: int | None = None  # answer with this HTTP error instead
+    chunk_delay: float | None = None
+
+
+class Script:
+    """The scripted model. Directives in the last user message choose what it writes."""
+
+    def __init__(self, messages: list[Message]) -> None:
+        self.messages = messages
+
+    def _text_of(self, message: Message) -> str:
+        return "".join(getattr(part, "text", "") for part in message.content)
+
+    def plan(self) -> Plan:
+        last = self.messages[-1]
+        if last.author.role == Role.TOOL:
+            result = self._text_of(last)
+            return Plan(
+                f"<|channel|>analysis<|message|>The tool {last.author.name} answered.<|end|>"
+                f"<|start|>assistant<|channel|>final<|message|>The tool said: {result}<|return|>"
+            )
+        user = next((m for m in reversed(self.messages) if m.author.role == Role.USER), None)
+        said = self._text_of(user) if user else ""
+        final = f"You said: {said}"
+        analysis = f"The user said {said!r}. I will answer."
+
+        if m := re.search(r"\[long (\d+)\]", said):
+            final = " ".join(f"word{i}" for i in range(int(m.group(1))))
+        if "[recall]" in said:
+            users = [self._text_of(m) for m in self.messages if m.author.role == Role.USER]
+            analyses = sum(1 for m in self.messages if m.author.role == Role.ASSISTANT and m.channel == "analysis")
+            finals = [self._text_of(m) for m in self.messages if m.author.role == Role.ASSISTANT and m.channel == "final"]
+            final = f"users={users} finals={finals} analysis_in_prompt={analyses}"
+        if "[instructions]" in said:
+            developer = [self._text_of(m) for m in self.messages if m.author.role == Role.DEVELOPER]
+            system = self._text_of(self.messages[0])
+            effort = re.search(r"Reasoning: (\w+)", system)
+            final = f"developer={developer} effort={effort.group(1) if effort else None}"
+        if "[unicode]" in said:
+            final = "Héllo 你好世界 🎉🎉 — ok"
+        if "[empty-final]" in said:
+            final = ""
+
+        body = ""
+        if "[noanalysis]" not in said:
+            body += f"<|channel|>analysis<|message|>{analysis}<|end|><|start|>assistant"
+        if "[preamble]" in said:
+            body += "<|channel|>commentary<|message|>Let me think about that.<|end|><|start|>assistant"
+        if m := re.search(r"\[call (\S+?) (\{.*?\})( recipient-first)?\]", said):
+            recipient, arguments = m.group(1), m.group(2)
+            if m.group(3):
+                body += f" to={recipient}<|channel|>commentary <|constrain|>json<|message|>{arguments}<|call|>"
+            else:
+                body += f"<|channel|>commentary to={recipient} <|constrain|>json<|message|>{arguments}<|call|>"
+            return Plan(body)
+        body += f"<|channel|>final<|message|>{final}<|return|>"
+        plan = Plan(body)
+        if "[malformed]" in said:
+            plan.text = "<|channel|>final<|end|>"
+        if "[stall]" in said:
+            plan.stall_after = 6
+        if "[drop]" in said:
+            plan.drop_after = 6
+        if "[midstream-error]" in said:
+            plan.error_after = 6
+        if "[error500]" in said:
+            plan.status = 500
+        if m := re.search(r"\[slow (\d+)\]", said):
+            plan.chunk_delay = int(m.group(1)) / 1000
+        return plan
+
+
+def vllm_error(status: int, message: str, param: str | None = None) -> JSONResponse:
+    kinds = {400: "BadRequestError", 404: "NotFoundError", 500: "InternalServerError"}
+    return JSONResponse(
+        {"error": {"message": message, "type": kinds.get(status, "InternalServerError"), "param": param, "code": status}},
+        status_code=status,
+    )
+
+
+def create_emulator(max_model_len: int = 131072, chunk_delay: float = 0.0) -> Starlette:
+    stats = Stats()
+    encoding = harmony.encoding()
+
+    async def models(request: Request) -> Response:
+        return JSONResponse(
+            {
+                "object": "list",
+                "data": [
+                    {
+                        "id": MODEL,
+                        "object": "model",
+                        "created": 1763000000,
+                        "owned_by": "vllm",
+                        "root": MODEL,
+                        "max_model_len": max_model_len,
+                    }
+                ],
+            }
+        )
+
+    async def health(request: Request) -> Response:
+        return Response(status_code=200)
+
+    async def get_stats(request: Request) -> Response:
+        return JSONResponse(stats.__dict__)
+
+    async def completions(request: Request) -> Response:
+        stats.requests += 1
+        try:
+            body = await request.json()
+        except ValueError:
+            return vllm_error(400, "Invalid JSON body")
+        stats.last_request = {k: v for k, v in body.items() if k != "prompt"}
+        prompt = body.get("prompt")
+        if body.get("model") != MODEL:
+            return vllm_error(404, f"The model `{body.get('model')}` does not exist.", "model")
+        if not isinstance(prompt, list) or not all(isinstance(t, int) for t in prompt):
+            return vllm_error(400, "The emulator expects the prompt as a list of Harmony token ids.", "prompt")
+        if prompt[-2:] != ASSISTANT_START:
+            return vllm_error(400, "Harmony prompt must end with <|start|>assistant", "prompt")
+        try:
+            messages = encoding.parse_messages_from_completion_tokens(prompt[:-2], None)
+        except Exception as exc:  # a malformed prompt
+            return vllm_error(400, f"Malformed Harmony prompt: {exc}", "prompt")
+        if not messages or messages[0].author.role != Role.SYSTEM:
+            return vllm_error(400, "Harmony prompt must start with a system message", "prompt")
+        stats.last_prompt = encoding.decode(prompt)
+
+        if len(prompt) >= max_model_len:
+            return vllm_error(
+                400,
+                f"This model's maximum context length is {max_model_len} tokens. However, your request has "
+                f"{len(prompt)} input tokens. Please reduce the length of the input messages.",
+                "input_tokens",
+            )
+        max_tokens = body.get("max_tokens", 16)  # vLLM's default
+        if max_tokens > max_model_len:
+            return vllm_error(400, f"max_tokens must be at most {max_model_len}", "max_tokens")
+        max_tokens = min(max_tokens, max_model_len - len(prompt))
+
+        plan = Script(messages).plan()
+        if plan.status:
+            return vllm_error(plan.status, "EngineCore encountered an issue.")
+        generated = encoding.encode(plan.text, allowed_special="all")
+        stops = set(body.get("stop_token_ids") or []) | {harmony.RETURN}
+        cut = next((i + 1 for i, t in enumerate(generated) if t in stops), len(generated))
+        finish = "stop"
+        if cut > max_tokens:
+            cut, finish = max_tokens, "length"
+        generated = generated[:cut]
+        stop_reason = generated[-1] if finish == "stop" and generated and generated[-1] != harmony.RETURN else None
+        return_ids = bool(body.get("return_token_ids"))
+        include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
+        rng = random.Random(body.get("seed", len(prompt)))
+        created = int(time.time())
+        completion_id = f"cmpl-{rng.getrandbits(64):016x}"
+
+        def text_of(ids: list[int]) -> str:
+            ids = [t for t in ids if t not in (harmony.RETURN,)]
+            return encoding.decode(ids) if ids else ""
+
+        if not body.get("stream"):
+            stats.completed += 1
+            choice = {"index": 0, "text": text_of(generated), "logprobs": None, "finish_reason": finish, "stop_reason": stop_reason}
+            if return_ids:
+                choice |= {"token_ids": generated, "prompt_token_ids": prompt}
+            usage = {"prompt_tokens": len(prompt), "completion_tokens": len(generated), "total_tokens": len(prompt) + len(generated), "prompt_tokens_details": None}
+            return JSONResponse({"id": completion_id, "object": "text_completion", "created": created, "model": MODEL, "choices": [choice], "usage": usage})
+
+        delay = plan.chunk_delay if plan.chunk_delay is not None else chunk_delay
+
+        async def stream():
+            stats.active += 1
+            finished = False
+            try:
+                sent = 0
+                first = True
+                while sent < len(generated):
+                    size = rng.randint(1, 4)
+                    ids = generated[sent : sent + size]
+                    sent += len(ids)
+                    last = sent >= len(generated)
+                    choice = {
+                        "index": 0,
+                        "text": text_of(ids),
+                        "logprobs": None,
+                        "finish_reason": finish if last else None,
+                        "stop_reason": stop_reason if last else None,
+                    }
+                    if return_ids:
+                        choice["token_ids"] = ids
+                        if first:
+                            choice["prompt_token_ids"] = prompt
+                    first = False
+                    chunk = {"id": completion_id, "object": "text_completion", "created": created, "model": MODEL, "choices": [choice], "usage": None}
+                    yield f"data: {json.dumps(chunk)}\n\n"
+                    if plan.stall_after is not None and sent >= plan.stall_after:
+                        await asyncio.sleep(3600)
+                    if plan.drop_after is not None and sent >= plan.drop_after:
+                        raise ConnectionAbortedError("emulated engine crash")
+                    if plan.error_after is not None and sent >= plan.error_after:
+                        yield 'data: {"error": {"message": "EngineCore died unexpectedly", "type": "InternalServerError", "param": null, "code": 500}}\n\n'
+                        yield "data: [DONE]\n\n"
+                        finished = True
+                        return
+                    if delay:
+                        await asyncio.sleep(delay)
+                if include_usage:
+                    usage = {"prompt_tokens": len(prompt), "completion_tokens": len(generated), "total_tokens": len(prompt) + len(generated), "prompt_tokens_details": {"cached_tokens": 16}}
+                    yield f"data: {json.dumps({'id': completion_id, 'object': 'text_completion', 'created': created, 'model': MODEL, 'choices': [], 'usage': usage})}\n\n"
+                yield "data: [DONE]\n\n"
+                finished = True
+            finally:
+                stats.active -= 1
+                if finished:
+                    stats.completed += 1
+                else:
+                    stats.aborted += 1
+
+        return StreamingResponse(stream(), media_type="text/event-stream")
+
+    return Starlette(
+        routes=[
+            Route("/v1/models", models),
+            Route("/health", health),
+            Route("/v1/completions", completions, methods=["POST"]),
+            Route("/_emulator/stats", get_stats),
+        ]
+    )
+
+
+def main() -> None:
+    import uvicorn
+
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--max-model-len", type=int, default=131072)
+    parser.add_argument("--chunk-delay-ms", type=float, default=0.0)
+    args = parser.parse_args()
+    app = create_emulator(args.max_model_len, args.chunk_delay_ms / 1000)
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+
+
+if __name__ == "__main__":
+    main()
