@@ -328,4 +328,5 @@ def to_json(event: Event | Delta) -> bytes:
     """The SSE frame of one event: `event: TYPE`, `data: JSON`, a blank line."""
     if type(event) is Delta:
         return event.frame()
-    return f"event: {event['type']}\ndata: {json.dumps(event, ensure_ascii=False)}\n\n".encode()
+    data = json.dumps(event, ensure_ascii=False, separators=(",", ":"))
+    return f"event: {event['type']}\ndata: {data}\n\n".encode()

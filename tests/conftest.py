@@ -1,0 +1,146 @@
+"""Fixtures: the engine emulator and the gateway as real processes on loopback, and clients for them."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+import httpx
+import openai
+import pytest
+import yaml
+
+from .stream_checker import check_response_stream, parse_sse
+
+MODEL = "openai/gpt-oss-20b"
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class Process:
+    """A server started as a child process, waited for until `health_path` answers."""
+
+    def __init__(self, args: list[str], port: int, health_path: str, log: Path) -> None:
+        self.args, self.port, self.health_path, self.log = args, port, health_path, log
+        self.url = f"http://127.0.0.1:{port}"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self, timeout: float = 30) -> "Process":
+        out = open(self.log, "ab")
+        self.proc = subprocess.Popen(self.args, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, env=os.environ.copy())
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{self.args} exited with {self.proc.returncode}:\n{self.log.read_text()[-3000:]}")
+            try:
+                if httpx.get(self.url + self.health_path, timeout=1).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        raise RuntimeError(f"{self.args} did not become healthy:\n{self.log.read_text()[-3000:]}")
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def start_emulator(tmp: Path, *extra: str) -> Process:
+    port = free_port()
+    args = [sys.executable, "-m", "tests.emulator", "--port", str(port), *extra]
+    return Process(args, port, "/health", tmp / f"emulator-{port}.log").start()
+
+
+class Gateway(Process):
+    def __init__(self, config: dict[str, Any], tmp: Path) -> None:
+        port = free_port()
+        path = tmp / f"gateway-{port}.yaml"
+        path.write_text(yaml.safe_dump(config))
+        args = [sys.executable, "-m", "gateway", "serve", "--config", str(path), "--port", str(port)]
+        super().__init__(args, port, "/health", tmp / f"gateway-{port}.log")
+        self.config_path = path
+
+    def client(self, **kwargs: Any) -> openai.OpenAI:
+        return openai.OpenAI(base_url=self.url + "/v1", api_key="unused", max_retries=0, **kwargs)
+
+    def async_client(self, **kwargs: Any) -> openai.AsyncOpenAI:
+        return openai.AsyncOpenAI(base_url=self.url + "/v1", api_key="unused", max_retries=0, **kwargs)
+
+
+def gateway_config(engine_url: str, tmp: Path, **sections: Any) -> dict[str, Any]:
+    config: dict[str, Any] = {"engine": {"url": engine_url}, "storage": {"path": str(tmp / "responses.sqlite3")}}
+    for name, values in sections.items():
+        config.setdefault(name, {}).update(values)
+    return config
+
+
+@pytest.fixture(scope="session")
+def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("servers")
+
+
+@pytest.fixture(scope="session")
+def emulator(workdir: Path) -> Iterator[Process]:
+    process = start_emulator(workdir)
+    yield process
+    process.stop()
+
+
+@pytest.fixture(scope="session")
+def gateway(emulator: Process, workdir: Path) -> Iterator[Gateway]:
+    process = Gateway(gateway_config(emulator.url, workdir), workdir).start()
+    yield process
+    process.stop()
+
+
+@pytest.fixture
+def make_gateway(tmp_path: Path) -> Iterator[Any]:
+    """Start extra gateways with their own config; all are stopped after the test."""
+    started: list[Gateway] = []
+
+    def make(engine_url: str, **sections: Any) -> Gateway:
+        process = Gateway(gateway_config(engine_url, tmp_path, **sections), tmp_path).start()
+        started.append(process)
+        return process
+
+    yield make
+    for process in started:
+        process.stop()
+
+
+def emulator_stats(emulator: Process) -> dict[str, Any]:
+    return httpx.get(emulator.url + "/_emulator/stats").json()
+
+
+def stream_raw(gateway: Process, body: dict[str, Any], timeout: float = 30) -> list[dict[str, Any]]:
+    """POST a streaming request over plain HTTP, decode the SSE frames, and run the conformance checker."""
+    with httpx.Client(timeout=timeout) as client:
+        response = client.post(gateway.url + "/v1/responses", json=body | {"stream": True})
+        assert response.status_code == 200, response.text
+        assert response.headers["content-type"].startswith("text/event-stream")
+        events = parse_sse(response.content)
+    check_response_stream(events)
+    return events
+
+
+def stream_sdk(client: openai.OpenAI, **kwargs: Any) -> list[dict[str, Any]]:
+    """Stream through the SDK's create(stream=True) and run the conformance checker on what arrived."""
+    events = [event.to_dict() for event in client.responses.create(**({"model": MODEL} | kwargs), stream=True)]
+    check_response_stream(events)
+    return events

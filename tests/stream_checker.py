@@ -1,0 +1,184 @@
+"""Conformance checker for Responses API streams: the SDK's event models and the invariants of STREAMING.md.
+
+`check_response_stream(events)` takes the decoded `data` objects of one stream, in order, and raises
+AssertionError naming the first violation. Every streaming test runs it.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from openai.types.responses import Response, ResponseStreamEvent
+from pydantic import TypeAdapter
+
+_EVENT = TypeAdapter(ResponseStreamEvent)
+TERMINAL = {"response.completed": "completed", "response.incomplete": "incomplete", "response.failed": "failed"}
+
+# Which event types may be sent for an item of each type (besides output_item.added/done).
+ITEM_EVENTS = {
+    "reasoning": {
+        "response.content_part.added",
+        "response.content_part.done",
+        "response.reasoning_text.delta",
+        "response.reasoning_text.done",
+    },
+    "message": {
+        "response.content_part.added",
+        "response.content_part.done",
+        "response.output_text.delta",
+        "response.output_text.done",
+    },
+    "function_call": {"response.function_call_arguments.delta", "response.function_call_arguments.done"},
+}
+DELTA_OF = {
+    "response.reasoning_text.delta": "reasoning_text",
+    "response.output_text.delta": "output_text",
+}
+DONE_OF = {
+    "response.reasoning_text.done": "reasoning_text",
+    "response.output_text.done": "output_text",
+}
+
+
+class _Item:
+    def __init__(self, item: dict[str, Any]) -> None:
+        self.added = item
+        self.done: dict[str, Any] | None = None
+        self.parts: list[dict[str, Any]] = []  # {"type", "open", "text", "done_text"}
+        self.arguments = ""
+        self.arguments_done: str | None = None
+
+
+def check_response_stream(events: list[dict[str, Any]]) -> Response:
+    """Validate one stream; return the terminal event's Response."""
+    assert events, "empty stream"
+    for event in events:
+        _EVENT.validate_python(event)  # every event must be a valid SDK event
+
+    assert events[0]["type"] == "response.created", f"first event is {events[0]['type']}"
+    assert events[1]["type"] == "response.in_progress", f"second event is {events[1]['type']}"
+    response_id = events[0]["response"]["id"]
+    for number, event in enumerate(events):
+        assert event["sequence_number"] == number, f"sequence_number {event['sequence_number']} at position {number}"
+
+    terminals = [e for e in events if e["type"] in TERMINAL]
+    assert len(terminals) == 1, f"{len(terminals)} terminal events"
+    assert events[-1] is terminals[0], "the terminal event is not last"
+
+    items: list[_Item] = []
+    for event in events:
+        kind = event["type"]
+        if kind.startswith("response.") and "response" in event:
+            snapshot = event["response"]
+            assert snapshot["id"] == response_id, "response id changed"
+            expected = TERMINAL.get(kind, "in_progress")
+            assert snapshot["status"] == expected, f"{kind} carries status {snapshot['status']}"
+            continue
+        if kind == "error":
+            continue
+        index = event["output_index"]
+        if kind == "response.output_item.added":
+            assert index == len(items), f"output_index {index} added after {len(items)} items"
+            assert event["item"].get("id"), "item without id"
+            items.append(_Item(event["item"]))
+            continue
+        assert 0 <= index < len(items), f"{kind} for output_index {index} that was never added"
+        item = items[index]
+        assert item.done is None, f"{kind} after output_item.done of item {index}"
+        if "item_id" in event:
+            assert event["item_id"] == item.added["id"], f"{kind} names item {event['item_id']}, not {item.added['id']}"
+        item_type = item.added["type"]
+        if kind == "response.output_item.done":
+            done = event["item"]
+            for key in ("id", "type", "call_id", "name", "server_label"):
+                assert done.get(key) == item.added.get(key), f"{key} changed between added and done"
+            assert done.get("status", "completed") in ("completed", "incomplete", "failed"), "done item not terminal"
+            assert all(not p["open"] for p in item.parts), "output_item.done with a content part still open"
+            item.done = done
+            _check_done_item(item)
+            continue
+        assert kind in ITEM_EVENTS.get(item_type, set()), f"{kind} on a {item_type} item"
+        if kind == "response.content_part.added":
+            assert event["content_index"] == len(item.parts), f"content_index {event['content_index']} not next"
+            assert event["part"]["text"] == "", "a part must open empty"
+            item.parts.append({"type": event["part"]["type"], "open": True, "text": "", "done_text": None})
+        elif kind == "response.content_part.done":
+            part = _open_part(item, event)
+            assert event["part"]["type"] == part["type"], "content_part.done changes the part type"
+            assert part["done_text"] is not None, "content_part.done before the text's .done"
+            assert event["part"]["text"] == part["text"], "content_part.done text differs from deltas"
+            part["open"] = False
+        elif kind in DELTA_OF:
+            part = _open_part(item, event)
+            assert part["type"] == DELTA_OF[kind], f"{kind} inside a {part['type']} part"
+            assert part["done_text"] is None, f"{kind} after the text's .done"
+            part["text"] += event["delta"]
+        elif kind in DONE_OF:
+            part = _open_part(item, event)
+            assert part["type"] == DONE_OF[kind]
+            assert event["text"] == part["text"], f"{kind} text differs from the joined deltas"
+            part["done_text"] = event["text"]
+        elif kind == "response.function_call_arguments.delta":
+            assert item.arguments_done is None
+            item.arguments += event["delta"]
+        elif kind == "response.function_call_arguments.done":
+            assert event["arguments"] == item.arguments, "arguments.done differs from the joined deltas"
+            item.arguments_done = event["arguments"]
+
+    for number, item in enumerate(items):
+        assert item.done is not None, f"item {number} ({item.added['type']}) never done before the terminal event"
+
+    terminal = terminals[0]
+    final = terminal["response"]
+    assert [o["id"] for o in final["output"]] == [i.done["id"] for i in items], "response.output differs from done items"
+    assert final["output"] == [i.done for i in items], "response.output items differ from the done items"
+    status = final["status"]
+    if status == "failed":
+        assert final["error"], "failed response without error"
+    if status == "incomplete":
+        assert final["incomplete_details"] and final["incomplete_details"]["reason"], "incomplete without reason"
+    if status == "completed":
+        assert all(i.done.get("status", "completed") == "completed" for i in items), "incomplete item in a completed response"
+    usage = final["usage"]
+    if usage is not None:
+        for key in ("input_tokens", "output_tokens", "total_tokens"):
+            assert isinstance(usage[key], int)
+        assert usage["total_tokens"] == usage["input_tokens"] + usage["output_tokens"]
+        assert "cached_tokens" in usage["input_tokens_details"]
+        assert "reasoning_tokens" in usage["output_tokens_details"]
+    return Response.model_validate(final)
+
+
+def _open_part(item: _Item, event: dict[str, Any]) -> dict[str, Any]:
+    index = event["content_index"]
+    assert 0 <= index < len(item.parts), f"content_index {index} of a part never added"
+    part = item.parts[index]
+    assert part["open"], f"{event['type']} on a closed part"
+    return part
+
+
+def _check_done_item(item: _Item) -> None:
+    done = item.done
+    assert done is not None
+    if done["type"] in ("reasoning", "message"):
+        texts = [p["text"] for p in done["content"]]
+        assert texts == [p["text"] for p in item.parts], "done item content differs from the streamed parts"
+    if done["type"] == "function_call":
+        assert done["arguments"] == item.arguments == item.arguments_done, "function_call arguments differ"
+        json.loads(done["arguments"])  # invariant 9: arguments are valid JSON
+
+
+def parse_sse(raw: bytes) -> list[dict[str, Any]]:
+    """Decode a Responses SSE body, checking that each frame's `event:` equals its data's type."""
+    events = []
+    for frame in raw.decode().split("\n\n"):
+        lines = [line for line in frame.split("\n") if line and not line.startswith(":")]
+        if not lines:
+            continue
+        names = [line[7:] for line in lines if line.startswith("event: ")]
+        data = "".join(line[6:] for line in lines if line.startswith("data: "))
+        event = json.loads(data)
+        assert names == [event["type"]], f"event name {names} != data.type {event['type']}"
+        events.append(event)
+    return events

@@ -1,0 +1,195 @@
+"""The Responses API through the real openai SDK against the gateway and the engine emulator."""
+
+from __future__ import annotations
+
+import openai
+import pytest
+
+from .conftest import MODEL, emulator_stats, stream_raw, stream_sdk
+
+
+def output_text(response) -> str:
+    return "".join(
+        part.text for item in response.output if item.type == "message" for part in item.content
+    )
+
+
+def test_create_non_streaming(gateway):
+    client = gateway.client()
+    response = client.responses.create(model=MODEL, input="hello there")
+    assert response.status == "completed"
+    assert [item.type for item in response.output] == ["reasoning", "message"]
+    assert response.output[0].content[0].type == "reasoning_text"
+    assert "hello there" in response.output[0].content[0].text
+    assert response.output_text == "You said: hello there"
+    assert response.output[1].phase == "final_answer"
+    usage = response.usage
+    assert usage.input_tokens > 50 and usage.output_tokens > 10
+    assert 0 < usage.output_tokens_details.reasoning_tokens < usage.output_tokens
+    assert usage.total_tokens == usage.input_tokens + usage.output_tokens
+    assert usage.input_tokens_details.cached_tokens == 16  # the emulator reports 16 cached prompt tokens
+    assert response.model == "openai/gpt-oss-20b"
+
+
+def test_create_streaming_events(gateway):
+    events = stream_sdk(gateway.client(), input="stream me")
+    types = [e["type"] for e in events]
+    assert types[:4] == [
+        "response.created",
+        "response.in_progress",
+        "response.output_item.added",
+        "response.content_part.added",
+    ]
+    assert types[-1] == "response.completed"
+    text = "".join(e["delta"] for e in events if e["type"] == "response.output_text.delta")
+    assert text == "You said: stream me"
+    assert sum(1 for t in types if t == "response.output_text.delta") > 1  # streamed, not one blob
+
+
+def test_stream_accumulates_in_sdk(gateway):
+    with gateway.client().responses.stream(model=MODEL, input="accumulate [preamble]") as stream:
+        for _ in stream:
+            pass
+        final = stream.get_final_response()
+    assert [item.type for item in final.output] == ["reasoning", "message", "message"]
+    assert final.output[1].phase == "commentary"
+    assert final.output[1].content[0].text == "Let me think about that."
+    assert final.output_text.endswith("You said: accumulate [preamble]")
+
+
+def test_raw_sse_frames(gateway):
+    events = stream_raw(gateway, {"input": "raw frames [unicode]"})
+    text = "".join(e["delta"] for e in events if e["type"] == "response.output_text.delta")
+    assert text == "Héllo 你好世界 🎉🎉 — ok"
+
+
+def test_preamble_without_analysis(gateway):
+    response = gateway.client().responses.create(model=MODEL, input="x [noanalysis] [preamble]")
+    assert [(i.type, i.phase) for i in response.output] == [("message", "commentary"), ("message", "final_answer")]
+
+
+def test_empty_final_message_still_gets_all_events(gateway):
+    events = stream_raw(gateway, {"input": "[empty-final] [noanalysis]"})
+    types = [e["type"] for e in events]
+    assert "response.output_text.done" in types and "response.content_part.done" in types
+    assert events[-1]["response"]["output"][0]["content"][0]["text"] == ""
+
+
+def test_instructions_and_reasoning_effort_reach_the_prompt(gateway):
+    response = gateway.client().responses.create(model=MODEL, 
+        input="[instructions]", instructions="Answer in French.", reasoning={"effort": "high"}
+    )
+    assert "Answer in French." in response.output_text
+    assert "effort=high" in response.output_text
+    assert response.reasoning.effort == "high"
+
+
+def test_sampling_parameters_reach_the_engine(gateway, emulator):
+    gateway.client().responses.create(model=MODEL, input="x", temperature=0.3, top_p=0.9, max_output_tokens=500)
+    sent = emulator_stats(emulator)["last_request"]
+    assert sent["temperature"] == 0.3 and sent["top_p"] == 0.9
+    assert sent["max_tokens"] == 500
+    assert sent["stop_token_ids"] == [200002, 200012]
+    assert sent["return_token_ids"] is True and sent["stream"] is True
+
+
+def test_default_max_tokens_is_explicit(gateway, emulator):
+    gateway.client().responses.create(model=MODEL, input="y")
+    sent = emulator_stats(emulator)["last_request"]
+    # vLLM's default would be 16: the gateway always sends the room left in the context.
+    assert sent["max_tokens"] > 100_000
+
+
+def test_max_output_tokens_incomplete(gateway):
+    client = gateway.client()
+    response = client.responses.create(model=MODEL, input="[long 200]", max_output_tokens=40)
+    assert response.status == "incomplete"
+    assert response.incomplete_details.reason == "max_output_tokens"
+    assert response.usage.output_tokens == 40
+    events = stream_sdk(client, input="[long 200]", max_output_tokens=40)
+    final = events[-1]
+    assert final["type"] == "response.incomplete"
+    assert final["response"]["output"][-1]["status"] == "incomplete"
+
+
+def test_input_as_items_with_earlier_output(gateway):
+    client = gateway.client()
+    response = client.responses.create(model=MODEL, 
+        input=[
+            {"role": "developer", "content": "Be terse."},
+            {"role": "user", "content": [{"type": "input_text", "text": "first"}]},
+            {
+                "type": "reasoning",
+                "id": "rs_1",
+                "summary": [],
+                "content": [{"type": "reasoning_text", "text": "old thoughts"}],
+            },
+            {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "answer one"}]},
+            {"role": "user", "content": "second [recall]"},
+        ],
+    )
+    text = response.output_text
+    assert "users=['first', 'second [recall]']" in text
+    assert "finals=['answer one']" in text
+    # The analysis of a finished turn is dropped from the prompt, as Harmony prescribes.
+    assert "analysis_in_prompt=0" in text
+
+
+def test_previous_response_id_continues(gateway):
+    client = gateway.client()
+    first = client.responses.create(model=MODEL, input="my name is Ada", metadata={"k": "v"})
+    assert first.metadata == {"k": "v"}
+    second = client.responses.create(model=MODEL, input="who am I? [recall]", previous_response_id=first.id)
+    assert "users=['my name is Ada', 'who am I? [recall]']" in second.output_text
+    assert "finals=['You said: my name is Ada']" in second.output_text
+    assert second.previous_response_id == first.id
+
+
+def test_retrieve_delete_and_input_items(gateway):
+    client = gateway.client()
+    created = client.responses.create(model=MODEL, input=[{"role": "user", "content": "one"}, {"role": "user", "content": "two"}])
+    fetched = client.responses.retrieve(created.id)
+    assert fetched.id == created.id and fetched.output_text == created.output_text
+    items = client.responses.input_items.list(created.id, order="asc")
+    assert [i.content[0].text for i in items.data] == ["one", "two"]
+    desc = client.responses.input_items.list(created.id)
+    assert [i.content[0].text for i in desc.data] == ["two", "one"]
+    page = client.responses.input_items.list(created.id, order="asc", limit=1)
+    assert page.has_more and page.data[0].content[0].text == "one"
+    client.responses.delete(created.id)
+    with pytest.raises(openai.NotFoundError) as err:
+        client.responses.retrieve(created.id)
+    assert err.value.body["message"].startswith("No response found")
+    with pytest.raises(openai.NotFoundError):
+        client.responses.delete(created.id)
+
+
+def test_store_false_is_not_retrievable(gateway):
+    client = gateway.client()
+    response = client.responses.create(model=MODEL, input="forget me", store=False)
+    with pytest.raises(openai.NotFoundError):
+        client.responses.retrieve(response.id)
+    with pytest.raises(openai.NotFoundError) as err:
+        client.responses.create(model=MODEL, input="x", previous_response_id=response.id)
+    assert err.value.body["param"] == "previous_response_id"
+
+
+def test_stored_streamed_response_matches_the_stream(gateway):
+    client = gateway.client()
+    events = stream_sdk(client, input="keep this")
+    final = events[-1]["response"]
+    assert client.responses.retrieve(final["id"]).to_dict()["output"] == final["output"]
+
+
+def test_models_lists_the_engine_model(gateway):
+    models = gateway.client().models.list()
+    assert [m.id for m in models.data] == ["openai/gpt-oss-20b"]
+
+
+def test_previous_response_survives_restart(emulator, make_gateway):
+    first_gateway = make_gateway(emulator.url)
+    first = first_gateway.client().responses.create(model=MODEL, input="remember the number 42")
+    first_gateway.stop()
+    first_gateway.start()
+    second = first_gateway.client().responses.create(model=MODEL, input="what number? [recall]", previous_response_id=first.id)
+    assert "remember the number 42" in second.output_text
