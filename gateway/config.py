@@ -91,7 +91,7 @@ def parse_config(raw: Any, source: str = "config") -> GatewayConfig:
     try:
         return GatewayConfig.model_validate(expand_env(raw))
     except ValidationError as exc:
-        lines = [f"{param_path(tuple(e['loc'])) or '(root)'}: {e['msg']}" for e in exc.errors(include_url=False)]
+        lines = [f"{param_path(tuple(e['loc']), raw) or '(root)'}: {e['msg']}" for e in exc.errors(include_url=False)]
         raise ConfigError(f"{source}: invalid configuration\n  " + "\n  ".join(lines)) from None
 
 

@@ -48,27 +48,36 @@ def server_error(status: int, message: str, code: str) -> APIError:
     return APIError(status, message, type="server_error", code=code)
 
 
-def param_path(loc: tuple[Any, ...]) -> str:
-    """`("input", 0, "role")` → `input[0].role`; pydantic's union branch names are skipped."""
+def param_path(loc: tuple[Any, ...], data: Any = None) -> str:
+    """`("input", 0, "role")` → `input[0].role`.
+
+    pydantic puts the names of union members ("message", "str", …) into locations; with the validated
+    `data` at hand, a part is kept only if it is really a key or index there, or is the last
+    part and names a missing key of an object.
+    """
     path = ""
-    for part in loc:
+    current = data
+    for position, part in enumerate(loc):
+        last = position == len(loc) - 1
+        if data is not None:
+            if isinstance(current, dict) and (part in current or last):
+                current = current.get(part)
+            elif isinstance(current, list) and isinstance(part, int) and 0 <= part < len(current):
+                current = current[part]
+            else:
+                continue
         if isinstance(part, int):
             path += f"[{part}]"
-        elif isinstance(part, str) and not _is_branch_tag(part):
-            path += f".{part}" if path else part
+        else:
+            path += f".{part}" if path else str(part)
     return path
 
 
-def _is_branch_tag(part: str) -> bool:
-    # pydantic names union members in locations ("str", "list[...]", "function-after[...]", "MessageItem").
-    return part[:1].isupper() or "[" in part or part in {"str", "int", "float", "bool", "list", "dict", "none"}
-
-
-def from_validation_error(exc: ValidationError) -> APIError:
+def from_validation_error(exc: ValidationError, data: Any = None) -> APIError:
     errors = exc.errors(include_url=False)
     # Prefer the error that names the deepest field: it is the one the client must fix.
-    first = max(errors, key=lambda e: len(param_path(tuple(e["loc"]))))
-    param = param_path(tuple(first["loc"])) or None
+    first = max(errors, key=lambda e: len(param_path(tuple(e["loc"]), data)))
+    param = param_path(tuple(first["loc"]), data) or None
     kind = first["type"]
     if kind == "missing":
         code, message = "missing_required_parameter", f"Missing required parameter: '{param}'."

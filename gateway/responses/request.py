@@ -10,7 +10,8 @@ from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_val
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    # Strict: "yes" is not a boolean and "5" is not a number, as in OpenAI's API.
+    model_config = ConfigDict(extra="ignore", strict=True)
 
 
 class InputText(_Model):

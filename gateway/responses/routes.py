@@ -30,10 +30,11 @@ async def read_json_object(request: Request) -> dict[str, Any]:
 
 async def create_response(request: Request) -> Response:
     services: Services = request.app.state.services
+    data = await read_json_object(request)
     try:
-        body = ResponsesRequest.model_validate(await read_json_object(request))
+        body = ResponsesRequest.model_validate(data)
     except ValidationError as exc:
-        raise from_validation_error(exc) from None
+        raise from_validation_error(exc, data) from None
     run = ResponseRun(services, body)
     await run.prepare()
     if body.stream:
