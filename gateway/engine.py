@@ -155,13 +155,16 @@ class EngineStream:
         await self._response.aclose()
 
     async def __aiter__(self) -> AsyncIterator[EngineChunk]:
+        done = False
         try:
             async for line in self._response.aiter_lines():
                 if not line.startswith("data: "):
                     continue
                 payload = line[6:]
                 if payload == "[DONE]":
-                    return
+                    # Read on to the end of the body, so the connection goes back to the pool.
+                    done = True
+                    continue
                 chunk = json.loads(payload)
                 choices = chunk.get("choices")
                 if choices:
@@ -178,6 +181,8 @@ class EngineStream:
             raise transport_error(exc, self._url) from None
         except ValueError:
             raise server_error(502, "The engine sent a chunk that is not JSON.", "engine_error") from None
+        if done:
+            return
         # The connection ended without [DONE]: the engine went away mid-stream.
         raise server_error(502, "The engine closed the stream before it finished.", "engine_error")
 

@@ -7,14 +7,14 @@ from typing import Any, AsyncIterator
 
 import anyio
 from pydantic import ValidationError
-from sse_starlette import EventSourceResponse
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from ..sse import EventStream
 from ..errors import APIError, bad_request, from_validation_error, not_found
 from .request import ResponsesRequest
-from .run import ResponseRun, Services, to_json
+from .run import ResponseRun, Services, sse_frame
 
 
 async def read_json_object(request: Request) -> dict[str, Any]:
@@ -38,7 +38,7 @@ async def create_response(request: Request) -> Response:
     run = ResponseRun(services, body)
     await run.prepare()
     if body.stream:
-        return EventSourceResponse(_frames(run), sep="\n", ping=15)
+        return EventStream(_frames(run), sep="\n", ping=15)
     await _run_until_done_or_disconnect(request, run)
     if run.failure is not None:
         raise run.failure
@@ -46,8 +46,8 @@ async def create_response(request: Request) -> Response:
 
 
 async def _frames(run: ResponseRun) -> AsyncIterator[bytes]:
-    async for event in run.events():
-        yield to_json(event)
+    async for batch in run.events():
+        yield b"".join(map(sse_frame, batch))
 
 
 async def _run_until_done_or_disconnect(request: Request, run: ResponseRun) -> None:

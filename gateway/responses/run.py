@@ -104,16 +104,20 @@ class ResponseRun:
 
     # -- the events ---------------------------------------------------------------------------------------
 
-    async def events(self) -> AsyncIterator[Event | Delta]:
+    async def events(self) -> AsyncIterator[list[Event | Delta]]:
+        """The response's events, in batches: the events one engine chunk gave rise to are sent together,
+        the moment the chunk arrives (one write per chunk instead of one per event)."""
         log = self.events_log
-        yield log.make("response.created", response=self.snapshot())
-        yield log.make("response.in_progress", response=self.snapshot())
+        yield [
+            log.make("response.created", response=self.snapshot()),
+            log.make("response.in_progress", response=self.snapshot()),
+        ]
         status, error, incomplete = "completed", None, None
         try:
             while True:
                 outcome = _Outcome()
-                async for event in self._generate(outcome):
-                    yield event
+                async for batch in self._generate(outcome):
+                    yield batch
                 if outcome.finish_reason == "length":
                     status, incomplete = "incomplete", {"reason": "max_output_tokens"}
                     break
@@ -123,7 +127,7 @@ class ResponseRun:
                 # A call to a tool that is not there: tell the model, and let it go on.
                 self.dialog.append(tool_result(call.recipient, call.channel, call.error or ""))
                 if self._turns >= self.services.config.loop.max_turns:
-                    status, incomplete = "incomplete", {"reason": "max_output_tokens"}
+                    status, incomplete = "incomplete", {"reason": "max_messages"}
                     break
                 self._stream = await self._open_stream()
         except (APIError, MalformedHarmony) as exc:
@@ -132,9 +136,7 @@ class ResponseRun:
                 502, str(exc), type="server_error", code="model_output_invalid"
             )
             error = {"code": "server_error", "message": self.failure.message}
-            for item in self._open_items():
-                for event in item.closed(log, "incomplete"):
-                    yield event
+            yield [event for item in self._open_items() for event in item.closed(log, "incomplete")]
         finally:
             with anyio.CancelScope(shield=True):
                 if self._stream is not None:
@@ -142,9 +144,9 @@ class ResponseRun:
         self.finish(status, error, incomplete)
         if self.request.store:
             await self._save()
-        yield log.make(f"response.{status}", response=self.response)
+        yield [log.make(f"response.{status}", response=self.response)]
 
-    async def _generate(self, outcome: "_Outcome") -> AsyncIterator[Event | Delta]:
+    async def _generate(self, outcome: "_Outcome") -> AsyncIterator[list[Event | Delta]]:
         """Stream one engine call: its tokens become items and events until the engine stops."""
         stream = self._stream
         assert stream is not None
@@ -154,30 +156,30 @@ class ResponseRun:
         tokens = 0
         async for chunk in stream:
             tokens += len(chunk.token_ids)
+            batch: list[Event | Delta] = []
             for parsed in parser.feed(chunk.token_ids):
                 if type(parsed) is TextDelta:
                     if item is not None:
-                        yield item.delta(log, parsed.text)
+                        batch.append(item.delta(log, parsed.text))
                 elif type(parsed) is MessageStarted:
                     item = self._open_item(parsed, outcome)
                     if item is not None:
-                        for event in item.opened(log):
-                            yield event
+                        batch += item.opened(log)
                 else:
                     assert isinstance(parsed, MessageFinished)
                     self.dialog.append(parsed.message)
                     if item is not None:
-                        for event in item.closed(log):
-                            yield event
+                        batch += item.closed(log)
                         item = None
                     if parsed.stop == CALL and outcome.call is not None:
                         outcome.call.arguments = parsed.message.content[0].text
             if chunk.finish_reason is not None:
                 outcome.finish_reason = chunk.finish_reason
+            if batch:
+                yield batch
         # The engine stopped: anything still open was cut off by max_tokens.
         if item is not None:
-            for event in item.closed(log, "incomplete"):
-                yield event
+            yield item.closed(log, "incomplete")
         partial = parser.partial_message()
         if partial is not None:
             self.dialog.append(partial)
@@ -324,7 +326,7 @@ class _Outcome:
     call: _Call | None = None
 
 
-def to_json(event: Event | Delta) -> bytes:
+def sse_frame(event: Event | Delta) -> bytes:
     """The SSE frame of one event: `event: TYPE`, `data: JSON`, a blank line."""
     if type(event) is Delta:
         return event.frame()
