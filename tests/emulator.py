@@ -57,13 +57,16 @@ class Plan:
 class Script:
     """The scripted model. Directives in the last user message choose what it writes."""
 
-    def __init__(self, messages: list[Message]) -> None:
+    def __init__(self, messages: list[Message], prefill: str = "") -> None:
         self.messages = messages
+        self.prefill = prefill  # what the prompt already wrote of the assistant's message
 
     def _text_of(self, message: Message) -> str:
         return "".join(getattr(part, "text", "") for part in message.content)
 
     def plan(self) -> Plan:
+        if self.prefill:
+            return self._continue_prefill()
         last = self.messages[-1]
         if last.author.role == Role.TOOL:
             result = self._text_of(last)
@@ -122,6 +125,18 @@ class Script:
         return plan
 
 
+    def _continue_prefill(self) -> Plan:
+        """A forced tool call: the gateway wrote the header (or part of it); write the rest."""
+        user = next(m for m in reversed(self.messages) if m.author.role == Role.USER)
+        found = re.search(r"\[args (\{.*?\})\]", self._text_of(user))
+        arguments = found.group(1) if found else "{}"
+        if self.prefill.endswith("<|message|>"):
+            return Plan(f"{arguments}<|call|>")
+        developer = next(m for m in self.messages if m.author.role == Role.DEVELOPER)
+        name = re.search(r"type (\w+) = ", self._text_of(developer)).group(1)
+        return Plan(f"{name} <|constrain|>json<|message|>{arguments}<|call|>")
+
+
 def vllm_error(status: int, message: str, param: str | None = None) -> JSONResponse:
     kinds = {400: "BadRequestError", 404: "NotFoundError", 500: "InternalServerError"}
     return JSONResponse(
@@ -169,10 +184,15 @@ def create_emulator(max_model_len: int = 131072, chunk_delay: float = 0.0) -> St
             return vllm_error(404, f"The model `{body.get('model')}` does not exist.", "model")
         if not isinstance(prompt, list) or not all(isinstance(t, int) for t in prompt):
             return vllm_error(400, "The emulator expects the prompt as a list of Harmony token ids.", "prompt")
-        if prompt[-2:] != ASSISTANT_START:
+        # The prompt ends with `<|start|>assistant`, possibly followed by the start of the assistant's message.
+        starts = [i for i in range(len(prompt) - 1) if prompt[i : i + 2] == ASSISTANT_START]
+        if not starts:
+            return vllm_error(400, "Harmony prompt must end with <|start|>assistant", "prompt")
+        history, prefill = prompt[: starts[-1]], prompt[starts[-1] + 2 :]
+        if harmony.END in prefill or harmony.START in prefill:
             return vllm_error(400, "Harmony prompt must end with <|start|>assistant", "prompt")
         try:
-            messages = encoding.parse_messages_from_completion_tokens(prompt[:-2], None)
+            messages = encoding.parse_messages_from_completion_tokens(history, None)
         except Exception as exc:  # a malformed prompt
             return vllm_error(400, f"Malformed Harmony prompt: {exc}", "prompt")
         if not messages or messages[0].author.role != Role.SYSTEM:
@@ -191,7 +211,7 @@ def create_emulator(max_model_len: int = 131072, chunk_delay: float = 0.0) -> St
             return vllm_error(400, f"max_tokens must be at most {max_model_len}", "max_tokens")
         max_tokens = min(max_tokens, max_model_len - len(prompt))
 
-        plan = Script(messages).plan()
+        plan = Script(messages, encoding.decode(prefill) if prefill else "").plan()
         if plan.status:
             return vllm_error(plan.status, "EngineCore encountered an issue.")
         generated = encoding.encode(plan.text, allowed_special="all")

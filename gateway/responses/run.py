@@ -19,12 +19,12 @@ import anyio
 from ..config import GatewayConfig
 from ..engine import EngineClient, EngineStream, Sampling
 from ..errors import APIError, bad_request
-from ..harmony import CALL, Preamble, ToolDescription, render_prompt
+from ..harmony import CALL, Preamble, ToolDescription, encoding, render_prompt
 from ..parser import HarmonyStreamParser, MalformedHarmony, MessageFinished, MessageStarted, TextDelta
 from ..store import ResponseStore, StoredResponse
 from .conversation import Dialog, append_input, tool_result
 from .items import Delta, Event, Events, FunctionCallOutput, MessageOutput, OutputItem, ReasoningOutput, TextItem, new_id
-from .request import FunctionTool, ResponsesRequest
+from .request import FunctionTool, NamedFunction, ResponsesRequest
 
 
 @dataclass
@@ -51,6 +51,7 @@ class ResponseRun:
         self._prompt: list[int] = []
         self._turns = 0
         self.failure: APIError | None = None
+        self._prefill: list[int] = []
 
     # -- before the first event: everything that can still be an HTTP error ------------------------------
 
@@ -76,6 +77,10 @@ class ResponseRun:
     async def _open_stream(self) -> EngineStream:
         self._turns += 1
         prompt = render_prompt(self.preamble, self.dialog.messages)
+        # Harmony cannot force a tool call, but the prompt is ours: on the first turn, `tool_choice`
+        # `required` or a named function starts the assistant's message with the call's header.
+        self._prefill = self._forced_call_header() if self._turns == 1 else []
+        prompt = prompt + self._prefill
         model = await self.services.engine.model()
         room = None if model.max_model_len is None else model.max_model_len - len(prompt)
         if room is not None and room <= 0:
@@ -154,9 +159,13 @@ class ResponseRun:
         log = self.events_log
         item: OutputItem | None = None
         tokens = 0
+        prefill = self._prefill
         async for chunk in stream:
             tokens += len(chunk.token_ids)
             batch: list[Event | Delta] = []
+            if prefill:  # the forced header goes through the parser as if the model had written it
+                chunk.token_ids = prefill + chunk.token_ids
+                prefill = []
             for parsed in parser.feed(chunk.token_ids):
                 if type(parsed) is TextDelta:
                     if item is not None:
@@ -169,7 +178,7 @@ class ResponseRun:
                     assert isinstance(parsed, MessageFinished)
                     self.dialog.append(parsed.message)
                     if item is not None:
-                        batch += item.closed(log)
+                        batch += item.closed(log, self._call_status(item, outcome))
                         item = None
                     if parsed.stop == CALL and outcome.call is not None:
                         outcome.call.arguments = parsed.message.content[0].text
@@ -223,10 +232,33 @@ class ResponseRun:
         call.error = f"Error: there is no tool '{recipient}'. Use only the tools declared to you."
         return None
 
+    def _call_status(self, item: OutputItem, outcome: "_Outcome") -> str:
+        """A function call whose arguments are not JSON is not handed to the client: it is marked
+        incomplete and the model is told to write the call again."""
+        if not isinstance(item, FunctionCallOutput) or outcome.call is None:
+            return "completed"
+        try:
+            json.loads(item.text)
+        except ValueError as exc:
+            outcome.call.recipient_kind = "invalid"
+            outcome.call.error = f"Error: the arguments are not valid JSON ({exc}). Call the function again with a JSON object."
+            return "incomplete"
+        return "completed"
+
     def _finish_function_call(self, outcome: "_Outcome") -> None:
         call = outcome.call
         assert call is not None and isinstance(call.item, FunctionCallOutput)
         self.dialog.open_calls[call.item.call_id] = call.item.name
+
+    def _forced_call_header(self) -> list[int]:
+        choice = self.request.tool_choice
+        if not self.functions or choice in ("auto", "none"):
+            return []
+        if isinstance(choice, NamedFunction):
+            header = f"<|channel|>commentary to=functions.{choice.name} <|constrain|>json<|message|>"
+        else:  # required: the model still picks the function
+            header = "<|channel|>commentary to=functions."
+        return encoding().encode(header, allowed_special="all")
 
     def _open_items(self) -> list[OutputItem]:
         return [item for item in self.output if item.status == "in_progress"]
@@ -243,6 +275,9 @@ class ResponseRun:
                 for tool in request.tools
                 if isinstance(tool, FunctionTool)
             ]
+        choice = request.tool_choice
+        if isinstance(choice, NamedFunction) and choice.name not in self.functions:
+            raise bad_request(f"tool_choice names '{choice.name}', which is not in tools.", param="tool_choice.name")
         response_format = None
         text_format = request.text.format if request.text else None
         if text_format is not None and text_format.type == "json_schema":

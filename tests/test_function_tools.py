@@ -1,0 +1,161 @@
+"""Client-side function tools in the Responses API: declared in Harmony, streamed, continued."""
+
+from __future__ import annotations
+
+import json
+
+import openai
+import pytest
+
+from .conftest import MODEL, emulator_stats, stream_raw, stream_sdk
+
+WEATHER = {
+    "type": "function",
+    "name": "get_weather",
+    "description": "Get the current weather for a city",
+    "parameters": {
+        "type": "object",
+        "properties": {"location": {"type": "string"}, "unit": {"type": "string", "enum": ["c", "f"]}},
+        "required": ["location"],
+    },
+    "strict": True,
+}
+PARIS = '{"location":"Paris","unit":"c"}'
+ASK = f"weather in Paris? [call functions.get_weather {PARIS}]"
+
+
+def test_functions_are_declared_in_the_developer_message(gateway, emulator):
+    gateway.client().responses.create(model=MODEL, input=ASK, tools=[WEATHER], instructions="Be brief.")
+    prompt = emulator_stats(emulator)["last_prompt"]
+    assert "namespace functions {" in prompt
+    assert "// Get the current weather for a city\ntype get_weather = (_: {" in prompt
+    assert 'unit?: "c" | "f"' in prompt
+    assert prompt.index("<|start|>developer") < prompt.index("namespace functions")
+
+
+@pytest.mark.parametrize("order", ["", " recipient-first"])
+def test_function_call_streams_its_arguments(gateway, order):
+    events = stream_sdk(gateway.client(), input=ASK.replace("]", f"{order}]"), tools=[WEATHER])
+    types = [e["type"] for e in events]
+    assert "response.function_call_arguments.delta" in types
+    assert not any("code_interpreter" in t or "mcp" in t for t in types)
+    deltas = [e["delta"] for e in events if e["type"] == "response.function_call_arguments.delta"]
+    assert len(deltas) > 1 and "".join(deltas) == PARIS
+    final = events[-1]["response"]
+    assert final["status"] == "completed"
+    call = final["output"][-1]
+    assert call["type"] == "function_call" and call["name"] == "get_weather"
+    assert call["id"].startswith("fc_") and call["call_id"].startswith("call_")
+    assert call["arguments"] == PARIS
+
+
+def test_streamed_and_non_streamed_arguments_are_identical(gateway):
+    """lmdeploy #4014: arguments duplicated per chunk when streamed."""
+    client = gateway.client()
+    plain = client.responses.create(model=MODEL, input=ASK, tools=[WEATHER])
+    with client.responses.stream(model=MODEL, input=ASK, tools=[WEATHER]) as stream:
+        streamed = "".join(e.delta for e in stream if e.type == "response.function_call_arguments.delta")
+        final = stream.get_final_response()
+    assert plain.output[-1].arguments == streamed == final.output[-1].arguments == PARIS
+
+
+def test_function_loop_with_previous_response_id(gateway):
+    client = gateway.client()
+    first = client.responses.create(model=MODEL, input=ASK, tools=[WEATHER])
+    call = first.output[-1]
+    second = client.responses.create(
+        model=MODEL,
+        previous_response_id=first.id,
+        tools=[WEATHER],
+        input=[{"type": "function_call_output", "call_id": call.call_id, "output": "18 C and sunny"}],
+    )
+    assert second.output_text == "The tool said: 18 C and sunny"
+    # The call is answered: sending its output again is an error.
+    with pytest.raises(openai.BadRequestError):
+        client.responses.create(
+            model=MODEL,
+            previous_response_id=second.id,
+            input=[{"type": "function_call_output", "call_id": call.call_id, "output": "again"}],
+        )
+
+
+def test_function_loop_with_history_sent_back(gateway):
+    client = gateway.client()
+    history = [{"role": "user", "content": ASK}]
+    first = client.responses.create(model=MODEL, input=history, tools=[WEATHER], store=False)
+    history += [item.to_dict() for item in first.output]
+    call = first.output[-1]
+    history.append({"type": "function_call_output", "call_id": call.call_id, "output": "rainy"})
+    events = stream_sdk(gateway.client(), input=history, tools=[WEATHER], store=False)
+    assert events[-1]["response"]["output"][-1]["content"][0]["text"] == "The tool said: rainy"
+
+
+def test_unknown_call_id_is_a_400(gateway):
+    with pytest.raises(openai.BadRequestError) as err:
+        gateway.client().responses.create(
+            model=MODEL, input=[{"type": "function_call_output", "call_id": "call_x", "output": "1"}]
+        )
+    assert err.value.body["param"] == "input[0].call_id"
+
+
+def test_undeclared_function_is_told_to_the_model(gateway):
+    """The model calls a function the request did not declare: no item reaches the client; the model is
+    told the function does not exist and answers."""
+    events = stream_raw(gateway, {"input": "[call functions.launch_rocket {}]", "tools": [WEATHER]})
+    final = events[-1]["response"]
+    assert final["status"] == "completed"
+    assert [item["type"] for item in final["output"]] == ["reasoning", "reasoning", "message"]
+    assert "no function named 'launch_rocket'" in final["output"][-1]["content"][0]["text"]
+
+
+def test_invalid_json_arguments_are_not_handed_to_the_client(gateway):
+    events = stream_raw(gateway, {"input": '[call functions.get_weather {"location": Paris}]', "tools": [WEATHER]})
+    final = events[-1]["response"]
+    assert final["status"] == "completed"
+    call = next(item for item in final["output"] if item["type"] == "function_call")
+    assert call["status"] == "incomplete"
+    assert "not valid JSON" in final["output"][-1]["content"][0]["text"]
+
+
+def test_tool_choice_none_declares_nothing(gateway, emulator):
+    gateway.client().responses.create(model=MODEL, input="hi", tools=[WEATHER], tool_choice="none")
+    assert "namespace functions" not in emulator_stats(emulator)["last_prompt"]
+
+
+def test_tool_choice_named_forces_the_call(gateway, emulator):
+    response = gateway.client().responses.create(
+        model=MODEL,
+        input='hello [args {"location":"Oslo"}]',
+        tools=[WEATHER],
+        tool_choice={"type": "function", "name": "get_weather"},
+    )
+    assert [item.type for item in response.output] == ["function_call"]
+    assert response.output[0].arguments == '{"location":"Oslo"}'
+    assert emulator_stats(emulator)["last_prompt"].endswith(
+        "<|start|>assistant<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>"
+    )
+
+
+def test_tool_choice_required_forces_a_call(gateway):
+    events = stream_sdk(gateway.client(), input='hi [args {"location":"Rome"}]', tools=[WEATHER], tool_choice="required")
+    call = events[-1]["response"]["output"][0]
+    assert call["name"] == "get_weather" and json.loads(call["arguments"]) == {"location": "Rome"}
+
+
+def test_tool_choice_unknown_name_is_a_400(gateway):
+    with pytest.raises(openai.BadRequestError) as err:
+        gateway.client().responses.create(
+            model=MODEL, input="x", tools=[WEATHER], tool_choice={"type": "function", "name": "nope"}
+        )
+    assert err.value.body["param"] == "tool_choice.name"
+
+
+def test_structured_output_schema_in_developer_message(gateway, emulator):
+    schema = {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}
+    response = gateway.client().responses.create(
+        model=MODEL, input="x", text={"format": {"type": "json_schema", "name": "reply", "schema": schema, "strict": True}}
+    )
+    prompt = emulator_stats(emulator)["last_prompt"]
+    assert "# Response Formats\n\n## reply\n\n" in prompt
+    assert json.dumps(schema, separators=(",", ":")) in prompt
+    assert response.text.format.type == "json_schema"
