@@ -16,6 +16,7 @@ from . import harmony
 from .config import GatewayConfig
 from .engine import EngineClient
 from .errors import APIError, handle_api_error, handle_unexpected
+from .chat.routes import routes as chat_routes
 from .responses.routes import routes as response_routes
 from .responses.run import Services
 from .store import ResponseStore
@@ -68,6 +69,7 @@ def create_app(config: GatewayConfig) -> Starlette:
             Route("/health", health, methods=["GET"]),
             Route("/v1/models", list_models, methods=["GET"]),
             *response_routes,
+            *chat_routes,
         ],
         exception_handlers={
             APIError: handle_api_error,

@@ -22,9 +22,12 @@ def new_id(prefix: str) -> str:
 class Delta:
     """One delta event. `frame()` is the SSE frame, built without a dict or a full json.dumps."""
 
-    __slots__ = ("prefix", "sequence_number", "text", "suffix", "event_type")
+    __slots__ = ("item", "prefix", "sequence_number", "text", "suffix", "event_type")
 
-    def __init__(self, event_type: str, prefix: str, sequence_number: int, text: str, suffix: str) -> None:
+    def __init__(
+        self, item: "TextItem", event_type: str, prefix: str, sequence_number: int, text: str, suffix: str
+    ) -> None:
+        self.item = item
         self.event_type = event_type
         self.prefix = prefix
         self.sequence_number = sequence_number
@@ -54,7 +57,7 @@ class Events:
     def delta(self, item: "TextItem", text: str) -> Delta:
         number = self.sequence_number
         self.sequence_number += 1
-        return Delta(item.delta_type, item.delta_prefix, number, text, item.delta_suffix)
+        return Delta(item, item.delta_type, item.delta_prefix, number, text, item.delta_suffix)
 
 
 class OutputItem:

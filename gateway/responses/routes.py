@@ -39,7 +39,7 @@ async def create_response(request: Request) -> Response:
     await run.prepare()
     if body.stream:
         return EventStream(_frames(run), sep="\n", ping=15)
-    await _run_until_done_or_disconnect(request, run)
+    await run_until_done_or_disconnect(request, run)
     if run.failure is not None:
         raise run.failure
     return JSONResponse(run.response)
@@ -50,7 +50,7 @@ async def _frames(run: ResponseRun) -> AsyncIterator[bytes]:
         yield b"".join(map(sse_frame, batch))
 
 
-async def _run_until_done_or_disconnect(request: Request, run: ResponseRun) -> None:
+async def run_until_done_or_disconnect(request: Request, run: ResponseRun) -> None:
     """Drain the run; if the client goes away first, cancel it, which aborts the engine request."""
     async with anyio.create_task_group() as group:
 

@@ -1,0 +1,201 @@
+"""The body of `POST /v1/chat/completions`, and its translation into a Responses request.
+
+Chat Completions runs on the Responses machinery: messages become input items (an assistant turn's
+`reasoning` becomes that turn's analysis, its `tool_calls` function calls, tool messages function call
+outputs), so the Harmony rendering and the loop are the same code for both APIs.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
+
+from ..errors import bad_request
+from ..responses.request import ResponsesRequest
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="ignore", strict=True)
+
+
+class TextPart(_Model):
+    type: Literal["text"]
+    text: str
+
+
+Content = str | list[TextPart]
+
+
+def text_of(content: Content | None) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    return "".join(part.text for part in content)
+
+
+class SystemMessage(_Model):
+    role: Literal["system", "developer"]
+    content: Content
+
+
+class UserMessage(_Model):
+    role: Literal["user"]
+    content: Content
+
+
+class FunctionCall(_Model):
+    name: str = Field(min_length=1)
+    arguments: str
+
+
+class ToolCall(_Model):
+    id: str = Field(min_length=1)
+    type: Literal["function"] = "function"
+    function: FunctionCall
+
+
+class AssistantMessage(_Model):
+    role: Literal["assistant"]
+    content: Content | None = None
+    tool_calls: list[ToolCall] | None = None
+    reasoning: str | None = None
+    reasoning_content: str | None = None  # the older name of `reasoning`
+
+
+class ToolMessage(_Model):
+    role: Literal["tool"]
+    tool_call_id: str = Field(min_length=1)
+    content: Content
+
+
+def _role(value: Any) -> str | None:
+    if isinstance(value, dict):
+        role = value.get("role")
+        return "system" if role == "developer" else role
+    return getattr(value, "role", None)
+
+
+ChatMessage = Annotated[
+    Union[
+        Annotated[SystemMessage, Tag("system")],
+        Annotated[UserMessage, Tag("user")],
+        Annotated[AssistantMessage, Tag("assistant")],
+        Annotated[ToolMessage, Tag("tool")],
+    ],
+    Discriminator(_role),
+]
+
+
+class FunctionDefinition(_Model):
+    name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")
+    description: str | None = None
+    parameters: dict[str, Any] | None = None
+    strict: bool | None = None
+
+
+class ChatTool(_Model):
+    type: Literal["function"]
+    function: FunctionDefinition
+
+
+class NamedToolChoice(_Model):
+    type: Literal["function"]
+    function: dict[str, str]
+
+
+class StreamOptions(_Model):
+    include_usage: bool = False
+
+
+class JSONSchemaFormat(_Model):
+    name: str = "response"
+    schema_: dict[str, Any] | None = Field(None, alias="schema")
+    description: str | None = None
+    strict: bool | None = None
+
+
+class ResponseFormat(_Model):
+    type: Literal["text", "json_object", "json_schema"]
+    json_schema: JSONSchemaFormat | None = None
+
+
+class ChatRequest(_Model):
+    model: str | None = None
+    messages: list[ChatMessage] = Field(min_length=1)
+    tools: list[ChatTool] = []
+    tool_choice: Literal["auto", "none", "required"] | NamedToolChoice = "auto"
+    parallel_tool_calls: bool = True
+    max_tokens: int | None = Field(None, ge=1)
+    max_completion_tokens: int | None = Field(None, ge=1)
+    temperature: float | None = Field(None, ge=0, le=2)
+    top_p: float | None = Field(None, gt=0, le=1)
+    seed: int | None = None
+    n: int = Field(1, ge=1, le=1)
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+    reasoning_effort: Literal["none", "minimal", "low", "medium", "high", "xhigh"] | None = None
+    response_format: ResponseFormat | None = None
+    include_reasoning: bool = True
+    user: str | None = None
+
+    @model_validator(mode="after")
+    def _schema_present(self) -> "ChatRequest":
+        fmt = self.response_format
+        if fmt is not None and fmt.type == "json_schema" and (fmt.json_schema is None or fmt.json_schema.schema_ is None):
+            raise ValueError("response_format json_schema needs json_schema.schema")
+        return self
+
+    def to_responses(self) -> ResponsesRequest:
+        """The equivalent Responses request (not stored: Chat Completions keeps no state)."""
+        instructions: list[str] = []
+        items: list[dict[str, Any]] = []
+        call_names: dict[str, str] = {}
+        for index, message in enumerate(self.messages):
+            if isinstance(message, SystemMessage):
+                if not items:  # leading system/developer messages are the developer instructions
+                    instructions.append(text_of(message.content))
+                else:
+                    items.append({"role": "developer", "content": text_of(message.content)})
+            elif isinstance(message, UserMessage):
+                items.append({"role": "user", "content": text_of(message.content)})
+            elif isinstance(message, AssistantMessage):
+                reasoning = message.reasoning if message.reasoning is not None else message.reasoning_content
+                if reasoning:
+                    items.append({"type": "reasoning", "summary": [], "content": [{"type": "reasoning_text", "text": reasoning}]})
+                text = text_of(message.content)
+                if text:
+                    phase = "commentary" if message.tool_calls else "final_answer"
+                    items.append({"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": text}], "phase": phase})
+                for call in message.tool_calls or []:
+                    call_names[call.id] = call.function.name
+                    items.append({"type": "function_call", "call_id": call.id, "name": call.function.name, "arguments": call.function.arguments})
+            else:
+                if message.tool_call_id not in call_names:
+                    raise bad_request(
+                        f"No assistant tool call has the id '{message.tool_call_id}'.",
+                        param=f"messages[{index}].tool_call_id",
+                    )
+                items.append({"type": "function_call_output", "call_id": message.tool_call_id, "output": text_of(message.content)})
+
+        body: dict[str, Any] = {
+            "input": items,
+            "instructions": "\n\n".join(instructions) or None,
+            "store": False,
+            "stream": self.stream,
+            "tools": [{"type": "function", **tool.function.model_dump(exclude_none=True)} for tool in self.tools],
+            "tool_choice": self.tool_choice
+            if isinstance(self.tool_choice, str)
+            else {"type": "function", "name": self.tool_choice.function.get("name", "")},
+            "parallel_tool_calls": self.parallel_tool_calls,
+            "max_output_tokens": self.max_completion_tokens or self.max_tokens,
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+            "seed": self.seed,
+            "reasoning": {"effort": self.reasoning_effort} if self.reasoning_effort else None,
+        }
+        fmt = self.response_format
+        if fmt is not None and fmt.type == "json_schema" and fmt.json_schema is not None:
+            body["text"] = {"format": {"type": "json_schema", "name": fmt.json_schema.name, "schema": fmt.json_schema.schema_}}
+        return ResponsesRequest.model_validate(body, strict=False)

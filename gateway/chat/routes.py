@@ -1,0 +1,155 @@
+"""`POST /v1/chat/completions`: the Responses run, told as chat completion chunks or one completion.
+
+Streaming follows the Chat Completions rules: the role once, reasoning before content, each tool call's
+first fragment with index, id, type and name and later fragments with index and argument text only,
+`finish_reason` on the last choice chunk, a usage chunk when asked, then `data: [DONE]`.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import time
+from typing import Any, AsyncIterator
+
+from pydantic import ValidationError
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from ..errors import from_validation_error
+from ..responses.items import Delta, FunctionCallOutput, MessageOutput, ReasoningOutput
+from ..responses.routes import read_json_object, run_until_done_or_disconnect
+from ..responses.run import ResponseRun, Services
+from ..sse import EventStream
+from .request import ChatRequest
+
+_DONE = b"data: [DONE]\n\n"
+
+
+async def create_chat_completion(request: Request) -> Response:
+    services: Services = request.app.state.services
+    data = await read_json_object(request)
+    try:
+        body = ChatRequest.model_validate(data)
+    except ValidationError as exc:
+        raise from_validation_error(exc, data) from None
+    run = ResponseRun(services, body.to_responses())
+    await run.prepare()
+    completion_id = f"chatcmpl-{secrets.token_hex(12)}"
+    if body.stream:
+        include_usage = bool(body.stream_options and body.stream_options.include_usage)
+        chunks = ChatChunks(completion_id, int(time.time()), run.model_id, include_usage, body.include_reasoning)
+        return EventStream(chunks.frames(run), sep="\n", ping=15)
+    await run_until_done_or_disconnect(request, run)
+    if run.failure is not None:
+        raise run.failure
+    return JSONResponse(completion(completion_id, run, body.include_reasoning))
+
+
+def finish_reason(run: ResponseRun) -> str:
+    if any(isinstance(item, FunctionCallOutput) and item.status == "completed" for item in run.output):
+        return "tool_calls"
+    return "length" if run.response["status"] == "incomplete" else "stop"
+
+
+def chat_usage(run: ResponseRun) -> dict[str, Any]:
+    usage = run.response["usage"]
+    return {
+        "prompt_tokens": usage["input_tokens"],
+        "completion_tokens": usage["output_tokens"],
+        "total_tokens": usage["total_tokens"],
+        "prompt_tokens_details": {"cached_tokens": usage["input_tokens_details"]["cached_tokens"]},
+        "completion_tokens_details": {"reasoning_tokens": usage["output_tokens_details"]["reasoning_tokens"]},
+    }
+
+
+def completion(completion_id: str, run: ResponseRun, include_reasoning: bool) -> dict[str, Any]:
+    content = "".join(item.text for item in run.output if isinstance(item, MessageOutput))
+    reasoning = "".join(item.text for item in run.output if isinstance(item, ReasoningOutput))
+    calls = [
+        {"id": item.call_id, "type": "function", "function": {"name": item.name, "arguments": item.text}}
+        for item in run.output
+        if isinstance(item, FunctionCallOutput) and item.status == "completed"
+    ]
+    message: dict[str, Any] = {"role": "assistant", "content": content or (None if calls else "")}
+    if include_reasoning and reasoning:
+        message["reasoning"] = reasoning
+        message["reasoning_content"] = reasoning
+    if calls:
+        message["tool_calls"] = calls
+    return {
+        "id": completion_id,
+        "object": "chat.completion",
+        "created": run.response["created_at"],
+        "model": run.model_id,
+        "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": finish_reason(run)}],
+        "usage": chat_usage(run),
+    }
+
+
+class ChatChunks:
+    """Turns the run's events into `chat.completion.chunk` frames. Deltas are formatted from prefixes
+    computed once per stream, as on the Responses path."""
+
+    def __init__(self, completion_id: str, created: int, model: str, include_usage: bool, include_reasoning: bool) -> None:
+        self.head = (
+            f'data: {{"id":"{completion_id}","object":"chat.completion.chunk","created":{created},'
+            f'"model":{json.dumps(model)},"choices":[{{"index":0,"delta":'
+        )
+        usage = ',"usage":null' if include_usage else ""
+        self.tail = f',"logprobs":null,"finish_reason":null}}]{usage}}}\n\n'
+        self.include_usage = include_usage
+        self.include_reasoning = include_reasoning
+        self.tool_index: dict[str, int] = {}  # function call item id → tool call index
+
+    def chunk(self, delta: str) -> bytes:
+        return f"{self.head}{delta}{self.tail}".encode()
+
+    async def frames(self, run: ResponseRun) -> AsyncIterator[bytes]:
+        yield self.chunk('{"role":"assistant","content":""}')
+        async for batch in run.events():
+            out = []
+            for event in batch:
+                if type(event) is Delta:
+                    frame = self._delta(event)
+                elif event["type"] == "response.output_item.added" and event["item"]["type"] == "function_call":
+                    frame = self._tool_call_start(event["item"])
+                else:
+                    frame = self._terminal(run, event) if event["type"] in _TERMINAL else None
+                if frame:
+                    out.append(frame)
+            if out:
+                yield b"".join(out)
+
+    def _delta(self, event: Delta) -> bytes | None:
+        text = json.dumps(event.text, ensure_ascii=False)
+        item = event.item
+        if isinstance(item, MessageOutput):
+            return self.chunk(f'{{"content":{text}}}')
+        if isinstance(item, ReasoningOutput):
+            return self.chunk(f'{{"reasoning":{text}}}') if self.include_reasoning else None
+        index = self.tool_index[item.id]
+        return self.chunk(f'{{"tool_calls":[{{"index":{index},"function":{{"arguments":{text}}}}}]}}')
+
+    def _tool_call_start(self, item: dict[str, Any]) -> bytes:
+        index = self.tool_index[item["id"]] = len(self.tool_index)
+        call = {"index": index, "id": item["call_id"], "type": "function", "function": {"name": item["name"], "arguments": ""}}
+        return self.chunk(json.dumps({"tool_calls": [call]}, separators=(",", ":")))
+
+    def _terminal(self, run: ResponseRun, event: dict[str, Any]) -> bytes:
+        if event["type"] == "response.failed":
+            error = run.failure.body() if run.failure else {"error": {"message": "failed", "type": "server_error", "param": None, "code": None}}
+            return f"data: {json.dumps(error)}\n\n".encode() + _DONE
+        final = self.head + "{}" + self.tail.replace('"finish_reason":null', f'"finish_reason":"{finish_reason(run)}"')
+        frames = [final.encode()]
+        if self.include_usage:
+            usage_chunk = self.head.split(',"choices":', 1)[0] + ',"choices":[],"usage":' + json.dumps(chat_usage(run)) + "}\n\n"
+            frames.append(usage_chunk.encode())
+        frames.append(_DONE)
+        return b"".join(frames)
+
+
+_TERMINAL = {"response.completed", "response.incomplete", "response.failed"}
+
+routes = [Route("/v1/chat/completions", create_chat_completion, methods=["POST"])]
