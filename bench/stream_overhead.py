@@ -53,6 +53,23 @@ async def gateway_stream(client: httpx.AsyncClient, url: str, text: str) -> tupl
     return first, tokens
 
 
+async def chat_stream(client: httpx.AsyncClient, url: str, text: str) -> tuple[float, int]:
+    """Chat Completions: (seconds to first content delta, completion tokens)."""
+    started = time.perf_counter()
+    first = None
+    tokens = 0
+    body = {"model": "openai/gpt-oss-20b", "messages": [{"role": "user", "content": text}], "stream": True,
+            "stream_options": {"include_usage": True}}
+    async with client.stream("POST", url + "/v1/chat/completions", json=body) as response:
+        async for line in response.aiter_lines():
+            if first is None and '"delta":{"content":"' in line and '"content":""' not in line:
+                first = time.perf_counter() - started
+            elif '"choices":[],"usage":' in line:
+                tokens = json.loads(line[6:])["usage"]["completion_tokens"]
+    assert first is not None
+    return first, tokens
+
+
 async def engine_stream(client: httpx.AsyncClient, url: str, prompt: list[int], max_tokens: int) -> float:
     """Seconds to the chunk that carries the first content token, straight from the engine."""
     started = time.perf_counter()
@@ -76,7 +93,9 @@ async def engine_stream(client: httpx.AsyncClient, url: str, prompt: list[int], 
     return first
 
 
-async def measure(gateway: Gateway, engine_url: str, pid: int, streams: int, tokens: int, rounds: int) -> dict:
+async def measure(
+    gateway: Gateway, engine_url: str, pid: int, streams: int, tokens: int, rounds: int, api: str = "responses"
+) -> dict:
     """CPU per token on long streams; time to first token on short ones (so that the emulator's burst of a
     long answer, which the engine path never reads, does not weigh on one side only)."""
     long_text = f"[long {tokens}] [noanalysis]"
@@ -88,16 +107,19 @@ async def measure(gateway: Gateway, engine_url: str, pid: int, streams: int, tok
         gateway_ttft, engine_ttft, cpu, streamed = [], [], 0.0, 0
         for _ in range(rounds):
             before = cpu_seconds(pid)
-            results = await asyncio.gather(*(gateway_stream(client, gateway.url, long_text) for _ in range(streams)))
+            stream = gateway_stream if api == "responses" else chat_stream
+            results = await asyncio.gather(*(stream(client, gateway.url, long_text) for _ in range(streams)))
             cpu += cpu_seconds(pid) - before
             streamed += sum(n for _, n in results)
-        for _ in range(rounds * 3):
+        for _ in range(rounds * 3 if api == "responses" else 0):
             results = await asyncio.gather(*(gateway_stream(client, gateway.url, short_text) for _ in range(streams)))
             gateway_ttft += [t for t, _ in results]
             engine_ttft += await asyncio.gather(
                 *(engine_stream(client, engine_url, prompt, 100_000) for _ in range(streams))
             )
     p = lambda xs, q: statistics.quantiles(xs, n=100)[q - 1] if len(xs) > 1 else xs[0]  # noqa: E731
+    if not gateway_ttft:
+        return {"streams": streams, "tokens": streamed, "cpu_us_per_token": cpu / streamed * 1e6}
     return {
         "streams": streams,
         "tokens": streamed,
@@ -124,11 +146,13 @@ def main() -> None:
             tokens = args.tokens if streams == 1 else max(200, args.tokens // 8)
             rounds = args.rounds * (10 if streams == 1 else 1)
             result = asyncio.run(measure(gateway, emulator.url, gateway.proc.pid, streams, tokens, rounds))
+            chat = asyncio.run(measure(gateway, emulator.url, gateway.proc.pid, streams, tokens, rounds, "chat"))
             print(
                 f"{streams:>3} streams: {result['tokens']:>7} tokens, gateway CPU {result['cpu_us_per_token']:.1f} µs/token; "
                 f"TTFT p50 gateway {result['ttft_gateway_p50_ms']:.2f} ms vs engine {result['ttft_engine_p50_ms']:.2f} ms "
                 f"→ added p50 {result['ttft_added_p50_ms']:.2f} ms, p95 {result['ttft_added_p95_ms']:.2f} ms"
             )
+            print(f"{streams:>3} streams, Chat Completions: {chat['tokens']:>7} tokens, gateway CPU {chat['cpu_us_per_token']:.1f} µs/token")
     finally:
         gateway.stop()
         emulator.stop()

@@ -102,6 +102,8 @@ class ChatChunks:
         self.include_usage = include_usage
         self.include_reasoning = include_reasoning
         self.tool_index: dict[str, int] = {}  # function call item id → tool call index
+        # Per output item: the chunk text before a delta's JSON string and after it (None: not sent).
+        self.delta_frames: dict[object, tuple[str, str] | None] = {}
 
     def chunk(self, delta: str) -> bytes:
         return f"{self.head}{delta}{self.tail}".encode()
@@ -123,14 +125,23 @@ class ChatChunks:
                 yield b"".join(out)
 
     def _delta(self, event: Delta) -> bytes | None:
-        text = json.dumps(event.text, ensure_ascii=False)
         item = event.item
+        try:
+            frame = self.delta_frames[item]
+        except KeyError:
+            frame = self.delta_frames[item] = self._delta_frame(item)
+        if frame is None:
+            return None
+        return f"{frame[0]}{json.dumps(event.text, ensure_ascii=False)}{frame[1]}".encode()
+
+    def _delta_frame(self, item: object) -> tuple[str, str] | None:
         if isinstance(item, MessageOutput):
-            return self.chunk(f'{{"content":{text}}}')
+            return self.head + '{"content":', "}" + self.tail
         if isinstance(item, ReasoningOutput):
-            return self.chunk(f'{{"reasoning":{text}}}') if self.include_reasoning else None
+            return (self.head + '{"reasoning":', "}" + self.tail) if self.include_reasoning else None
+        assert isinstance(item, FunctionCallOutput)
         index = self.tool_index[item.id]
-        return self.chunk(f'{{"tool_calls":[{{"index":{index},"function":{{"arguments":{text}}}}}]}}')
+        return self.head + f'{{"tool_calls":[{{"index":{index},"function":{{"arguments":', "}}]}" + self.tail
 
     def _tool_call_start(self, item: dict[str, Any]) -> bytes:
         index = self.tool_index[item["id"]] = len(self.tool_index)
