@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
 
 from ..errors import bad_request
-from ..responses.request import ResponsesRequest
+from ..responses.request import FunctionDefinition, ResponsesRequest
 
 
 class _Model(BaseModel):
@@ -86,13 +86,6 @@ ChatMessage = Annotated[
     ],
     Discriminator(_role),
 ]
-
-
-class FunctionDefinition(_Model):
-    name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")
-    description: str | None = None
-    parameters: dict[str, Any] | None = None
-    strict: bool | None = None
 
 
 class ChatTool(_Model):

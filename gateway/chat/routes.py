@@ -12,14 +12,13 @@ import secrets
 import time
 from typing import Any, AsyncIterator
 
-from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from ..errors import from_validation_error
+from ..body import parse_body
 from ..responses.items import Delta, FunctionCallOutput, MessageOutput, ReasoningOutput
-from ..responses.routes import read_json_object, run_until_done_or_disconnect
+from ..responses.routes import run_until_done_or_disconnect
 from ..responses.run import ResponseRun, Services
 from ..sse import EventStream
 from .request import ChatRequest
@@ -29,11 +28,7 @@ _DONE = b"data: [DONE]\n\n"
 
 async def create_chat_completion(request: Request) -> Response:
     services: Services = request.app.state.services
-    data = await read_json_object(request)
-    try:
-        body = ChatRequest.model_validate(data)
-    except ValidationError as exc:
-        raise from_validation_error(exc, data) from None
+    body = await parse_body(request, ChatRequest)
     run = ResponseRun(services, body.to_responses())
     await run.prepare()
     completion_id = f"chatcmpl-{secrets.token_hex(12)}"

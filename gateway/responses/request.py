@@ -99,12 +99,17 @@ InputItem = Annotated[
 ]
 
 
-class FunctionTool(_Model):
-    type: Literal["function"]
+class FunctionDefinition(_Model):
+    """A client-side function, as both APIs describe it."""
+
     name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")
     description: str | None = None
     parameters: dict[str, Any] | None = None
     strict: bool | None = None
+
+
+class FunctionTool(FunctionDefinition):
+    type: Literal["function"]
 
 
 Tool = Annotated[Union[FunctionTool], Field(discriminator="type")]

@@ -2,39 +2,23 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any, AsyncIterator
 
 import anyio
-from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from ..sse import EventStream
-from ..errors import APIError, bad_request, from_validation_error, not_found
+from ..body import parse_body
+from ..errors import APIError, bad_request, not_found
 from .request import ResponsesRequest
 from .run import ResponseRun, Services, sse_frame
 
 
-async def read_json_object(request: Request) -> dict[str, Any]:
-    body = await request.body()
-    try:
-        data = json.loads(body)
-    except ValueError:
-        raise bad_request("We could not parse the JSON body of your request.", code="invalid_json") from None
-    if not isinstance(data, dict):
-        raise bad_request("The request body must be a JSON object.", code="invalid_type")
-    return data
-
-
 async def create_response(request: Request) -> Response:
     services: Services = request.app.state.services
-    data = await read_json_object(request)
-    try:
-        body = ResponsesRequest.model_validate(data)
-    except ValidationError as exc:
-        raise from_validation_error(exc, data) from None
+    body = await parse_body(request, ResponsesRequest)
     run = ResponseRun(services, body)
     await run.prepare()
     if body.stream:
