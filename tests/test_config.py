@@ -1,0 +1,72 @@
+"""Configuration, CLI start-up and the offline vocabulary."""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+import sys
+
+import pytest
+
+from gateway import harmony
+from gateway.config import ConfigError, load_config, parse_config
+from gateway.vocab import VOCAB_FILE, VOCAB_SHA256, ensure_vocabulary
+
+from .conftest import ROOT
+
+
+def test_env_expansion_with_defaults(monkeypatch):
+    monkeypatch.setenv("ENGINE_HOST", "vllm")
+    monkeypatch.delenv("ENGINE_PORT", raising=False)
+    config = parse_config({"engine": {"url": "http://${ENGINE_HOST}:${ENGINE_PORT:-8000}"}, "server": {"port": "${PORT:-9090}"}})
+    assert config.engine.url == "http://vllm:8000"
+    assert config.server.port == 9090
+
+
+def test_missing_variable_names_the_key(monkeypatch):
+    monkeypatch.delenv("NOPE_TOKEN", raising=False)
+    with pytest.raises(ConfigError, match=r"engine\.api_key: environment variable NOPE_TOKEN is not set"):
+        parse_config({"engine": {"url": "http://x", "api_key": "${NOPE_TOKEN}"}})
+
+
+@pytest.mark.parametrize(
+    "raw, key",
+    [
+        ({}, "engine"),
+        ({"engine": {}}, "engine.url"),
+        ({"engine": {"url": "http://x", "read_timeout_s": -1}}, "engine.read_timeout_s"),
+        ({"engine": {"url": "http://x"}, "server": {"port": "eighty"}}, "server.port"),
+        ({"engine": {"url": "http://x", "modle": "typo"}}, "engine.modle"),
+    ],
+)
+def test_bad_config_names_the_key(raw, key):
+    with pytest.raises(ConfigError) as err:
+        parse_config(raw)
+    assert f"{key}:" in str(err.value)
+
+
+def test_cli_refuses_a_bad_config(tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text("engine:\n  url: http://x\n  timeout: 3\n")
+    result = subprocess.run([sys.executable, "-m", "gateway", "serve", "--config", str(path)], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    assert "engine.timeout" in result.stderr
+
+
+def test_example_config_loads():
+    config = load_config(ROOT / "configs" / "gateway.yaml")
+    assert config.engine.url.startswith("http")
+
+
+def test_vocabulary_is_rebuilt_offline_and_verified(tmp_path, monkeypatch):
+    monkeypatch.delenv("TIKTOKEN_ENCODINGS_BASE", raising=False)
+    directory = ensure_vocabulary(tmp_path)
+    assert hashlib.sha256((directory / VOCAB_FILE).read_bytes()).hexdigest() == VOCAB_SHA256
+
+
+def test_special_token_ids_match_the_encoding():
+    encoding = harmony.encoding()
+    for text, token in [("<|return|>", harmony.RETURN), ("<|call|>", harmony.CALL), ("<|message|>", harmony.MESSAGE),
+                        ("<|start|>", harmony.START), ("<|end|>", harmony.END), ("<|channel|>", harmony.CHANNEL)]:
+        assert encoding.encode(text, allowed_special="all") == [token]
+    assert sorted(encoding.stop_tokens_for_assistant_actions()) == sorted(harmony.STOP_TOKEN_IDS)
