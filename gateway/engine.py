@@ -149,7 +149,6 @@ class EngineStream:
         self._response = response
         self._url = url
         self.usage = EngineUsage()
-        self.prompt_tokens = 0
 
     async def aclose(self) -> None:
         await self._response.aclose()
@@ -169,8 +168,6 @@ class EngineStream:
                 choices = chunk.get("choices")
                 if choices:
                     choice = choices[0]
-                    if "prompt_token_ids" in choice and choice["prompt_token_ids"] is not None:
-                        self.prompt_tokens = len(choice["prompt_token_ids"])
                     yield EngineChunk(choice.get("token_ids") or [], choice.get("finish_reason"))
                 elif "error" in chunk:
                     error = chunk["error"] or {}

@@ -35,8 +35,6 @@ class TextDelta:
 @dataclass(slots=True)
 class MessageFinished:
     message: Message
-    # <|end|> between messages, <|return|> after the answer, <|call|> after a tool call.
-    stop: int
 
 
 ParsedEvent = MessageStarted | TextDelta | MessageFinished
@@ -49,11 +47,6 @@ class HarmonyStreamParser:
         self._header: MessageStarted | None = None  # set while inside a message's content
         self._text: list[str] = []
         self.reasoning_tokens = 0
-        self.pending_tokens = 0  # tokens of a header not yet complete
-
-    @property
-    def in_message(self) -> bool:
-        return self._header is not None
 
     def feed(self, tokens: list[int]) -> list[ParsedEvent]:
         events: list[ParsedEvent] = []
@@ -69,17 +62,14 @@ class HarmonyStreamParser:
                 if token == MESSAGE:
                     header = MessageStarted(parser.current_channel, parser.current_recipient, parser.current_content_type)
                     self._header = header
-                    self.pending_tokens = 0
                     events.append(header)
                 elif token in _ENDS:
                     raise MalformedHarmony("the model ended a message before writing its header")
-                else:
-                    self.pending_tokens += 1
             elif token in _ENDS:
                 if pending:
                     events.append(TextDelta("".join(pending)))
                     pending = []
-                events.append(MessageFinished(self._finish(header), token))
+                events.append(MessageFinished(self._finish(header)))
             else:
                 if header.channel == "analysis":
                     self.reasoning_tokens += 1

@@ -88,10 +88,11 @@ class ChatChunks:
     computed once per stream, as on the Responses path."""
 
     def __init__(self, completion_id: str, created: int, model: str, include_usage: bool, include_reasoning: bool) -> None:
-        self.head = (
+        self.base = (
             f'data: {{"id":"{completion_id}","object":"chat.completion.chunk","created":{created},'
-            f'"model":{json.dumps(model)},"choices":[{{"index":0,"delta":'
+            f'"model":{json.dumps(model)}'
         )
+        self.head = self.base + ',"choices":[{"index":0,"delta":'
         usage = ',"usage":null' if include_usage else ""
         self.tail = f',"logprobs":null,"finish_reason":null}}]{usage}}}\n\n'
         self.include_usage = include_usage
@@ -150,7 +151,7 @@ class ChatChunks:
         final = self.head + "{}" + self.tail.replace('"finish_reason":null', f'"finish_reason":"{finish_reason(run)}"')
         frames = [final.encode()]
         if self.include_usage:
-            usage_chunk = self.head.split(',"choices":', 1)[0] + ',"choices":[],"usage":' + json.dumps(chat_usage(run)) + "}\n\n"
+            usage_chunk = f'{self.base},"choices":[],"usage":{json.dumps(chat_usage(run))}}}\n\n'
             frames.append(usage_chunk.encode())
         frames.append(_DONE)
         return b"".join(frames)

@@ -20,27 +20,19 @@ def new_id(prefix: str) -> str:
 
 
 class Delta:
-    """One delta event. `frame()` is the SSE frame, built without a dict or a full json.dumps."""
+    """One delta event. `frame()` is the SSE frame, built from the item's prefix without a dict or a
+    full json.dumps."""
 
-    __slots__ = ("item", "prefix", "sequence_number", "text", "suffix", "event_type")
+    __slots__ = ("item", "sequence_number", "text")
 
-    def __init__(
-        self, item: "TextItem", event_type: str, prefix: str, sequence_number: int, text: str, suffix: str
-    ) -> None:
+    def __init__(self, item: "TextItem", sequence_number: int, text: str) -> None:
         self.item = item
-        self.event_type = event_type
-        self.prefix = prefix
         self.sequence_number = sequence_number
         self.text = text
-        self.suffix = suffix
 
     def frame(self) -> bytes:
-        return (
-            f'{self.prefix}{self.sequence_number}{self.suffix}{json.dumps(self.text, ensure_ascii=False)}}}\n\n'
-        ).encode()
-
-    def as_dict(self) -> Event:
-        return json.loads(self.frame().split(b"data: ", 1)[1])
+        text = json.dumps(self.text, ensure_ascii=False)
+        return f'{self.item.delta_prefix}{self.sequence_number},"delta":{text}}}\n\n'.encode()
 
 
 class Events:
@@ -57,7 +49,7 @@ class Events:
     def delta(self, item: "TextItem", text: str) -> Delta:
         number = self.sequence_number
         self.sequence_number += 1
-        return Delta(item, item.delta_type, item.delta_prefix, number, text, item.delta_suffix)
+        return Delta(item, number, text)
 
 
 class OutputItem:
@@ -90,12 +82,10 @@ class TextItem(OutputItem):
     def __init__(self, output_index: int) -> None:
         super().__init__(output_index)
         self.chunks: list[str] = []
-        self.part_open = False
         self.delta_prefix = (
             f'event: {self.delta_type}\ndata: {{"type":"{self.delta_type}","item_id":"{self.id}",'
             f'"output_index":{output_index},"content_index":0{self.delta_extra},"sequence_number":'
         )
-        self.delta_suffix = ',"delta":'
 
     @property
     def text(self) -> str:
@@ -105,7 +95,6 @@ class TextItem(OutputItem):
         return {"type": self.part_type, "text": text}
 
     def opened(self, events: Events) -> list[Event]:
-        self.part_open = True
         return [
             self.added(events),
             events.make(

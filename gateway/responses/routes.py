@@ -9,9 +9,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from ..sse import EventStream
 from ..body import parse_body
 from ..errors import APIError, bad_request, not_found
+from ..sse import EventStream
 from .request import ResponsesRequest
 from .run import ResponseRun, Services, sse_frame
 

@@ -19,7 +19,7 @@ import anyio
 from ..config import GatewayConfig
 from ..engine import EngineClient, EngineStream, Sampling
 from ..errors import APIError, bad_request
-from ..harmony import CALL, Preamble, ToolDescription, encoding, render_prompt
+from ..harmony import Preamble, ToolDescription, encoding, render_prompt
 from ..parser import HarmonyStreamParser, MalformedHarmony, MessageFinished, MessageStarted, TextDelta
 from ..store import ResponseStore, StoredResponse
 from .conversation import Dialog, append_input, tool_result
@@ -180,8 +180,6 @@ class ResponseRun:
                     if item is not None:
                         batch += item.closed(log, self._call_status(item, outcome))
                         item = None
-                    if parsed.stop == CALL and outcome.call is not None:
-                        outcome.call.arguments = parsed.message.content[0].text
             if chunk.finish_reason is not None:
                 outcome.finish_reason = chunk.finish_reason
             if batch:
@@ -272,8 +270,7 @@ class ResponseRun:
         if request.tool_choice != "none":
             functions = [
                 ToolDescription.new(tool.name, tool.description or "", parameters=tool.parameters)
-                for tool in request.tools
-                if isinstance(tool, FunctionTool)
+                for tool in self.functions.values()
             ]
         choice = request.tool_choice
         if isinstance(choice, NamedFunction) and choice.name not in self.functions:
@@ -351,7 +348,6 @@ class _Call:
     channel: str | None
     recipient_kind: str = "unknown"  # function | unknown (later: python, mcp)
     item: OutputItem | None = None
-    arguments: str = ""
     error: str | None = None
 
 
