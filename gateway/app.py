@@ -6,6 +6,8 @@ import contextlib
 import logging
 from typing import AsyncIterator
 
+import anyio
+from anyio.abc import TaskGroup
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -20,6 +22,7 @@ from .chat.routes import routes as chat_routes
 from .responses.routes import routes as response_routes
 from .responses.run import Services
 from .store import ResponseStore
+from sandbox.manager import SandboxManager, SandboxUnavailable
 
 log = logging.getLogger("gateway")
 
@@ -50,19 +53,36 @@ async def handle_http_exception(request: Request, exc: Exception) -> Response:
     return APIError(exc.status_code, message, code=kind).response()
 
 
+async def _start_sandbox(config: GatewayConfig, tasks: TaskGroup) -> SandboxManager | None:
+    if config.sandbox is None:
+        return None
+    sandbox = SandboxManager(config.sandbox)
+    try:
+        await sandbox.start(tasks)
+    except SandboxUnavailable as exc:
+        log.critical("cannot start: %s", exc)
+        raise
+    return sandbox
+
+
 def create_app(config: GatewayConfig) -> Starlette:
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         harmony.encoding()  # load the vocabulary before the first request, not during it
         engine = EngineClient(config.engine)
         store = ResponseStore(config.storage.path)
-        app.state.services = Services(config=config, engine=engine, store=store)
-        log.info("gateway ready; engine at %s", config.engine.url)
-        try:
-            yield
-        finally:
-            await engine.aclose()
-            store.close()
+        async with anyio.create_task_group() as tasks:
+            sandbox = await _start_sandbox(config, tasks)
+            app.state.services = Services(config=config, engine=engine, store=store, sandbox=sandbox)
+            log.info("gateway ready; engine at %s", config.engine.url)
+            try:
+                yield
+            finally:
+                if sandbox is not None:
+                    await sandbox.close()
+                await engine.aclose()
+                store.close()
+                tasks.cancel_scope.cancel()
 
     return Starlette(
         routes=[

@@ -1,4 +1,4 @@
-"""`gateway serve --config FILE [--host H] [--port P]`."""
+"""`gateway serve --config FILE [--host H] [--port P]` and `gateway sandbox build [--base IMAGE] [--tag TAG]`."""
 
 from __future__ import annotations
 
@@ -17,7 +17,13 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--host", help="address to listen on (overrides server.host)")
     serve.add_argument("--port", type=int, help="port to listen on (overrides server.port)")
     serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    sandbox = commands.add_parser("sandbox", help="the Python sandbox image").add_subparsers(dest="action", required=True)
+    build = sandbox.add_parser("build", help="build the sandbox image (works offline from a local base image)")
+    build.add_argument("--base", default=None, help="base image with python3 (default python:3.12-slim)")
+    build.add_argument("--tag", default=None, help="image name (default harmony-gateway/sandbox:latest)")
     args = parser.parse_args(argv)
+    if args.command == "sandbox":
+        return _build_sandbox(args.base, args.tag)
 
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
@@ -33,6 +39,18 @@ def main(argv: list[str] | None = None) -> int:
     host = args.host or config.server.host
     port = args.port if args.port is not None else config.server.port
     uvicorn.run(create_app(config), host=host, port=port, log_level=args.log_level, access_log=False)
+    return 0
+
+
+def _build_sandbox(base: str | None, tag: str | None) -> int:
+    from sandbox.build import DEFAULT_BASE, DEFAULT_TAG, BuildError, build
+
+    try:
+        image_id = build(base or DEFAULT_BASE, tag or DEFAULT_TAG)
+    except BuildError as exc:
+        print(f"gateway: {exc}", file=sys.stderr)
+        return 1
+    print(f"built {tag or DEFAULT_TAG} ({image_id})")
     return 0
 
 

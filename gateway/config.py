@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -47,11 +47,32 @@ class LoopConfig(_Section):
     max_turns: int = Field(16, gt=0)
 
 
+class SandboxConfig(_Section):
+    """The Python tool's sandbox. `local` runs the kernel in Linux namespaces instead of containers: weaker
+    isolation, for machines without Docker."""
+
+    backend: Literal["docker", "local"] = "docker"
+    image: str = "harmony-gateway/sandbox:latest"
+    timeout_s: float = Field(30.0, gt=0, description="Per execution; stated to the model")
+    memory: str = Field("1g", pattern=r"^\d+[kmg]?$", description="Memory limit, no extra swap")
+    cpus: float = Field(1.0, gt=0)
+    pids: int = Field(128, gt=8)
+    pool_size: int = Field(2, ge=0, description="Started sessions kept ready")
+    idle_ttl_s: float = Field(900.0, gt=0)
+    max_sessions: int = Field(32, gt=0)
+    max_output_bytes: int = Field(16384, ge=1024, description="Past this, output is cut around a marker")
+    local_python: str | None = Field(None, description="Interpreter of the local backend; default the system python3")
+    # Labels this gateway's containers so that a restart removes its own orphans and nobody else's.
+    instance: str = Field("default", pattern=r"^[A-Za-z0-9_.-]+$")
+
+
 class GatewayConfig(_Section):
     engine: EngineConfig
     server: ServerConfig = ServerConfig()
     storage: StorageConfig = StorageConfig()
     loop: LoopConfig = LoopConfig()
+    # No section: the code_interpreter tool is refused with a 400.
+    sandbox: SandboxConfig | None = None
 
 
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")

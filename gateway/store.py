@@ -21,7 +21,8 @@ CREATE TABLE IF NOT EXISTS responses (
     response TEXT NOT NULL,      -- the Response object as the API returns it
     input_items TEXT NOT NULL,   -- the request's input items, as input_items lists them
     dialog TEXT NOT NULL,        -- Harmony messages after the preamble (openai_harmony Message dicts)
-    open_calls TEXT NOT NULL     -- call_id -> function name of calls still waiting for output
+    open_calls TEXT NOT NULL,    -- call_id -> function name of calls still waiting for output
+    state TEXT NOT NULL DEFAULT '{}'  -- the conversation's tool state: sandbox session, MCP listings
 )
 """
 
@@ -32,6 +33,7 @@ class StoredResponse:
     input_items: list[dict[str, Any]]
     dialog: list[dict[str, Any]]
     open_calls: dict[str, str]
+    state: dict[str, Any]
 
 
 class ResponseStore:
@@ -44,6 +46,9 @@ class ResponseStore:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.execute(_SCHEMA)
+            columns = {row[1] for row in self._db.execute("PRAGMA table_info(responses)")}
+            if "state" not in columns:  # a database from before tool state was kept
+                self._db.execute("ALTER TABLE responses ADD COLUMN state TEXT NOT NULL DEFAULT '{}'")
 
     def close(self) -> None:
         with self._lock:
@@ -57,19 +62,22 @@ class ResponseStore:
             json.dumps(record.input_items),
             json.dumps(record.dialog),
             json.dumps(record.open_calls),
+            json.dumps(record.state),
         )
-        await anyio.to_thread.run_sync(self._execute, "INSERT OR REPLACE INTO responses VALUES (?,?,?,?,?,?)", row)
+        await anyio.to_thread.run_sync(self._execute, "INSERT OR REPLACE INTO responses VALUES (?,?,?,?,?,?,?)", row)
 
     async def get(self, response_id: str) -> StoredResponse | None:
         rows = await anyio.to_thread.run_sync(
             self._execute,
-            "SELECT response, input_items, dialog, open_calls FROM responses WHERE id = ?",
+            "SELECT response, input_items, dialog, open_calls, state FROM responses WHERE id = ?",
             (response_id,),
         )
         if not rows:
             return None
-        response, input_items, dialog, open_calls = rows[0]
-        return StoredResponse(json.loads(response), json.loads(input_items), json.loads(dialog), json.loads(open_calls))
+        response, input_items, dialog, open_calls, state = rows[0]
+        return StoredResponse(
+            json.loads(response), json.loads(input_items), json.loads(dialog), json.loads(open_calls), json.loads(state)
+        )
 
     async def delete(self, response_id: str) -> bool:
         return bool(

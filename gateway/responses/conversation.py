@@ -22,11 +22,14 @@ _ROLES = {"user": Role.USER, "system": Role.DEVELOPER, "developer": Role.DEVELOP
 
 @dataclass
 class Dialog:
-    """The Harmony messages after the system/developer preamble, and the open function calls in them."""
+    """The Harmony messages after the system/developer preamble, the open function calls in them, and
+    the conversation's tool state."""
 
     messages: list[Message] = field(default_factory=list)
     # call_id → function name, for calls whose output the client has not sent yet.
     open_calls: dict[str, str] = field(default_factory=dict)
+    # The sandbox session the conversation's code has run in.
+    container_id: str | None = None
 
     def append(self, message: Message) -> None:
         self.messages.append(message)
@@ -34,9 +37,12 @@ class Dialog:
     def to_json(self) -> list[dict[str, Any]]:
         return [message.to_dict() for message in self.messages]
 
+    def state(self) -> dict[str, Any]:
+        return {"container_id": self.container_id}
+
     @classmethod
-    def from_json(cls, data: list[dict[str, Any]], open_calls: dict[str, str]) -> "Dialog":
-        return cls([Message.from_dict(entry) for entry in data], dict(open_calls))
+    def from_json(cls, data: list[dict[str, Any]], open_calls: dict[str, str], state: dict[str, Any]) -> "Dialog":
+        return cls([Message.from_dict(entry) for entry in data], dict(open_calls), state.get("container_id"))
 
 
 def tool_result(recipient: str, channel: str | None, text: str) -> Message:

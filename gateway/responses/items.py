@@ -216,3 +216,61 @@ class FunctionCallOutput(TextItem):
             "name": self.name,
             "arguments": self.text if self.status != "in_progress" else "",
         }
+
+
+class CodeInterpreterCallOutput(TextItem):
+    """A call to `python`: the code streams while the model writes it; the gateway then runs it.
+
+    Its events come in three steps: `opened()` when the model starts the call, `written()` when the
+    code is complete (`code.done`, `interpreting`), `finished()` with the outputs once it ran.
+    """
+
+    type = "code_interpreter_call"
+    id_prefix = "ci"
+    part_type = ""
+    delta_type = "response.code_interpreter_call_code.delta"
+    done_type = "response.code_interpreter_call_code.done"
+
+    def __init__(self, output_index: int, container_id: str) -> None:
+        self.container_id = container_id
+        self.outputs: list[Event] = []
+        super().__init__(output_index)
+        self.delta_prefix = (
+            f'event: {self.delta_type}\ndata: {{"type":"{self.delta_type}","item_id":"{self.id}",'
+            f'"output_index":{output_index},"sequence_number":'
+        )
+
+    def _event(self, events: Events, type: str, **fields: Any) -> Event:
+        return events.make(type, output_index=self.output_index, item_id=self.id, **fields)
+
+    def opened(self, events: Events) -> list[Event]:
+        return [self.added(events), self._event(events, "response.code_interpreter_call.in_progress")]
+
+    def written(self, events: Events) -> list[Event]:
+        self.status = "interpreting"
+        return [
+            self._event(events, self.done_type, code=self.text),
+            self._event(events, "response.code_interpreter_call.interpreting"),
+        ]
+
+    def finished(self, events: Events, outputs: list[Event], status: str = "completed") -> list[Event]:
+        self.outputs = outputs
+        self.status = status
+        completed = [self._event(events, "response.code_interpreter_call.completed")] if status == "completed" else []
+        return completed + [self.done(events)]
+
+    def closed(self, events: Events, status: str = "completed") -> list[Event]:
+        """Closed without running: the model was cut off, or the response failed."""
+        written = self.written(events)[:1] if self.status == "in_progress" else []
+        self.status = status
+        return written + [self.done(events)]
+
+    def as_dict(self) -> Event:
+        return {
+            "id": self.id,
+            "type": "code_interpreter_call",
+            "status": self.status,
+            "code": self.text if self.status != "in_progress" else "",
+            "container_id": self.container_id,
+            "outputs": self.outputs,
+        }

@@ -112,7 +112,21 @@ class FunctionTool(FunctionDefinition):
     type: Literal["function"]
 
 
-Tool = Annotated[Union[FunctionTool], Field(discriminator="type")]
+class AutoContainer(_Model):
+    type: Literal["auto"]
+    file_ids: list[str] = Field([], max_length=0, description="uploaded files are not supported")
+    memory_limit: str | None = None
+
+
+class CodeInterpreterTool(_Model):
+    """The Harmony `python` tool, run in the gateway's sandbox. `container` is `{"type": "auto"}` (the
+    conversation's session, started when first needed) or the id of a live session."""
+
+    type: Literal["code_interpreter"]
+    container: str | AutoContainer = AutoContainer(type="auto")
+
+
+Tool = Annotated[Union[FunctionTool, CodeInterpreterTool], Field(discriminator="type")]
 
 
 class Reasoning(_Model):

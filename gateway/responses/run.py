@@ -19,12 +19,25 @@ import anyio
 from ..config import GatewayConfig
 from ..engine import EngineClient, EngineStream, Sampling
 from ..errors import APIError, bad_request
-from ..harmony import Preamble, ToolDescription, encoding, render_prompt
+from ..harmony import Preamble, ToolDescription, ToolNamespaceConfig, encoding, render_prompt
 from ..parser import HarmonyStreamParser, MalformedHarmony, MessageFinished, MessageStarted, TextDelta
 from ..store import ResponseStore, StoredResponse
+from sandbox.manager import SandboxManager, describe_python_tool
+
 from .conversation import Dialog, append_input, tool_result
-from .items import Delta, Event, Events, FunctionCallOutput, MessageOutput, OutputItem, ReasoningOutput, TextItem, new_id
-from .request import FunctionTool, NamedFunction, ResponsesRequest
+from .items import (
+    CodeInterpreterCallOutput,
+    Delta,
+    Event,
+    Events,
+    FunctionCallOutput,
+    MessageOutput,
+    OutputItem,
+    ReasoningOutput,
+    new_id,
+)
+from .python_call import run_code
+from .request import CodeInterpreterTool, FunctionTool, NamedFunction, ResponsesRequest
 
 
 @dataclass
@@ -32,6 +45,7 @@ class Services:
     config: GatewayConfig
     engine: EngineClient
     store: ResponseStore
+    sandbox: SandboxManager | None = None
 
 
 class ResponseRun:
@@ -43,6 +57,8 @@ class ResponseRun:
         self.dialog = Dialog()
         self.input_items: list[dict[str, Any]] = []
         self.functions = {tool.name: tool for tool in request.tools if isinstance(tool, FunctionTool)}
+        self.code_interpreter = next((t for t in request.tools if isinstance(t, CodeInterpreterTool)), None)
+        self._tool_calls = 0  # calls the gateway ran, bounded by max_tool_calls
         self.preamble = self._preamble()
         self.usage = {"input": 0, "cached": 0, "output": 0, "reasoning": 0}
         self.model_id = ""
@@ -67,7 +83,8 @@ class ResponseRun:
                     param="previous_response_id",
                     code="previous_response_not_found",
                 )
-            self.dialog = Dialog.from_json(previous.dialog, previous.open_calls)
+            self.dialog = Dialog.from_json(previous.dialog, previous.open_calls, previous.state)
+        self._check_container()
         self.input_items = append_input(self.dialog, request.input)
         model = await self.services.engine.model()
         self.model_id = model.id
@@ -129,8 +146,12 @@ class ResponseRun:
                 call = outcome.call
                 if call is None or call.recipient_kind == "function":
                     break
-                # A call to a tool that is not there: tell the model, and let it go on.
-                self.dialog.append(tool_result(call.recipient, call.channel, call.error or ""))
+                if call.recipient_kind == "python":
+                    assert isinstance(call.item, CodeInterpreterCallOutput)
+                    async for batch in self._run_python(call, call.item):
+                        yield batch
+                # The tool's output, or what went wrong (no such tool, bad arguments), goes to the model.
+                self.dialog.append(tool_result(call.recipient, call.channel, call.output or ""))
                 if self._turns >= self.services.config.loop.max_turns:
                     status, incomplete = "incomplete", {"reason": "max_messages"}
                     break
@@ -177,7 +198,10 @@ class ResponseRun:
                 else:
                     assert isinstance(parsed, MessageFinished)
                     self.dialog.append(parsed.message)
-                    if item is not None:
+                    if type(item) is CodeInterpreterCallOutput:
+                        batch += item.written(log)  # it stays open while the code runs
+                        item = None
+                    elif item is not None:
                         batch += item.closed(log, self._call_status(item, outcome))
                         item = None
             if chunk.finish_reason is not None:
@@ -225,10 +249,52 @@ class ResponseRun:
                 call.recipient_kind = "function"
                 call.item = FunctionCallOutput(index, name)
                 return call.item
-            call.error = f"Error: no function named '{name}' is available. Use only the declared functions."
+            call.output = f"Error: no function named '{name}' is available. Use only the declared functions."
             return None
-        call.error = f"Error: there is no tool '{recipient}'. Use only the tools declared to you."
-        return None
+        hosted = recipient == "python" and self.code_interpreter is not None and self.request.tool_choice != "none"
+        if not hosted:
+            call.output = f"Error: there is no tool '{recipient}'. Use only the tools declared to you."
+            return None
+        limit = self.request.max_tool_calls
+        if limit is not None and self._tool_calls >= limit:
+            call.output = f"Error: the limit of {limit} tool calls for this response is reached. Answer without tools."
+            return None
+        self._tool_calls += 1
+        call.recipient_kind = "python"
+        call.item = CodeInterpreterCallOutput(index, self._container_id())
+        return call.item
+
+    def _container_id(self) -> str:
+        """The conversation's sandbox session: the request's container, the one its code ran in, or a new one."""
+        assert self.code_interpreter is not None
+        container = self.code_interpreter.container
+        if isinstance(container, str):
+            return container
+        return self.dialog.container_id or new_id("cntr")
+
+    def _check_container(self) -> None:
+        tool = self.code_interpreter
+        if tool is None:
+            return
+        sandbox = self.services.sandbox
+        index = self.request.tools.index(tool)
+        if sandbox is None:
+            raise bad_request(
+                "The code_interpreter tool is not enabled on this gateway (no sandbox is configured).",
+                param=f"tools[{index}].type",
+            )
+        container = tool.container
+        if isinstance(container, str) and container != self.dialog.container_id and not sandbox.has_session(container):
+            raise APIError(404, f"Container '{container}' not found.", param=f"tools[{index}].container", code="not_found")
+
+    async def _run_python(self, call: "_Call", item: CodeInterpreterCallOutput) -> AsyncIterator[list[Event | Delta]]:
+        sandbox = self.services.sandbox
+        assert sandbox is not None
+        resumed = self.dialog.container_id == item.container_id
+        result = await run_code(sandbox, item, resumed)
+        self.dialog.container_id = item.container_id
+        call.output = result.text
+        yield item.finished(self.events_log, result.outputs, result.status)
 
     def _call_status(self, item: OutputItem, outcome: "_Outcome") -> str:
         """A function call whose arguments are not JSON is not handed to the client: it is marked
@@ -239,7 +305,7 @@ class ResponseRun:
             json.loads(item.text)
         except ValueError as exc:
             outcome.call.recipient_kind = "invalid"
-            outcome.call.error = f"Error: the arguments are not valid JSON ({exc}). Call the function again with a JSON object."
+            outcome.call.output = f"Error: the arguments are not valid JSON ({exc}). Call the function again with a JSON object."
             return "incomplete"
         return "completed"
 
@@ -259,7 +325,7 @@ class ResponseRun:
         return encoding().encode(header, allowed_special="all")
 
     def _open_items(self) -> list[OutputItem]:
-        return [item for item in self.output if item.status == "in_progress"]
+        return [item for item in self.output if item.status in ("in_progress", "interpreting")]
 
     # -- the Response object ------------------------------------------------------------------------------
 
@@ -281,7 +347,12 @@ class ResponseRun:
             if text_format.schema_ is None:
                 raise bad_request("A json_schema format needs a schema.", param="text.format.schema")
             response_format = (text_format.name or "response", text_format.schema_)
-        return Preamble(effort, request.instructions, functions, [], response_format)
+        namespaces = []
+        sandbox = self.services.sandbox
+        if self.code_interpreter is not None and sandbox is not None and request.tool_choice != "none":
+            description = describe_python_tool(sandbox.config, sandbox.backend.data_dir)
+            namespaces.append(ToolNamespaceConfig(name="python", description=description, tools=[]))
+        return Preamble(effort, request.instructions, functions, namespaces, response_format)
 
     def _skeleton(self) -> dict[str, Any]:
         request = self.request
@@ -338,7 +409,8 @@ class ResponseRun:
         }
 
     async def _save(self) -> None:
-        record = StoredResponse(self.response, self.input_items, self.dialog.to_json(), self.dialog.open_calls)
+        dialog = self.dialog
+        record = StoredResponse(self.response, self.input_items, dialog.to_json(), dialog.open_calls, dialog.state())
         await self.services.store.put(record)
 
 
@@ -346,9 +418,9 @@ class ResponseRun:
 class _Call:
     recipient: str
     channel: str | None
-    recipient_kind: str = "unknown"  # function | unknown (later: python, mcp)
+    recipient_kind: str = "unknown"  # function | python | unknown | invalid
     item: OutputItem | None = None
-    error: str | None = None
+    output: str | None = None  # what the model is told: the tool's output or why there is none
 
 
 @dataclass

@@ -1,0 +1,93 @@
+"""`gateway sandbox build`: the sandbox image, from any Python base image, without network in the build.
+
+The wheels are downloaded on the host for the base image's Python version and machine, then installed
+from the build context: containers may not reach the package index the way the host does.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import docker
+import docker.errors
+
+HERE = Path(__file__).parent
+DEFAULT_BASE = "python:3.12-slim"
+DEFAULT_TAG = "harmony-gateway/sandbox:latest"
+_CONTEXT_FILES = ("Dockerfile", "requirements.txt", "kernel.py")
+
+
+class BuildError(Exception):
+    pass
+
+
+def kernel_sha() -> str:
+    return hashlib.sha256((HERE / "kernel.py").read_bytes()).hexdigest()[:16]
+
+
+def _base_python(client: docker.DockerClient, base: str) -> tuple[str, str]:
+    """(version like '3.11', machine like 'x86_64') of the base image's python3."""
+    try:
+        client.images.get(base)
+    except docker.errors.ImageNotFound:
+        print(f"pulling {base} ...", file=sys.stderr)
+        try:
+            client.images.pull(base)
+        except docker.errors.APIError as exc:
+            raise BuildError(
+                f"base image {base!r} is not available and could not be pulled ({exc.explanation}). "
+                "Without a registry, make one with scripts/make-base-image and pass --base harmony-gateway/base:bookworm."
+            ) from exc
+    probe = "import platform, sys; print('%d.%d' % sys.version_info[:2], platform.machine())"
+    output = client.containers.run(base, ["python3", "-c", probe], remove=True, network_mode="none")
+    version, machine = output.decode().split()
+    return version, machine
+
+
+def _download_wheels(target: Path, version: str, machine: str) -> None:
+    platforms = [f"manylinux{tag}_{machine}" for tag in ("2014", "_2_17", "_2_28")] + ["any"]
+    command = [
+        sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check",
+        "--only-binary=:all:", "--python-version", version, "--implementation", "cp", "--dest", str(target),
+        *[arg for platform in platforms for arg in ("--platform", platform)],
+        "-r", str(HERE / "requirements.txt"), "pip",
+    ]  # fmt: skip
+    result = subprocess.run(command, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise BuildError(f"downloading the sandbox's wheels failed:\n{result.stderr.strip()}")
+
+
+def build(base: str = DEFAULT_BASE, tag: str = DEFAULT_TAG) -> str:
+    """Build the image; return its id. Progress goes to stderr."""
+    try:
+        client = docker.from_env()
+        client.ping()
+    except docker.errors.DockerException as exc:
+        raise BuildError(f"the Docker daemon is not reachable: {exc}") from exc
+    version, machine = _base_python(client, base)
+    print(f"base {base}: Python {version} on {machine}; downloading wheels ...", file=sys.stderr)
+    with tempfile.TemporaryDirectory(prefix="sandbox-build-") as context:
+        root = Path(context)
+        for name in _CONTEXT_FILES:
+            shutil.copy(HERE / name, root / name)
+        (root / "wheels").mkdir()
+        _download_wheels(root / "wheels", version, machine)
+        print(f"building {tag} ...", file=sys.stderr)
+        try:
+            image, _ = client.images.build(
+                path=context,
+                tag=tag,
+                buildargs={"BASE_IMAGE": base, "KERNEL_SHA": kernel_sha()},
+                rm=True,
+                forcerm=True,
+                network_mode="none",
+            )
+        except docker.errors.BuildError as exc:
+            log = "".join(entry.get("stream", "") for entry in exc.build_log)
+            raise BuildError(f"the image build failed: {exc.msg}\n{log[-4000:]}") from exc
+    return image.id

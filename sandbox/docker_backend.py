@@ -1,0 +1,188 @@
+"""Kernels in hardened Docker containers, through the Docker Engine API.
+
+The `docker` SDK is synchronous: every call runs in a worker thread. The kernel's stdin/stdout are
+reached through an attach socket, which is handed to anyio so replies are awaited on the event loop.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import time
+from typing import Any
+
+import anyio
+import anyio.to_thread
+import docker
+import docker.errors
+from anyio.abc import SocketStream, UNIXSocketStream
+
+from gateway.config import SandboxConfig
+
+from .build import kernel_sha
+from .channel import KernelChannel
+
+log = logging.getLogger("sandbox.docker")
+
+LABEL = "harmony-gateway.sandbox"
+INSTANCE_LABEL = "harmony-gateway.instance"
+
+
+class SandboxUnavailable(Exception):
+    """The sandbox cannot run at all (no daemon, no image): the gateway does not start."""
+
+
+class DockerKernel:
+    def __init__(self, backend: "DockerBackend", container_id: str, channel: KernelChannel) -> None:
+        self.backend = backend
+        self.container_id = container_id
+        self.channel = channel
+
+    async def death_reason(self) -> str:
+        state = await anyio.to_thread.run_sync(self.backend.wait_stopped, self.container_id)
+        if state.get("OOMKilled"):
+            return f"it ran out of memory (limit {self.backend.config.memory})"
+        if state.get("Running"):
+            return "its channel closed"
+        return f"it exited with code {state.get('ExitCode')}"
+
+    async def destroy(self) -> None:
+        with anyio.CancelScope(shield=True):
+            await self.channel.aclose()
+            await anyio.to_thread.run_sync(self.backend.remove, self.container_id)
+
+
+class DockerBackend:
+    data_dir = "/mnt/data"
+    isolation = "docker"
+
+    def __init__(self, config: SandboxConfig) -> None:
+        self.config = config
+        self.labels = {LABEL: "1", INSTANCE_LABEL: config.instance}
+        self._client: docker.DockerClient | None = None
+
+    @property
+    def client(self) -> docker.DockerClient:
+        assert self._client is not None, "start() first"
+        return self._client
+
+    async def start(self) -> None:
+        """Check the daemon and the image, and remove what a previous run of this instance left behind."""
+        self._client = await anyio.to_thread.run_sync(self._connect)
+        removed = await anyio.to_thread.run_sync(self.remove_all)
+        if removed:
+            log.info("removed %d sandbox container(s) left by a previous run", removed)
+
+    def _connect(self) -> docker.DockerClient:
+        try:
+            client = docker.from_env()
+            client.ping()
+        except docker.errors.DockerException as exc:
+            raise SandboxUnavailable(
+                f"sandbox.backend is 'docker' but the Docker daemon is unreachable ({exc}). "
+                "Start Docker or set DOCKER_HOST, or use sandbox.backend: local."
+            ) from None
+        try:
+            image = client.images.get(self.config.image)
+        except docker.errors.ImageNotFound:
+            raise SandboxUnavailable(
+                f"the sandbox image {self.config.image!r} does not exist. Build it with: "
+                f"gateway sandbox build --tag {self.config.image} [--base IMAGE]"
+            ) from None
+        if image.labels.get("harmony-gateway.kernel-sha") != kernel_sha():
+            log.warning("the sandbox image %s has another kernel than this gateway: rebuild it", self.config.image)
+        return client
+
+    async def create(self) -> DockerKernel:
+        container_id, sock = await anyio.to_thread.run_sync(self._start_container)
+        stream = await _async_stream(sock)
+        kernel = DockerKernel(self, container_id, KernelChannel(stream, stream, multiplexed=True))
+        try:
+            with anyio.fail_after(30):
+                await kernel.channel.request(op="ping")
+        except BaseException:
+            await kernel.destroy()
+            raise
+        return kernel
+
+    def _start_container(self) -> tuple[str, socket.socket]:
+        config, api = self.config, self.client.api
+        memory = config.memory
+        host_config = api.create_host_config(
+            network_mode="none",
+            read_only=True,
+            tmpfs={"/tmp": "rw,nosuid,nodev,size=128m,mode=1777", "/mnt/data": "rw,nosuid,nodev,size=256m,mode=1777"},
+            cap_drop=["ALL"],
+            security_opt=["no-new-privileges"],
+            pids_limit=config.pids,
+            mem_limit=memory,
+            memswap_limit=memory,  # no swap beyond the memory limit
+            nano_cpus=int(config.cpus * 1e9),
+            init=True,  # an init reaps what the user's code leaves behind
+            log_config={"type": "none"},  # replies must not pile up in container logs
+        )
+        container = api.create_container(
+            config.image,
+            user="1000:1000",
+            stdin_open=True,
+            labels=self.labels,
+            host_config=host_config,
+            network_disabled=True,
+        )
+        container_id = container["Id"]
+        try:
+            api.start(container_id)
+            attached = api.attach_socket(container_id, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1})
+            return container_id, _detach_socket(attached)
+        except BaseException:
+            self.remove(container_id)
+            raise
+
+    def wait_stopped(self, container_id: str) -> dict[str, Any]:
+        """The container's state once it stopped (or after a few seconds of waiting)."""
+        state: dict[str, Any] = {}
+        for _ in range(20):
+            try:
+                state = self.client.api.inspect_container(container_id)["State"]
+            except docker.errors.NotFound:
+                return {}
+            if not state.get("Running"):
+                break
+            time.sleep(0.1)
+        return state
+
+    def remove(self, container_id: str) -> None:
+        try:
+            self.client.api.remove_container(container_id, force=True)
+        except docker.errors.NotFound:
+            pass
+        except docker.errors.APIError as exc:
+            if exc.status_code != 409:  # 409: removal already in progress
+                raise
+
+    def remove_all(self) -> int:
+        """Remove every container of this instance (at start-up: orphans; at shutdown: what is left)."""
+        filters = {"label": [f"{LABEL}=1", f"{INSTANCE_LABEL}={self.config.instance}"]}
+        containers = self.client.api.containers(all=True, filters=filters, quiet=True)
+        for container in containers:
+            self.remove(container["Id"])
+        return len(containers)
+
+    async def close(self) -> None:
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(self.remove_all)
+            await anyio.to_thread.run_sync(self.client.close)
+
+
+def _detach_socket(attached: Any) -> socket.socket:
+    """The attach connection as a socket of our own (the SDK's object belongs to its HTTP response)."""
+    raw: socket.socket = getattr(attached, "_sock", attached)
+    duplicate = raw.dup()
+    attached.close()
+    return duplicate
+
+
+async def _async_stream(sock: socket.socket) -> SocketStream:
+    if sock.family == socket.AF_UNIX:
+        return await UNIXSocketStream.from_socket(sock)
+    return await SocketStream.from_socket(sock)

@@ -1,0 +1,213 @@
+"""Sandbox sessions: one kernel per conversation, a warm pool, idle reaping, a cap, and recovery.
+
+A session is named by a container id (`cntr_…`) that the conversation keeps across turns. Its
+executions run one at a time. A kernel that dies (out of memory, or code that ignored the timeout and
+had to be killed) is replaced by a fresh one, and the result says that the session's state was lost.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import anyio
+from anyio.abc import TaskGroup
+
+from gateway.config import SandboxConfig
+
+from .channel import KernelChannel, KernelDied
+from .docker_backend import DockerBackend, SandboxUnavailable
+from .local_backend import LocalBackend
+
+log = logging.getLogger("sandbox")
+
+# Past the timeout, how long the kernel has to stop the code itself before it is killed.
+KILL_GRACE_S = 3.0
+
+__all__ = ["Execution", "SandboxFull", "SandboxManager", "SandboxUnavailable"]
+
+
+class Kernel(Protocol):
+    channel: KernelChannel
+
+    async def death_reason(self) -> str: ...
+
+    async def destroy(self) -> None: ...
+
+
+class Backend(Protocol):
+    data_dir: str | None
+    isolation: str
+
+    async def start(self) -> None: ...
+
+    async def create(self) -> Kernel: ...
+
+    async def close(self) -> None: ...
+
+
+class SandboxFull(Exception):
+    """max_sessions live sessions already: a new one cannot start."""
+
+
+@dataclass
+class Execution:
+    status: str  # ok | error | timeout | restarted
+    output: str
+    images: list[str] = field(default_factory=list)  # base64 PNG
+    state_lost: bool = False  # the session restarted (kernel died, or it had expired): variables are gone
+
+
+@dataclass
+class _Session:
+    kernel: Kernel
+    last_used: float
+    lock: anyio.Lock = field(default_factory=anyio.Lock)
+
+
+class SandboxManager:
+    def __init__(self, config: SandboxConfig) -> None:
+        self.config = config
+        self.backend: Backend = DockerBackend(config) if config.backend == "docker" else LocalBackend(config)
+        self._sessions: dict[str, _Session] = {}
+        self._pool: list[Kernel] = []
+        self._filling = 0
+        self._refill = anyio.Event()
+        self._closed = False
+
+    @property
+    def live_sessions(self) -> int:
+        return len(self._sessions)
+
+    def has_session(self, container_id: str) -> bool:
+        return container_id in self._sessions
+
+    async def start(self, tasks: TaskGroup) -> None:
+        """Check the backend (raises SandboxUnavailable), then keep the pool full and reap idle sessions."""
+        await self.backend.start()
+        config = self.config
+        log.info(
+            "sandbox ready: %s backend, %s memory, %g CPU, %d processes, %g s per execution, pool of %d",
+            self.backend.isolation, config.memory, config.cpus, config.pids, config.timeout_s, config.pool_size,
+        )
+        self._refill.set()
+        tasks.start_soon(self._keep_pool_full)
+        tasks.start_soon(self._reap_idle)
+
+    async def execute(self, container_id: str, code: str, resumed: bool) -> Execution:
+        """Run code in the session named `container_id`, starting the session if it is not live.
+
+        `resumed`: the conversation already ran code in this session, so a session that has to be
+        started anew (it expired, or the gateway restarted) means that its state was lost.
+        """
+        session = self._sessions.get(container_id)
+        started = session is None
+        if session is None:
+            session = await self._new_session(container_id)
+        async with session.lock:
+            result = await self._run(container_id, session, code)
+            session.last_used = time.monotonic()
+        if started and resumed:
+            result.state_lost = True
+        return result
+
+    async def _run(self, container_id: str, session: _Session, code: str) -> Execution:
+        timeout = self.config.timeout_s
+        reason = None
+        try:
+            with anyio.fail_after(timeout + KILL_GRACE_S):
+                reply = await session.kernel.channel.request(
+                    code=code, timeout=timeout, max_output=self.config.max_output_bytes
+                )
+            return Execution(reply["status"], reply["output"], reply.get("images", []))
+        except TimeoutError:
+            reason = f"the code did not stop at the {timeout:g} s time limit and the kernel had to be killed"
+        except KernelDied:
+            reason = f"the Python kernel died: {await session.kernel.death_reason()}"
+        log.warning("sandbox session %s restarts: %s", container_id, reason)
+        old = session.kernel
+        session.kernel = await self._take_kernel()
+        await old.destroy()
+        return Execution("restarted", f"{reason}.", state_lost=True)
+
+    async def _new_session(self, container_id: str) -> _Session:
+        if len(self._sessions) >= self.config.max_sessions:
+            raise SandboxFull(
+                f"the sandbox has reached its limit of {self.config.max_sessions} live sessions; try again later"
+            )
+        # Reserve the slot before waiting for a kernel, so concurrent starts respect the cap.
+        placeholder = _Session(kernel=None, last_used=time.monotonic())  # type: ignore[arg-type]
+        self._sessions[container_id] = placeholder
+        try:
+            placeholder.kernel = await self._take_kernel()
+        except BaseException:
+            del self._sessions[container_id]
+            raise
+        return placeholder
+
+    async def _take_kernel(self) -> Kernel:
+        self._refill.set()
+        if self._pool:
+            return self._pool.pop()
+        return await self.backend.create()
+
+    async def _keep_pool_full(self) -> None:
+        while not self._closed:
+            await self._refill.wait()
+            self._refill = anyio.Event()
+            while not self._closed and len(self._pool) < self.config.pool_size:
+                try:
+                    kernel = await self.backend.create()
+                except Exception as exc:  # the next take creates directly and reports the error
+                    log.error("could not start a sandbox for the pool: %s", exc)
+                    await anyio.sleep(5)
+                    break
+                if self._closed:
+                    await kernel.destroy()
+                    return
+                self._pool.append(kernel)
+
+    async def _reap_idle(self) -> None:
+        ttl = self.config.idle_ttl_s
+        interval = min(max(ttl / 4, 0.2), 30.0)
+        while not self._closed:
+            await anyio.sleep(interval)
+            deadline = time.monotonic() - ttl
+            for container_id, session in list(self._sessions.items()):
+                if session.last_used < deadline and not session.lock.locked() and session.kernel is not None:
+                    del self._sessions[container_id]
+                    log.info("sandbox session %s ended after %g s idle", container_id, ttl)
+                    await session.kernel.destroy()
+
+    async def close(self) -> None:
+        """Remove every kernel: the pool's, the sessions', and (docker) anything else of this instance."""
+        self._closed = True
+        self._refill.set()
+        with anyio.CancelScope(shield=True):
+            kernels = self._pool + [s.kernel for s in self._sessions.values() if s.kernel is not None]
+            self._pool, self._sessions = [], {}
+            async with anyio.create_task_group() as tasks:
+                for kernel in kernels:
+                    tasks.start_soon(kernel.destroy)
+            await self.backend.close()
+
+
+def describe_python_tool(config: SandboxConfig, data_dir: str | None) -> str:
+    """The python tool's description for the model, stating the real limits."""
+    files = (
+        f"Files written to '{data_dir}' persist for the session."
+        if data_dir
+        else "Files written to the current working directory persist for the session."
+    )
+    return (
+        "Use this tool to execute Python code in your chain of thought. The code will not be shown to the user. "
+        "This tool should be used for internal reasoning, but not for code that is intended to be visible to the user "
+        "(e.g. when creating plots, tables, or files).\n\n"
+        "When you send a message containing Python code to python, it will be executed in a stateful Jupyter notebook "
+        "environment: variables and imports persist between calls, the value of the last expression is shown, and "
+        "stdout, stderr and tracebacks are returned. python will respond with the output of the execution or time out "
+        f"after {config.timeout_s:g} seconds. {files} Internet access for this session is disabled. "
+        f"Output beyond {config.max_output_bytes} bytes is truncated."
+    )
