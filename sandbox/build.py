@@ -26,8 +26,12 @@ class BuildError(Exception):
     pass
 
 
-def kernel_sha() -> str:
-    return hashlib.sha256((HERE / "kernel.py").read_bytes()).hexdigest()[:16]
+def sandbox_sha() -> str:
+    """Identifies what goes into the image, so a stale image can be told from a current one."""
+    digest = hashlib.sha256()
+    for name in _CONTEXT_FILES:
+        digest.update((HERE / name).read_bytes())
+    return digest.hexdigest()[:16]
 
 
 def _base_python(client: docker.DockerClient, base: str) -> tuple[str, str]:
@@ -82,7 +86,7 @@ def build(base: str = DEFAULT_BASE, tag: str = DEFAULT_TAG) -> str:
             image, _ = client.images.build(
                 path=context,
                 tag=tag,
-                buildargs={"BASE_IMAGE": base, "KERNEL_SHA": kernel_sha()},
+                buildargs={"BASE_IMAGE": base, "SANDBOX_SHA": sandbox_sha()},
                 rm=True,
                 forcerm=True,
                 network_mode="none",

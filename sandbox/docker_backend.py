@@ -19,7 +19,7 @@ from anyio.abc import SocketStream, UNIXSocketStream
 
 from gateway.config import SandboxConfig
 
-from .build import kernel_sha
+from .build import sandbox_sha
 from .channel import KernelChannel
 
 log = logging.getLogger("sandbox.docker")
@@ -89,7 +89,7 @@ class DockerBackend:
                 f"the sandbox image {self.config.image!r} does not exist. Build it with: "
                 f"gateway sandbox build --tag {self.config.image} [--base IMAGE]"
             ) from None
-        if image.labels.get("harmony-gateway.kernel-sha") != kernel_sha():
+        if image.labels.get("harmony-gateway.sandbox-sha") != sandbox_sha():
             log.warning("the sandbox image %s has another kernel than this gateway: rebuild it", self.config.image)
         return client
 

@@ -76,7 +76,6 @@ class Kernel:
         sys.stderr = _FdWriter(2, "<stderr>")
         self.namespace: dict[str, object] = {"__name__": "__main__", "__builtins__": __builtins__}
         self.cmdline = _cmdline(KERNEL_PID)
-        signal.signal(signal.SIGALRM, _on_alarm)
 
     def serve(self) -> None:
         for line in self.requests:
@@ -109,6 +108,9 @@ class Kernel:
         return {"status": status, "output": _read_capture(max_output), "images": images}
 
     def _run(self, code: str, timeout: float) -> None:
+        # Earlier code may have replaced the handler or blocked the signal.
+        signal.signal(signal.SIGALRM, _on_alarm)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGALRM])
         signal.setitimer(signal.ITIMER_REAL, timeout)
         tree = ast.parse(code, CELL)
         last = None

@@ -144,3 +144,73 @@ def stream_sdk(client: openai.OpenAI, **kwargs: Any) -> list[dict[str, Any]]:
     events = [event.to_dict() for event in client.responses.create(**({"model": MODEL} | kwargs), stream=True)]
     check_response_stream(events)
     return events
+
+
+# -- the Python sandbox --------------------------------------------------------------------------------
+
+SANDBOX_IMAGE = "harmony-gateway/sandbox:test"
+LOCAL_BASE_IMAGE = "harmony-gateway/base:bookworm"
+
+
+def ensure_sandbox_image() -> str:
+    """Build the sandbox image for the tests unless one with this kernel exists. Without a registry, the
+    base image is made locally with debootstrap (scripts/make-base-image)."""
+    import docker
+    import docker.errors
+
+    from sandbox.build import sandbox_sha
+
+    client = docker.from_env()
+    try:
+        if client.images.get(SANDBOX_IMAGE).labels.get("harmony-gateway.sandbox-sha") == sandbox_sha():
+            return SANDBOX_IMAGE
+    except docker.errors.ImageNotFound:
+        pass
+    base = os.environ.get("SANDBOX_BASE_IMAGE")
+    if base is None:
+        for candidate in ("python:3.12-slim", LOCAL_BASE_IMAGE):
+            try:
+                client.images.get(candidate)
+                base = candidate
+                break
+            except docker.errors.ImageNotFound:
+                continue
+    if base is None:
+        subprocess.run([str(ROOT / "scripts" / "make-base-image"), LOCAL_BASE_IMAGE], check=True)
+        base = LOCAL_BASE_IMAGE
+    command = [sys.executable, "-m", "gateway", "sandbox", "build", "--base", base, "--tag", SANDBOX_IMAGE]
+    subprocess.run(command, check=True, cwd=ROOT)
+    return SANDBOX_IMAGE
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    # Built here rather than in a fixture, so the build does not count against a test's timeout.
+    if any("sandbox_image" in getattr(item, "fixturenames", ()) for item in session.items):
+        ensure_sandbox_image()
+
+
+@pytest.fixture(scope="session")
+def sandbox_image() -> str:
+    return ensure_sandbox_image()
+
+
+def sandbox_section(backend: str, instance: str, **overrides: Any) -> dict[str, Any]:
+    section = {
+        "backend": backend,
+        "image": SANDBOX_IMAGE,
+        "timeout_s": 3,
+        "memory": "256m",
+        "pids": 64,
+        "pool_size": 2,
+        "idle_ttl_s": 300,
+        "max_sessions": 64,
+        "instance": instance,
+    }
+    return section | overrides
+
+
+def sandbox_containers(instance: str) -> list[str]:
+    import docker
+
+    filters = {"label": ["harmony-gateway.sandbox=1", f"harmony-gateway.instance={instance}"]}
+    return [c["Id"] for c in docker.from_env().api.containers(all=True, filters=filters, quiet=True)]

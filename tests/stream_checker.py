@@ -30,7 +30,22 @@ ITEM_EVENTS = {
         "response.output_text.done",
     },
     "function_call": {"response.function_call_arguments.delta", "response.function_call_arguments.done"},
+    "code_interpreter_call": {
+        "response.code_interpreter_call.in_progress",
+        "response.code_interpreter_call_code.delta",
+        "response.code_interpreter_call_code.done",
+        "response.code_interpreter_call.interpreting",
+        "response.code_interpreter_call.completed",
+    },
 }
+# The order of a code_interpreter_call's events (deltas repeat; `completed` only when it ran to the end).
+CODE_STEPS = [
+    "response.code_interpreter_call.in_progress",
+    "response.code_interpreter_call_code.delta",
+    "response.code_interpreter_call_code.done",
+    "response.code_interpreter_call.interpreting",
+    "response.code_interpreter_call.completed",
+]
 DELTA_OF = {
     "response.reasoning_text.delta": "reasoning_text",
     "response.output_text.delta": "output_text",
@@ -48,6 +63,7 @@ class _Item:
         self.parts: list[dict[str, Any]] = []  # {"type", "open", "text", "done_text"}
         self.arguments = ""
         self.arguments_done: str | None = None
+        self.steps: list[str] = []  # code_interpreter_call events, in order
 
 
 def check_response_stream(events: list[dict[str, Any]]) -> Response:
@@ -122,6 +138,17 @@ def check_response_stream(events: list[dict[str, Any]]) -> Response:
         elif kind == "response.function_call_arguments.delta":
             assert item.arguments_done is None
             item.arguments += event["delta"]
+        elif kind in CODE_STEPS:
+            step = CODE_STEPS.index(kind)
+            last = CODE_STEPS.index(item.steps[-1]) if item.steps else -1
+            assert step > last or (step == last == 1), f"{kind} after {item.steps[-1] if item.steps else 'added'}"
+            assert item.steps or step == 0, f"{kind} before code_interpreter_call.in_progress"
+            item.steps.append(kind)
+            if kind == "response.code_interpreter_call_code.delta":
+                item.arguments += event["delta"]
+            elif kind == "response.code_interpreter_call_code.done":
+                assert event["code"] == item.arguments, "code.done differs from the joined deltas"
+                item.arguments_done = event["code"]
         elif kind == "response.function_call_arguments.done":
             assert event["arguments"] == item.arguments, "arguments.done differs from the joined deltas"
             item.arguments_done = event["arguments"]
@@ -142,7 +169,7 @@ def check_response_stream(events: list[dict[str, Any]]) -> Response:
         # Text items of a completed response are complete; a function call the model wrote with invalid
         # JSON is the one item that stays incomplete (it is not handed to the client; the model retries).
         for item in items:
-            if item.done["type"] != "function_call":
+            if item.done["type"] not in ("function_call", "code_interpreter_call"):
                 assert item.done.get("status", "completed") == "completed", "incomplete item in a completed response"
     usage = final["usage"]
     if usage is not None:
@@ -172,6 +199,15 @@ def _check_done_item(item: _Item) -> None:
         assert done["arguments"] == item.arguments == item.arguments_done, "function_call arguments differ"
         if done["status"] == "completed":
             json.loads(done["arguments"])  # invariant 9: arguments are valid JSON
+    if done["type"] == "code_interpreter_call":
+        assert done["code"] == item.arguments == item.arguments_done, "code differs from the streamed code"
+        assert done["container_id"] == item.added["container_id"], "container_id changed"
+        assert item.added["code"] == "" and item.added["outputs"] == [], "added item is not empty"
+        ran = "response.code_interpreter_call.interpreting" in item.steps
+        completed = "response.code_interpreter_call.completed" in item.steps
+        assert completed == (done["status"] == "completed"), f"status {done['status']} after {item.steps[-1]}"
+        if done["status"] == "completed" or (ran and done["status"] == "failed"):
+            assert done["outputs"] and done["outputs"][0]["type"] == "logs", "a call that ran has no logs"
 
 
 def parse_sse(raw: bytes) -> list[dict[str, Any]]:

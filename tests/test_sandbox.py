@@ -1,0 +1,275 @@
+"""The python tool end to end: the model's code runs in a real sandbox (Docker containers, or the local
+namespaced backend), its output streams to the client and goes back to the model."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import threading
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+import httpx
+import pytest
+
+from .conftest import (
+    MODEL,
+    Gateway,
+    Process,
+    emulator_stats,
+    gateway_config,
+    sandbox_containers,
+    sandbox_section,
+    stream_raw,
+    stream_sdk,
+)
+from .stream_checker import check_response_stream
+
+CODE_TOOL = {"type": "code_interpreter", "container": {"type": "auto"}}
+STATE_LOST = "The Python session was restarted"
+
+
+@pytest.fixture(scope="module", params=["docker", "local"])
+def sandboxed(request: pytest.FixtureRequest, emulator: Process, workdir: Path, sandbox_image: str) -> Iterator[Gateway]:
+    backend = request.param
+    instance = f"test-{os.getpid()}-{backend}"
+    config = gateway_config(emulator.url, workdir, sandbox=sandbox_section(backend, instance))
+    process = Gateway(config, workdir).start()
+    process.backend = backend  # type: ignore[attr-defined]
+    process.instance = instance  # type: ignore[attr-defined]
+    yield process
+    process.stop()
+
+
+def run(gateway: Gateway, text: str, **extra: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Stream one request with the python tool; return the final response and the events."""
+    events = stream_raw(gateway, {"model": MODEL, "input": text, "tools": [CODE_TOOL]} | extra, timeout=60)
+    return events[-1]["response"], events
+
+
+def calls(response: dict[str, Any]) -> list[dict[str, Any]]:
+    return [item for item in response["output"] if item["type"] == "code_interpreter_call"]
+
+
+def logs(call: dict[str, Any]) -> str:
+    return call["outputs"][0]["logs"]
+
+
+def final_text(response: dict[str, Any]) -> str:
+    return response["output"][-1]["content"][0]["text"]
+
+
+def test_pow_output_reaches_the_client_and_the_model(sandboxed: Gateway, emulator: Process) -> None:
+    events = stream_sdk(sandboxed.client(), input="[[python pow(123, 456, 1000000007)]]", tools=[CODE_TOOL])
+    response = events[-1]["response"]
+    assert response["status"] == "completed"
+    (call,) = calls(response)
+    assert call["code"] == "pow(123, 456, 1000000007)"
+    assert call["status"] == "completed" and call["container_id"].startswith("cntr_")
+    assert logs(call) == "565291922"
+    assert final_text(response) == "The tool said: 565291922"
+    # The output went back to the model as the python tool's Harmony message.
+    assert "<|start|>python to=assistant<|channel|>analysis<|message|>565291922<|end|>" in emulator_stats(emulator)["last_prompt"]
+    kinds = [e["type"] for e in events if e.get("item_id") == call["id"]]
+    assert kinds[0] == "response.code_interpreter_call.in_progress"
+    assert kinds[-3:] == [
+        "response.code_interpreter_call_code.done",
+        "response.code_interpreter_call.interpreting",
+        "response.code_interpreter_call.completed",
+    ]
+    # The python tool was declared with the real limits.
+    prompt = emulator_stats(emulator)["last_prompt"]
+    assert "## python" in prompt and "time out after 3 seconds" in prompt
+
+
+def test_jupyter_semantics(sandboxed: Gateway) -> None:
+    code = "import sys\\nprint('out')\\nprint('err', file=sys.stderr)\\n{'a': 1}"
+    response, _ = run(sandboxed, f"[[python {code}]][[python 1/0]][[python None]]".replace("\\n", "\n"))
+    first, error, empty = calls(response)
+    assert logs(first) == "out\nerr\n{'a': 1}"
+    assert "Traceback" in logs(error) and "ZeroDivisionError: division by zero" in logs(error)
+    assert 'File "<cell>", line 1' in logs(error) and "kernel.py" not in logs(error)
+    assert logs(empty) == "[no output]"
+
+
+def test_state_persists_across_calls_and_turns(sandboxed: Gateway) -> None:
+    response, _ = run(sandboxed, "[[python x = 6 * 7]][[python print(x)]]")
+    first, second = calls(response)
+    assert logs(second) == "42"
+    assert first["container_id"] == second["container_id"]
+    follow, _ = run(sandboxed, "[[python x + 1]]", previous_response_id=response["id"])
+    (third,) = calls(follow)
+    assert logs(third) == "43"
+    assert third["container_id"] == first["container_id"]
+    # Another conversation has its own session.
+    other, _ = run(sandboxed, "[[python x]]")
+    assert "NameError" in logs(calls(other)[0])
+    assert calls(other)[0]["container_id"] != first["container_id"]
+
+
+def test_files_persist_in_the_data_directory(sandboxed: Gateway) -> None:
+    write = "open('notes.txt', 'w').write('kept')"
+    response, _ = run(sandboxed, f"[[python {write}]]")
+    follow, _ = run(sandboxed, "[[python import os; print(os.getcwd(), open('notes.txt').read())]]", previous_response_id=response["id"])
+    output = logs(calls(follow)[0])
+    assert output.endswith("kept")
+    if sandboxed.backend == "docker":  # type: ignore[attr-defined]
+        assert output.startswith("/mnt/data ")
+
+
+def test_network_is_unreachable(sandboxed: Gateway) -> None:
+    accepted: list[Any] = []
+    listener = socket.socket()
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind(("0.0.0.0", 0))
+    listener.listen()
+    port = listener.getsockname()[1]
+
+    def accept() -> None:
+        try:
+            accepted.append(listener.accept())
+        except OSError:
+            pass
+
+    threading.Thread(target=accept, daemon=True).start()
+    code = (
+        "import socket\n"
+        f"for address in [('127.0.0.1', {port}), ('172.17.0.1', {port}), ('1.1.1.1', 80)]:\n"
+        "    try:\n"
+        "        socket.create_connection(address, timeout=2)\n"
+        "        print('connected', address)\n"
+        "    except OSError as exc:\n"
+        "        print('blocked', address, type(exc).__name__)"
+    )
+    try:
+        response, _ = run(sandboxed, f"[[python {code}]]")
+    finally:
+        listener.close()
+    output = logs(calls(response)[0])
+    assert output.count("blocked") == 3, output
+    assert "connected" not in output
+    assert accepted == []
+
+
+def test_system_paths_are_read_only(sandboxed: Gateway) -> None:
+    code = (
+        "for path in ['/etc/passwd', '/usr/lib/evil', '/opt/evil', '/bin/evil']:\n"
+        "    try:\n"
+        "        open(path, 'a').write('x')\n"
+        "        print('wrote', path)\n"
+        "    except OSError as exc:\n"
+        "        print('refused', path, type(exc).__name__)"
+    )
+    response, _ = run(sandboxed, f"[[python {code}]]")
+    output = logs(calls(response)[0])
+    assert output.count("refused") == 4, output
+
+
+def test_memory_bomb_is_reported_and_the_session_recovers(sandboxed: Gateway) -> None:
+    response, _ = run(sandboxed, "[[python keep = 'still here']][[python bomb = bytearray(2 * 1024 ** 3)]][[python print('alive')]]")
+    assert response["status"] == "completed"
+    _, bomb, after = calls(response)
+    if sandboxed.backend == "docker":  # type: ignore[attr-defined]
+        # The container's memory limit: the kernel is killed, replaced, and the model is told.
+        assert bomb["status"] == "failed"
+        assert "ran out of memory" in logs(bomb) and STATE_LOST in logs(bomb)
+    else:  # the address-space limit: an ordinary MemoryError
+        assert "MemoryError" in logs(bomb)
+    assert logs(after) == "alive"
+    assert "The tool said: alive" == final_text(response)
+
+
+def test_infinite_loop_times_out_and_the_session_recovers(sandboxed: Gateway) -> None:
+    started = time.monotonic()
+    response, _ = run(sandboxed, "[[python y = 5]][[python while True: pass]][[python y]]")
+    elapsed = time.monotonic() - started
+    _, loop, after = calls(response)
+    assert "TimeoutError: the execution was stopped after 3 seconds" in logs(loop)
+    assert loop["status"] == "completed"
+    assert logs(after) == "5"  # interrupted in place: the state survived
+    assert elapsed < 3 + 3
+
+
+def test_code_that_ignores_the_timeout_is_killed(sandboxed: Gateway) -> None:
+    stubborn = "import signal\nsignal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGALRM])\nwhile True: pass"
+    started = time.monotonic()
+    response, _ = run(sandboxed, f"[[python z = 1]][[python {stubborn}]][[python print('fresh')]]")
+    elapsed = time.monotonic() - started
+    _, killed, after = calls(response)
+    assert killed["status"] == "failed"
+    assert "did not stop at the 3 s time limit" in logs(killed) and STATE_LOST in logs(killed)
+    assert logs(after) == "fresh"
+    assert elapsed < 3 + 3 + 5
+
+
+def test_fork_bomb_is_contained(sandboxed: Gateway) -> None:
+    bomb = "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass"
+    response, _ = run(sandboxed, f"[[python {bomb}]][[python import subprocess; print(subprocess.run(['echo', 'ok'], capture_output=True, text=True).stdout)]]")
+    bombed, after = calls(response)
+    assert "TimeoutError" in logs(bombed)
+    assert logs(after) == "ok"  # the forks were killed: processes can start again
+    # The host is unaffected: it can still start processes and the gateway answers.
+    assert httpx.get(sandboxed.url + "/health").status_code == 200
+
+
+def test_large_output_is_truncated(sandboxed: Gateway) -> None:
+    response, _ = run(sandboxed, "[[python print('x' * 5_000_000); print('the end')]]")
+    output = logs(calls(response)[0])
+    assert "[... output truncated:" in output
+    assert len(output) < 17000
+    assert output.rstrip().endswith("the end")
+
+
+def test_eight_concurrent_sessions(sandboxed: Gateway) -> None:
+    async def one(client: Any, number: int) -> dict[str, Any]:
+        code = f"open('mine.txt', 'w').write('{number}')\\nimport os\\nsorted(os.listdir('.')), open('mine.txt').read()"
+        response = await client.responses.create(
+            model=MODEL, input=f"[[python {code}]]".replace("\\n", "\n"), tools=[CODE_TOOL]
+        )
+        return response.to_dict()
+
+    async def main() -> list[dict[str, Any]]:
+        client = sandboxed.async_client(timeout=60)
+        return await asyncio.gather(*(one(client, n) for n in range(8)))
+
+    responses = asyncio.run(main())
+    containers = set()
+    for number, response in enumerate(responses):
+        (call,) = calls(response)
+        assert logs(call) == f"(['mine.txt'], '{number}')"  # each session sees only its own files
+        containers.add(call["container_id"])
+    assert len(containers) == 8
+
+
+def test_non_streaming(sandboxed: Gateway) -> None:
+    response = sandboxed.client().responses.create(model=MODEL, input="[[python 2 ** 10]]", tools=[CODE_TOOL])
+    (call,) = [item for item in response.output if item.type == "code_interpreter_call"]
+    assert call.status == "completed" and call.outputs[0].logs == "1024"
+    assert response.output_text == "The tool said: 1024"
+
+
+def test_max_tool_calls_bounds_the_loop(sandboxed: Gateway, emulator: Process) -> None:
+    response, _ = run(sandboxed, "[[python 1]][[python 2]]", max_tool_calls=1)
+    assert len(calls(response)) == 1
+    assert "limit of 1 tool calls" in final_text(response)
+
+
+def test_images_from_matplotlib(sandboxed: Gateway) -> None:
+    if sandboxed.backend != "docker":  # type: ignore[attr-defined]
+        pytest.skip("the local backend runs the host's Python, which has no matplotlib")
+    code = "import matplotlib.pyplot as plt\nplt.plot([1, 2, 3])\nprint('plotted')"
+    response, _ = run(sandboxed, f"[[python {code}]]")
+    (call,) = calls(response)
+    assert call["outputs"][0]["logs"] == "plotted\n[1 image(s) shown to the user]"
+    assert call["outputs"][1]["type"] == "image"
+    assert call["outputs"][1]["url"].startswith("data:image/png;base64,iVBOR")
+
+
+def test_scientific_stack_is_installed(sandboxed: Gateway) -> None:
+    if sandboxed.backend != "docker":  # type: ignore[attr-defined]
+        pytest.skip("the image's stack; the local backend runs the host's Python")
+    code = "import numpy, sympy, pandas\nint(numpy.arange(10).sum()), str(sympy.factor(sympy.Symbol('a')**2 - 1)), len(pandas.DataFrame({'a': [1, 2]}))"
+    response, _ = run(sandboxed, f"[[python {code}]]")
+    assert logs(calls(response)[0]) == "(45, '(a - 1)*(a + 1)', 2)"
