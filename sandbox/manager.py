@@ -81,6 +81,11 @@ class SandboxManager:
     def live_sessions(self) -> int:
         return len(self._sessions)
 
+    @property
+    def pooled(self) -> int:
+        """Kernels started and waiting for a new session."""
+        return len(self._pool)
+
     def has_session(self, container_id: str) -> bool:
         return container_id in self._sessions
 

@@ -273,3 +273,101 @@ def test_scientific_stack_is_installed(sandboxed: Gateway) -> None:
     code = "import numpy, sympy, pandas\nint(numpy.arange(10).sum()), str(sympy.factor(sympy.Symbol('a')**2 - 1)), len(pandas.DataFrame({'a': [1, 2]}))"
     response, _ = run(sandboxed, f"[[python {code}]]")
     assert logs(calls(response)[0]) == "(45, '(a - 1)*(a + 1)', 2)"
+
+
+# -- the session manager's lifecycle, on the docker backend ---------------------------------------------
+
+
+def test_sessions_expire_and_the_model_is_told(make_gateway: Any, emulator: Process, sandbox_image: str) -> None:
+    instance = f"test-{os.getpid()}-ttl"
+    gateway = make_gateway(emulator.url, sandbox=sandbox_section("docker", instance, idle_ttl_s=1, pool_size=0))
+    response, _ = run(gateway, "[[python v = 'set']]")
+    assert len(sandbox_containers(instance)) == 1
+    deadline = time.monotonic() + 10
+    while sandbox_containers(instance) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert sandbox_containers(instance) == []  # reaped after the idle TTL
+    follow, _ = run(gateway, "[[python v]]", previous_response_id=response["id"])
+    (call,) = calls(follow)
+    assert call["container_id"] == calls(response)[0]["container_id"]
+    assert STATE_LOST in logs(call) and "NameError" in logs(call)
+
+
+def test_live_session_cap(make_gateway: Any, emulator: Process, sandbox_image: str) -> None:
+    instance = f"test-{os.getpid()}-cap"
+    gateway = make_gateway(emulator.url, sandbox=sandbox_section("docker", instance, max_sessions=1, pool_size=0))
+    first, _ = run(gateway, "[[python 1]]")
+    assert calls(first)[0]["status"] == "completed"
+    second, _ = run(gateway, "[[python 2]]")
+    assert second["status"] == "completed"
+    (refused,) = calls(second)
+    assert refused["status"] == "failed"
+    assert "limit of 1 live sessions" in logs(refused)
+    assert "limit of 1 live sessions" in final_text(second)  # the model was told too
+    # The first conversation's session still works.
+    again, _ = run(gateway, "[[python 3]]", previous_response_id=first["id"])
+    assert logs(calls(again)[0]) == "3"
+
+
+def test_warm_pool_orphans_and_shutdown(make_gateway: Any, emulator: Process, sandbox_image: str) -> None:
+    import docker
+
+    instance = f"test-{os.getpid()}-life"
+    client = docker.from_env()
+    labels = {"harmony-gateway.sandbox": "1", "harmony-gateway.instance": instance}
+    orphan = client.containers.run(sandbox_image, ["sleep", "600"], detach=True, labels=labels, network_mode="none")
+    gateway = make_gateway(emulator.url, sandbox=sandbox_section("docker", instance, pool_size=3))
+    deadline = time.monotonic() + 20
+    while len(sandbox_containers(instance)) < 3 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    live = sandbox_containers(instance)
+    assert orphan.id not in live  # removed at start-up
+    assert len(live) == 3  # the warm pool
+    response, _ = run(gateway, "[[python 1]]")
+    assert calls(response)[0]["status"] == "completed"
+    gateway.stop()
+    assert gateway.proc is not None and gateway.proc.returncode in (0, -15)  # uvicorn re-raises SIGTERM
+    assert sandbox_containers(instance) == []  # nothing left after shutdown
+
+
+def test_startup_fails_clearly_without_image_or_daemon(emulator: Process, tmp_path: Path) -> None:
+    config = gateway_config(emulator.url, tmp_path, sandbox={"image": "harmony-gateway/no-such-image:1", "instance": "x"})
+    gateway = Gateway(config, tmp_path)
+    with pytest.raises(RuntimeError, match="gateway sandbox build"):
+        gateway.start()
+    os.environ["DOCKER_HOST"] = "unix:///nonexistent/docker.sock"
+    try:
+        with pytest.raises(RuntimeError, match="Docker daemon is unreachable"):
+            Gateway(gateway_config(emulator.url, tmp_path, sandbox={"instance": "x"}), tmp_path).start()
+    finally:
+        del os.environ["DOCKER_HOST"]
+
+
+def test_code_interpreter_needs_a_sandbox(gateway: Gateway) -> None:
+    response = httpx.post(gateway.url + "/v1/responses", json={"model": MODEL, "input": "hi", "tools": [CODE_TOOL]})
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert error["param"] == "tools[0].type" and "not enabled" in error["message"]
+
+
+@pytest.mark.parametrize(
+    "tool, status, param",
+    [
+        ({"type": "code_interpreter", "container": "cntr_unknown"}, 404, "tools[0].container"),
+        ({"type": "code_interpreter", "container": {"type": "auto", "file_ids": ["file_1"]}}, 400, "tools[0].container.file_ids"),
+        ({"type": "code_interpreter", "container": {"type": "manual"}}, 400, "tools[0].container"),
+    ],
+)
+def test_bad_code_interpreter_tools(sandboxed: Gateway, tool: dict[str, Any], status: int, param: str) -> None:
+    response = httpx.post(sandboxed.url + "/v1/responses", json={"model": MODEL, "input": "hi", "tools": [tool]})
+    assert response.status_code == status, response.text
+    assert response.json()["error"]["param"].startswith(param)
+
+
+def test_a_container_id_names_a_live_session(sandboxed: Gateway) -> None:
+    response, _ = run(sandboxed, "[[python w = 'shared']]")
+    container = calls(response)[0]["container_id"]
+    tool = {"type": "code_interpreter", "container": container}
+    events = stream_raw(sandboxed, {"model": MODEL, "input": "[[python w]]", "tools": [tool]})
+    (call,) = calls(events[-1]["response"])
+    assert call["container_id"] == container and logs(call) == "'shared'"
