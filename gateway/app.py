@@ -23,6 +23,7 @@ from .responses.routes import routes as response_routes
 from .responses.run import Services
 from .store import ResponseStore
 from sandbox.manager import SandboxManager, SandboxUnavailable
+from tools.servers import MCPServers
 
 log = logging.getLogger("gateway")
 
@@ -73,11 +74,14 @@ def create_app(config: GatewayConfig) -> Starlette:
         store = ResponseStore(config.storage.path)
         async with anyio.create_task_group() as tasks:
             sandbox = await _start_sandbox(config, tasks)
-            app.state.services = Services(config=config, engine=engine, store=store, sandbox=sandbox)
+            mcp = MCPServers(config)
+            await mcp.start(tasks)
+            app.state.services = Services(config=config, engine=engine, store=store, sandbox=sandbox, mcp=mcp)
             log.info("gateway ready; engine at %s", config.engine.url)
             try:
                 yield
             finally:
+                mcp.close()
                 if sandbox is not None:
                     await sandbox.close()
                 await engine.aclose()

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from .errors import param_path
 
@@ -66,6 +66,56 @@ class SandboxConfig(_Section):
     instance: str = Field("default", pattern=r"^[A-Za-z0-9_.-]+$")
 
 
+class ToolNames(_Section):
+    tool_names: list[str] = []
+
+
+class ApprovalFilter(_Section):
+    """OpenAI's filter form: tools that always need approval, and tools that never do."""
+
+    always: ToolNames | None = None
+    never: ToolNames | None = None
+
+
+Approval = Literal["always", "never"] | ApprovalFilter
+
+_RESERVED_LABELS = {"functions", "python", "browser", "assistant", "container"}
+
+
+class ToolServerConfig(_Section):
+    """An MCP server the gateway connects to at start-up; a request enables it by `server_label`."""
+
+    label: str = Field(pattern=r"^[A-Za-z][A-Za-z0-9_-]{0,63}$", description="Harmony namespace and server_label")
+    transport: Literal["stdio", "sse", "streamable-http"]
+    command: list[str] | None = Field(None, min_length=1, description="stdio: the program and its arguments")
+    args: list[str] = []
+    env: dict[str, str] = {}
+    cwd: str | None = None
+    url: str | None = Field(None, description="sse / streamable-http: the server's endpoint")
+    headers: dict[str, str] = {}
+    allowed_tools: list[str] | None = None
+    require_approval: Approval = "never"
+    timeout_s: float = Field(30.0, gt=0)
+
+    @model_validator(mode="after")
+    def _transport_fields(self) -> "ToolServerConfig":
+        if self.label in _RESERVED_LABELS:
+            raise ValueError(f"label {self.label!r} is reserved")
+        if self.transport == "stdio" and not self.command:
+            raise ValueError("a stdio server needs command")
+        if self.transport != "stdio" and not self.url:
+            raise ValueError(f"a {self.transport} server needs url")
+        return self
+
+
+class MCPConfig(_Section):
+    # URL prefixes that request-level servers (`server_url`) may point at; none by default, so no
+    # request can make the gateway connect where the operator did not allow.
+    allowed_urls: list[str] = []
+    request_server_ttl_s: float = Field(600.0, gt=0, description="Idle request-level sessions are closed after this")
+    connect_wait_s: float = Field(5.0, ge=0, description="How long a request waits for a server that is connecting")
+
+
 class GatewayConfig(_Section):
     engine: EngineConfig
     server: ServerConfig = ServerConfig()
@@ -73,6 +123,16 @@ class GatewayConfig(_Section):
     loop: LoopConfig = LoopConfig()
     # No section: the code_interpreter tool is refused with a 400.
     sandbox: SandboxConfig | None = None
+    tool_servers: list[ToolServerConfig] = []
+    mcp: MCPConfig = MCPConfig()
+
+    @model_validator(mode="after")
+    def _unique_labels(self) -> "GatewayConfig":
+        labels = [server.label for server in self.tool_servers]
+        duplicates = sorted({label for label in labels if labels.count(label) > 1})
+        if duplicates:
+            raise ValueError(f"tool_servers labels must be unique: {', '.join(duplicates)}")
+        return self
 
 
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")

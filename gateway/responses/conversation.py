@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from openai_harmony import Author, Message, Role
@@ -13,11 +13,36 @@ from .request import (
     FunctionCallItem,
     FunctionCallOutputItem,
     InputItem,
+    McpApprovalRequestItem,
+    McpApprovalResponseItem,
+    McpCallItem,
+    McpListToolsItem,
     MessageItem,
     ReasoningItem,
 )
 
 _ROLES = {"user": Role.USER, "system": Role.DEVELOPER, "developer": Role.DEVELOPER}
+
+
+@dataclass
+class PendingApproval:
+    """An MCP call the model made that waits for the user's `mcp_approval_response`."""
+
+    server_label: str
+    name: str
+    arguments: str
+    recipient: str
+    channel: str
+
+
+@dataclass
+class Decision:
+    """The user's answer to a pending approval, to be carried out before the model goes on."""
+
+    approval_request_id: str
+    pending: PendingApproval
+    approve: bool
+    reason: str | None
 
 
 @dataclass
@@ -30,6 +55,11 @@ class Dialog:
     open_calls: dict[str, str] = field(default_factory=dict)
     # The sandbox session the conversation's code has run in.
     container_id: str | None = None
+    # MCP servers whose tools were listed to the client in this conversation (once each).
+    mcp_listed: list[str] = field(default_factory=list)
+    pending_approvals: dict[str, PendingApproval] = field(default_factory=dict)
+    # Approval responses of the current request (not stored: carried out by this response).
+    decisions: list[Decision] = field(default_factory=list)
 
     def append(self, message: Message) -> None:
         self.messages.append(message)
@@ -38,11 +68,21 @@ class Dialog:
         return [message.to_dict() for message in self.messages]
 
     def state(self) -> dict[str, Any]:
-        return {"container_id": self.container_id}
+        return {
+            "container_id": self.container_id,
+            "mcp_listed": self.mcp_listed,
+            "pending_approvals": {key: asdict(value) for key, value in self.pending_approvals.items()},
+        }
 
     @classmethod
     def from_json(cls, data: list[dict[str, Any]], open_calls: dict[str, str], state: dict[str, Any]) -> "Dialog":
-        return cls([Message.from_dict(entry) for entry in data], dict(open_calls), state.get("container_id"))
+        return cls(
+            [Message.from_dict(entry) for entry in data],
+            dict(open_calls),
+            state.get("container_id"),
+            list(state.get("mcp_listed", [])),
+            {key: PendingApproval(**value) for key, value in state.get("pending_approvals", {}).items()},
+        )
 
 
 def tool_result(recipient: str, channel: str | None, text: str) -> Message:
@@ -51,11 +91,12 @@ def tool_result(recipient: str, channel: str | None, text: str) -> Message:
     return message.with_channel(channel or "commentary")
 
 
-def function_call_message(name: str, arguments: str) -> Message:
+def tool_call_message(recipient: str, arguments: str) -> Message:
+    """An assistant's JSON call to a function or an MCP tool, as the model writes one."""
     return (
         Message.from_role_and_content(Role.ASSISTANT, arguments)
         .with_channel("commentary")
-        .with_recipient(f"functions.{name}")
+        .with_recipient(recipient)
         .with_content_type("<|constrain|>json")
     )
 
@@ -80,7 +121,7 @@ def append_input(dialog: Dialog, items: str | list[InputItem]) -> list[dict[str,
             dialog.append(Message.from_role_and_content(Role.ASSISTANT, item.text()).with_channel("analysis"))
             records.append(item.model_dump(exclude_none=True) | {"id": item.id or new_id("rs")})
         elif isinstance(item, FunctionCallItem):
-            dialog.append(function_call_message(item.name, item.arguments))
+            dialog.append(tool_call_message(f"functions.{item.name}", item.arguments))
             dialog.open_calls[item.call_id] = item.name
             records.append(item.model_dump() | {"id": item.id or new_id("fc"), "status": "completed"})
         elif isinstance(item, FunctionCallOutputItem):
@@ -92,6 +133,30 @@ def append_input(dialog: Dialog, items: str | list[InputItem]) -> list[dict[str,
                 )
             dialog.append(tool_result(f"functions.{name}", "commentary", item.text()))
             records.append(item.model_dump() | {"id": item.id or new_id("fco"), "status": "completed"})
+        elif isinstance(item, McpApprovalResponseItem):
+            pending = dialog.pending_approvals.pop(item.approval_request_id, None)
+            if pending is None:
+                raise bad_request(
+                    f"No pending MCP approval request with id {item.approval_request_id}.",
+                    param=f"input[{index}].approval_request_id",
+                )
+            dialog.decisions.append(Decision(item.approval_request_id, pending, item.approve, item.reason))
+            records.append(item.model_dump(exclude_none=True) | {"id": item.id or new_id("mcpa")})
+        elif isinstance(item, McpApprovalRequestItem):  # history sent back by the client
+            recipient = f"{item.server_label}.{item.name}"
+            dialog.append(tool_call_message(recipient, item.arguments))
+            dialog.pending_approvals[item.id] = PendingApproval(item.server_label, item.name, item.arguments, recipient, "commentary")
+            records.append(item.model_dump())
+        elif isinstance(item, McpCallItem):
+            recipient = f"{item.server_label}.{item.name}"
+            dialog.append(tool_call_message(recipient, item.arguments))
+            result = item.output if item.error is None else f"Error: {item.error}"
+            dialog.append(tool_result(recipient, "commentary", result or ""))
+            records.append(item.model_dump() | {"id": item.id or new_id("mcp")})
+        elif isinstance(item, McpListToolsItem):
+            if item.error is None and item.server_label not in dialog.mcp_listed:
+                dialog.mcp_listed.append(item.server_label)
+            records.append(item.model_dump(exclude_none=True) | {"id": item.id or new_id("mcpl")})
     return records
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from sandbox.manager import Execution, SandboxFull, SandboxManager
 
-from .items import CodeInterpreterCallOutput
+from .tool_items import CodeInterpreterCallOutput
 
 log = logging.getLogger("gateway.python")
 

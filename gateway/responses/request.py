@@ -82,6 +82,42 @@ class FunctionCallOutputItem(_Model):
         return "".join(part.text for part in self.output)
 
 
+class McpApprovalRequestItem(_Model):
+    type: Literal["mcp_approval_request"]
+    id: str
+    server_label: str
+    name: str
+    arguments: str
+
+
+class McpApprovalResponseItem(_Model):
+    type: Literal["mcp_approval_response"]
+    id: str | None = None
+    approval_request_id: str
+    approve: bool
+    reason: str | None = None
+
+
+class McpListToolsItem(_Model):
+    type: Literal["mcp_list_tools"]
+    id: str | None = None
+    server_label: str
+    tools: list[dict[str, Any]] = []
+    error: str | None = None
+
+
+class McpCallItem(_Model):
+    type: Literal["mcp_call"]
+    id: str | None = None
+    server_label: str
+    name: str
+    arguments: str
+    output: str | None = None
+    error: str | None = None
+    approval_request_id: str | None = None
+    status: str | None = None
+
+
 def _item_type(value: Any) -> str | None:
     if isinstance(value, dict):
         return value.get("type", "message")
@@ -94,6 +130,10 @@ InputItem = Annotated[
         Annotated[ReasoningItem, Tag("reasoning")],
         Annotated[FunctionCallItem, Tag("function_call")],
         Annotated[FunctionCallOutputItem, Tag("function_call_output")],
+        Annotated[McpApprovalRequestItem, Tag("mcp_approval_request")],
+        Annotated[McpApprovalResponseItem, Tag("mcp_approval_response")],
+        Annotated[McpListToolsItem, Tag("mcp_list_tools")],
+        Annotated[McpCallItem, Tag("mcp_call")],
     ],
     Discriminator(_item_type),
 ]
@@ -126,7 +166,43 @@ class CodeInterpreterTool(_Model):
     container: str | AutoContainer = AutoContainer(type="auto")
 
 
-Tool = Annotated[Union[FunctionTool, CodeInterpreterTool], Field(discriminator="type")]
+class ToolNameFilter(_Model):
+    tool_names: list[str] = []
+    read_only: bool | None = None
+
+
+class ApprovalFilter(_Model):
+    always: ToolNameFilter | None = None
+    never: ToolNameFilter | None = None
+
+
+class McpTool(_Model):
+    """An MCP server: a configured one by `server_label` alone, or the request's own at `server_url`
+    (only where `mcp.allowed_urls` allows). `headers` go to that server only, never to logs or storage."""
+
+    type: Literal["mcp"]
+    server_label: str = Field(pattern=r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")
+    server_url: str | None = None
+    server_description: str | None = None
+    headers: dict[str, str] | None = None
+    authorization: str | None = None
+    allowed_tools: list[str] | ToolNameFilter | None = None
+    require_approval: Literal["always", "never"] | ApprovalFilter | None = None
+    connector_id: None = Field(None, description="connectors are OpenAI's own: not supported")
+
+    def allowed_names(self) -> set[str] | None:
+        if self.allowed_tools is None:
+            return None
+        if isinstance(self.allowed_tools, ToolNameFilter):
+            return set(self.allowed_tools.tool_names)
+        return set(self.allowed_tools)
+
+    def echo(self) -> dict[str, Any]:
+        """The tool as the Response object shows it: credentials left out."""
+        return self.model_dump(exclude={"authorization", "connector_id"}) | {"headers": None}
+
+
+Tool = Annotated[Union[FunctionTool, CodeInterpreterTool, McpTool], Field(discriminator="type")]
 
 
 class Reasoning(_Model):

@@ -19,25 +19,16 @@ import anyio
 from ..config import GatewayConfig
 from ..engine import EngineClient, EngineStream, Sampling
 from ..errors import APIError, bad_request
-from ..harmony import Preamble, ToolDescription, ToolNamespaceConfig, encoding, render_prompt
+from ..harmony import Preamble, ToolDescription, encoding, render_prompt
 from ..parser import HarmonyStreamParser, MalformedHarmony, MessageFinished, MessageStarted, TextDelta
 from ..store import ResponseStore, StoredResponse
-from sandbox.manager import SandboxManager, describe_python_tool
+from sandbox.manager import SandboxManager
+from tools.servers import MCPServers
 
 from .conversation import Dialog, append_input, tool_result
-from .items import (
-    CodeInterpreterCallOutput,
-    Delta,
-    Event,
-    Events,
-    FunctionCallOutput,
-    MessageOutput,
-    OutputItem,
-    ReasoningOutput,
-    new_id,
-)
-from .python_call import run_code
-from .request import CodeInterpreterTool, FunctionTool, NamedFunction, ResponsesRequest
+from .hosted import HostedTools, ToolCall
+from .items import Delta, Event, Events, FunctionCallOutput, MessageOutput, OutputItem, ReasoningOutput, new_id
+from .request import FunctionTool, McpTool, NamedFunction, ResponsesRequest
 
 
 @dataclass
@@ -46,6 +37,7 @@ class Services:
     engine: EngineClient
     store: ResponseStore
     sandbox: SandboxManager | None = None
+    mcp: MCPServers | None = None
 
 
 class ResponseRun:
@@ -57,9 +49,8 @@ class ResponseRun:
         self.dialog = Dialog()
         self.input_items: list[dict[str, Any]] = []
         self.functions = {tool.name: tool for tool in request.tools if isinstance(tool, FunctionTool)}
-        self.code_interpreter = next((t for t in request.tools if isinstance(t, CodeInterpreterTool)), None)
-        self._tool_calls = 0  # calls the gateway ran, bounded by max_tool_calls
-        self.preamble = self._preamble()
+        self.hosted = HostedTools(services, request, self.output, self.events_log)
+        self.preamble = Preamble()
         self.usage = {"input": 0, "cached": 0, "output": 0, "reasoning": 0}
         self.model_id = ""
         self.response: dict[str, Any] = {}
@@ -84,12 +75,15 @@ class ResponseRun:
                     code="previous_response_not_found",
                 )
             self.dialog = Dialog.from_json(previous.dialog, previous.open_calls, previous.state)
-        self._check_container()
         self.input_items = append_input(self.dialog, request.input)
+        await self.hosted.prepare(self.dialog)
+        self.preamble = self._preamble()
         model = await self.services.engine.model()
         self.model_id = model.id
         self.response = self._skeleton()
-        self._stream = await self._open_stream()
+        # Listings and approved calls come first; the engine is called after them, in events().
+        if not self.hosted.has_work_before_engine:
+            self._stream = await self._open_stream()
 
     async def _open_stream(self) -> EngineStream:
         self._turns += 1
@@ -136,6 +130,10 @@ class ResponseRun:
         ]
         status, error, incomplete = "completed", None, None
         try:
+            async for batch in self.hosted.before_engine():
+                yield batch
+            if self._stream is None:
+                self._stream = await self._open_stream()
             while True:
                 outcome = _Outcome()
                 async for batch in self._generate(outcome):
@@ -144,12 +142,10 @@ class ResponseRun:
                     status, incomplete = "incomplete", {"reason": "max_output_tokens"}
                     break
                 call = outcome.call
-                if call is None or call.recipient_kind == "function":
+                if call is None or call.ends_response:
                     break
-                if call.recipient_kind == "python":
-                    assert isinstance(call.item, CodeInterpreterCallOutput)
-                    async for batch in self._run_python(call, call.item):
-                        yield batch
+                async for batch in self.hosted.run_call(call):
+                    yield batch
                 # The tool's output, or what went wrong (no such tool, bad arguments), goes to the model.
                 self.dialog.append(tool_result(call.recipient, call.channel, call.output or ""))
                 if self._turns >= self.services.config.loop.max_turns:
@@ -198,12 +194,12 @@ class ResponseRun:
                 else:
                     assert isinstance(parsed, MessageFinished)
                     self.dialog.append(parsed.message)
-                    if type(item) is CodeInterpreterCallOutput:
-                        batch += item.written(log)  # it stays open while the code runs
-                        item = None
+                    call = outcome.call
+                    if call is not None and call.kind not in ("function", "unknown"):
+                        batch += self.hosted.call_written(call, _text(parsed.message))
                     elif item is not None:
                         batch += item.closed(log, self._call_status(item, outcome))
-                        item = None
+                    item = None
             if chunk.finish_reason is not None:
                 outcome.finish_reason = chunk.finish_reason
             if batch:
@@ -223,7 +219,7 @@ class ResponseRun:
         self.usage["cached"] += usage.cached_tokens
         self.usage["output"] += usage.completion_tokens or tokens
         self.usage["reasoning"] += parser.reasoning_tokens
-        if outcome.call is not None and outcome.call.recipient_kind == "function":
+        if outcome.call is not None and outcome.call.kind == "function":
             self._finish_function_call(outcome)
 
     def _open_item(self, header: MessageStarted, outcome: "_Outcome") -> OutputItem | None:
@@ -235,66 +231,23 @@ class ResponseRun:
             else:
                 item = MessageOutput(index, "commentary" if header.channel == "commentary" else "final_answer")
         else:
-            outcome.call = _Call(header.recipient, header.channel)
+            outcome.call = ToolCall(header.recipient, header.channel)
             item = self._open_tool_item(index, outcome.call)
         if item is not None:
             self.output.append(item)
         return item
 
-    def _open_tool_item(self, index: int, call: "_Call") -> OutputItem | None:
+    def _open_tool_item(self, index: int, call: ToolCall) -> OutputItem | None:
         recipient = call.recipient
         if recipient.startswith("functions."):
             name = recipient.removeprefix("functions.")
             if name in self.functions:
-                call.recipient_kind = "function"
+                call.kind = "function"
                 call.item = FunctionCallOutput(index, name)
                 return call.item
             call.output = f"Error: no function named '{name}' is available. Use only the declared functions."
             return None
-        hosted = recipient == "python" and self.code_interpreter is not None and self.request.tool_choice != "none"
-        if not hosted:
-            call.output = f"Error: there is no tool '{recipient}'. Use only the tools declared to you."
-            return None
-        limit = self.request.max_tool_calls
-        if limit is not None and self._tool_calls >= limit:
-            call.output = f"Error: the limit of {limit} tool calls for this response is reached. Answer without tools."
-            return None
-        self._tool_calls += 1
-        call.recipient_kind = "python"
-        call.item = CodeInterpreterCallOutput(index, self._container_id())
-        return call.item
-
-    def _container_id(self) -> str:
-        """The conversation's sandbox session: the request's container, the one its code ran in, or a new one."""
-        assert self.code_interpreter is not None
-        container = self.code_interpreter.container
-        if isinstance(container, str):
-            return container
-        return self.dialog.container_id or new_id("cntr")
-
-    def _check_container(self) -> None:
-        tool = self.code_interpreter
-        if tool is None:
-            return
-        sandbox = self.services.sandbox
-        index = self.request.tools.index(tool)
-        if sandbox is None:
-            raise bad_request(
-                "The code_interpreter tool is not enabled on this gateway (no sandbox is configured).",
-                param=f"tools[{index}].type",
-            )
-        container = tool.container
-        if isinstance(container, str) and container != self.dialog.container_id and not sandbox.has_session(container):
-            raise APIError(404, f"Container '{container}' not found.", param=f"tools[{index}].container", code="not_found")
-
-    async def _run_python(self, call: "_Call", item: CodeInterpreterCallOutput) -> AsyncIterator[list[Event | Delta]]:
-        sandbox = self.services.sandbox
-        assert sandbox is not None
-        resumed = self.dialog.container_id == item.container_id
-        result = await run_code(sandbox, item, resumed)
-        self.dialog.container_id = item.container_id
-        call.output = result.text
-        yield item.finished(self.events_log, result.outputs, result.status)
+        return self.hosted.open_call(index, call)
 
     def _call_status(self, item: OutputItem, outcome: "_Outcome") -> str:
         """A function call whose arguments are not JSON is not handed to the client: it is marked
@@ -304,7 +257,7 @@ class ResponseRun:
         try:
             json.loads(item.text)
         except ValueError as exc:
-            outcome.call.recipient_kind = "invalid"
+            outcome.call.kind = "invalid"
             outcome.call.output = f"Error: the arguments are not valid JSON ({exc}). Call the function again with a JSON object."
             return "incomplete"
         return "completed"
@@ -347,12 +300,7 @@ class ResponseRun:
             if text_format.schema_ is None:
                 raise bad_request("A json_schema format needs a schema.", param="text.format.schema")
             response_format = (text_format.name or "response", text_format.schema_)
-        namespaces = []
-        sandbox = self.services.sandbox
-        if self.code_interpreter is not None and sandbox is not None and request.tool_choice != "none":
-            description = describe_python_tool(sandbox.config, sandbox.backend.data_dir)
-            namespaces.append(ToolNamespaceConfig(name="python", description=description, tools=[]))
-        return Preamble(effort, request.instructions, functions, namespaces, response_format)
+        return Preamble(effort, request.instructions, functions, self.hosted.namespaces(), response_format)
 
     def _skeleton(self) -> dict[str, Any]:
         request = self.request
@@ -380,7 +328,7 @@ class ResponseRun:
             "temperature": request.temperature if request.temperature is not None else 1.0,
             "text": {"format": text_format, "verbosity": "medium"},
             "tool_choice": tool_choice,
-            "tools": [tool.model_dump(exclude_none=True) for tool in request.tools],
+            "tools": [tool.echo() if isinstance(tool, McpTool) else tool.model_dump(exclude_none=True) for tool in request.tools],
             "top_logprobs": 0,
             "top_p": request.top_p if request.top_p is not None else 1.0,
             "truncation": "disabled",
@@ -415,18 +363,13 @@ class ResponseRun:
 
 
 @dataclass
-class _Call:
-    recipient: str
-    channel: str | None
-    recipient_kind: str = "unknown"  # function | python | unknown | invalid
-    item: OutputItem | None = None
-    output: str | None = None  # what the model is told: the tool's output or why there is none
-
-
-@dataclass
 class _Outcome:
     finish_reason: str | None = None
-    call: _Call | None = None
+    call: ToolCall | None = None
+
+
+def _text(message: Any) -> str:
+    return "".join(getattr(part, "text", "") for part in message.content)
 
 
 def sse_frame(event: Event | Delta) -> bytes:

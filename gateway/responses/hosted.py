@@ -1,0 +1,264 @@
+"""The tools the gateway runs itself for one response: `python` in the sandbox and MCP servers.
+
+`HostedTools` declares them to the model (Harmony namespaces in the system message), claims the
+model's calls to them by recipient, runs the calls, and reports each one as output items and events.
+The run loop (run.py) asks it at three points: when a call's header arrives (`open_call`), when the
+call's message is complete (`call_written`), and after the engine stopped at `<|call|>` (`run_call`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from typing import Any, AsyncIterator
+
+import anyio
+
+from sandbox.manager import describe_python_tool
+from tools.connection import ToolCallFailed
+from tools.results import result_text
+from tools.servers import EnabledServer, ServerRefused, schema_for_model, tool_listing
+
+from ..errors import APIError, bad_request
+from ..harmony import ToolDescription, ToolNamespaceConfig
+from .conversation import Decision, Dialog, PendingApproval, tool_call_message, tool_result
+from .items import Event, Events, OutputItem, new_id
+from .python_call import run_code
+from .request import CodeInterpreterTool, McpTool, ResponsesRequest
+from .tool_items import CodeInterpreterCallOutput, McpApprovalRequestOutput, McpCallOutput, McpListToolsOutput
+
+log = logging.getLogger("gateway.tools")
+
+
+@dataclass
+class ToolCall:
+    """A message of the model's addressed to a tool, as the run loop tracks it."""
+
+    recipient: str
+    channel: str | None
+    kind: str = "unknown"  # function | python | mcp | approval | unknown | invalid
+    item: OutputItem | None = None
+    server: EnabledServer | None = None
+    tool_name: str = ""
+    output: str | None = None  # what the model is told: the tool's output or why there is none
+
+    @property
+    def ends_response(self) -> bool:
+        """A client function or an approval request: the client acts before the conversation goes on."""
+        return self.kind in ("function", "approval")
+
+
+class HostedTools:
+    def __init__(self, services: Any, request: ResponsesRequest, output: list[OutputItem], events: Events) -> None:
+        self.services = services
+        self.request = request
+        self.output = output
+        self.events = events
+        self.code_interpreter = next((t for t in request.tools if isinstance(t, CodeInterpreterTool)), None)
+        self.servers: dict[str, EnabledServer] = {}
+        self._to_list: list[EnabledServer] = []
+        self.calls_made = 0  # bounded by max_tool_calls
+        self.dialog = Dialog()
+
+    @property
+    def enabled(self) -> bool:
+        return self.request.tool_choice != "none"
+
+    # -- before the first event ----------------------------------------------------------------------------
+
+    async def prepare(self, dialog: Dialog) -> None:
+        """Check the request's hosted tools and connect its MCP servers; errors here are HTTP errors."""
+        self.dialog = dialog
+        self._check_python()
+        mcp_tools = [(index, tool) for index, tool in enumerate(self.request.tools) if isinstance(tool, McpTool)]
+        registry = self.services.mcp
+        for index, tool in mcp_tools:
+            if tool.server_label in self.servers:
+                raise bad_request(f"Two mcp tools are labelled '{tool.server_label}'.", param=f"tools[{index}].server_label")
+            try:
+                server = await registry.enable(tool, index)
+            except ServerRefused as exc:
+                raise bad_request(exc.message, param=exc.param) from None
+            self.servers[tool.server_label] = server
+            if tool.server_label not in dialog.mcp_listed or not server.connection.connected:
+                self._to_list.append(server)
+        for decision in dialog.decisions:
+            if decision.pending.server_label not in self.servers:
+                raise bad_request(
+                    f"The approval response {decision.approval_request_id} is for the MCP server "
+                    f"'{decision.pending.server_label}', which is not in this request's tools.",
+                    param="tools",
+                )
+
+    def _check_python(self) -> None:
+        tool = self.code_interpreter
+        if tool is None:
+            return
+        sandbox = self.services.sandbox
+        index = self.request.tools.index(tool)
+        if sandbox is None:
+            raise bad_request(
+                "The code_interpreter tool is not enabled on this gateway (no sandbox is configured).",
+                param=f"tools[{index}].type",
+            )
+        container = tool.container
+        if isinstance(container, str) and container != self.dialog.container_id and not sandbox.has_session(container):
+            raise APIError(404, f"Container '{container}' not found.", param=f"tools[{index}].container", code="not_found")
+
+    @property
+    def has_work_before_engine(self) -> bool:
+        return bool(self._to_list or self.dialog.decisions)
+
+    def namespaces(self) -> list[ToolNamespaceConfig]:
+        if not self.enabled:
+            return []
+        namespaces = []
+        sandbox = self.services.sandbox
+        if self.code_interpreter is not None and sandbox is not None:
+            description = describe_python_tool(sandbox.config, sandbox.backend.data_dir)
+            namespaces.append(ToolNamespaceConfig(name="python", description=description, tools=[]))
+        for label, server in self.servers.items():
+            if not server.connection.connected:
+                continue
+            tools = [
+                ToolDescription.new(t.name, t.description or "", parameters=schema_for_model(t.input_schema))
+                for t in server.tools()
+            ]
+            description = server.description or server.connection.instructions or f"Tools of the {label} server."
+            namespaces.append(ToolNamespaceConfig(name=label, description=description, tools=tools))
+        return namespaces
+
+    # -- before the first engine call: listings, and the calls the user approved or denied --------------------
+
+    async def before_engine(self) -> AsyncIterator[list[Event]]:
+        for server in self._to_list:
+            item = McpListToolsOutput(len(self.output), server.label)
+            self.output.append(item)
+            error = None if server.connection.connected else f"MCP server unavailable: {server.connection.error}"
+            listing = [tool_listing(tool) for tool in server.tools()] if error is None else []
+            if error is None and server.label not in self.dialog.mcp_listed:
+                self.dialog.mcp_listed.append(server.label)
+            yield item.listed(self.events, listing, error)
+        decisions, self.dialog.decisions = self.dialog.decisions, []
+        for decision in decisions:
+            pending = decision.pending
+            if not decision.approve:
+                reason = f" Reason: {decision.reason}" if decision.reason else ""
+                self.dialog.append(tool_result(pending.recipient, pending.channel, f"The user denied this call.{reason}"))
+                continue
+            server = self.servers[pending.server_label]
+            item = McpCallOutput(len(self.output), pending.server_label, pending.name, decision.approval_request_id)
+            self.output.append(item)
+            call = ToolCall(pending.recipient, pending.channel, "mcp", item, server, pending.name)
+            yield [*item.opened(self.events), item.delta(self.events, pending.arguments), *item.written(self.events)]
+            async for batch in self.run_call(call):
+                yield batch
+            self.dialog.append(tool_result(call.recipient, call.channel, call.output or ""))
+
+    # -- the model's calls ----------------------------------------------------------------------------------
+
+    def open_call(self, index: int, call: ToolCall) -> OutputItem | None:
+        """Claim a call to a hosted tool when its header arrives; return its item, if one streams."""
+        recipient = call.recipient
+        label, _, name = recipient.partition(".")
+        server = self.servers.get(label) if self.enabled else None
+        is_python = recipient == "python" and self.code_interpreter is not None and self.enabled
+        if not is_python and server is None:
+            call.output = f"Error: there is no tool '{recipient}'. Use only the tools declared to you."
+            return None
+        if server is not None and not (server.connection.connected and server.has_tool(name)):
+            state = "is unavailable" if not server.connection.connected else f"has no tool named '{name}'"
+            call.output = f"Error: the '{label}' server {state}."
+            return None
+        limit = self.request.max_tool_calls
+        if limit is not None and self.calls_made >= limit:
+            call.output = f"Error: the limit of {limit} tool calls for this response is reached. Answer without tools."
+            return None
+        self.calls_made += 1
+        if is_python:
+            call.kind = "python"
+            call.item = CodeInterpreterCallOutput(index, self._container_id())
+            return call.item
+        assert server is not None
+        call.server, call.tool_name = server, name
+        if server.needs_approval(name):
+            call.kind = "approval"  # no item until the arguments are complete
+            return None
+        call.kind = "mcp"
+        call.item = McpCallOutput(index, label, name)
+        return call.item
+
+    def _container_id(self) -> str:
+        """The conversation's sandbox session: the request's container, the one its code ran in, or a new one."""
+        assert self.code_interpreter is not None
+        container = self.code_interpreter.container
+        if isinstance(container, str):
+            return container
+        return self.dialog.container_id or new_id("cntr")
+
+    def call_written(self, call: ToolCall, arguments: str) -> list[Event]:
+        """The call's message is complete (the engine stopped at `<|call|>`)."""
+        item = call.item
+        if call.kind in ("mcp", "approval") and not _is_json_object(arguments):
+            call.output = "Error: the arguments are not a valid JSON object. Call the tool again with a JSON object."
+            if isinstance(item, McpCallOutput):
+                item.error = "The arguments are not a valid JSON object."
+                call.kind = "invalid"
+                return item.written(self.events) + item.finished(self.events, "failed")
+            call.kind = "invalid"
+            return []
+        if call.kind == "approval":
+            assert call.server is not None
+            request = McpApprovalRequestOutput(len(self.output), call.server.label, call.tool_name, arguments)
+            self.output.append(request)
+            self.dialog.pending_approvals[request.id] = PendingApproval(
+                call.server.label, call.tool_name, arguments, call.recipient, call.channel or "commentary"
+            )
+            return request.announced(self.events)
+        if isinstance(item, (CodeInterpreterCallOutput, McpCallOutput)):
+            return item.written(self.events)  # open while it runs
+        return []
+
+    async def run_call(self, call: ToolCall) -> AsyncIterator[list[Event]]:
+        """Run a claimed call; its output (or error) is left in `call.output` for the model."""
+        if call.kind == "python":
+            item = call.item
+            assert isinstance(item, CodeInterpreterCallOutput)
+            sandbox = self.services.sandbox
+            resumed = self.dialog.container_id == item.container_id
+            result = await run_code(sandbox, item, resumed)
+            self.dialog.container_id = item.container_id
+            call.output = result.text
+            item.outputs = result.outputs
+            yield item.finished(self.events, result.status)
+        elif call.kind == "mcp":
+            item = call.item
+            assert isinstance(item, McpCallOutput) and call.server is not None
+            status = "completed"
+            try:
+                result = await call.server.connection.call(call.tool_name, json.loads(item.text))
+                text = result_text(result)
+                if result.is_error:
+                    status, item.error = "failed", text or "The tool reported an error."
+                else:
+                    item.output = text
+            except ToolCallFailed as exc:
+                status, item.error = "failed", str(exc)
+            except anyio.get_cancelled_exc_class():
+                raise
+            except Exception as exc:  # a fault in the SDK or the server's answer: the call failed, the response goes on
+                log.exception("MCP call %s.%s failed", item.server_label, item.name)
+                status, item.error = "failed", f"{type(exc).__name__}: {exc}"
+            call.output = item.output if status == "completed" else f"Error: {item.error}"
+            yield item.finished(self.events, status)
+
+
+def _is_json_object(text: str) -> bool:
+    try:
+        return isinstance(json.loads(text), dict)
+    except ValueError:
+        return False
+
+
+__all__ = ["Decision", "HostedTools", "ToolCall", "tool_call_message"]

@@ -1,0 +1,79 @@
+"""A real MCP server for the tests, written with the mcp SDK, on any of its transports.
+
+Run: python -m tests.mcp_server --transport stdio|sse|streamable-http [--port P] [--name NAME]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+import anyio
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+
+
+def build(name: str) -> MCPServer:
+    server = MCPServer(name, instructions=f"Test tools of the {name} server.")
+
+    @server.tool()
+    def echo(text: str) -> str:
+        """Return the text unchanged."""
+        return text
+
+    @server.tool()
+    def add(a: int, b: int) -> int:
+        """Add two integers."""
+        return a + b
+
+    @server.tool()
+    def whoami(ctx: Context) -> str:
+        """The request headers this server received (HTTP transports)."""
+        headers = ctx.headers or {}
+        seen = {key: value for key, value in headers.items() if key.lower() in ("authorization", "x-tenant")}
+        return f"headers={sorted(seen.items())}"
+
+    @server.tool()
+    def fail(message: str) -> str:
+        """Fail on purpose with the given message."""
+        raise ToolError(message)
+
+    @server.tool()
+    def crash() -> str:
+        """Raise an unexpected exception."""
+        raise RuntimeError("boom")
+
+    @server.tool()
+    async def slow(seconds: float) -> str:
+        """Sleep, then answer."""
+        await anyio.sleep(seconds)
+        return f"slept {seconds}"
+
+    @server.tool()
+    def secret() -> str:
+        """A tool that allowed_tools filters out in the tests."""
+        return "the secret"
+
+    @server.tool()
+    def pid() -> int:
+        """The server's process id."""
+        return os.getpid()
+
+    return server
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--transport", default="stdio", choices=["stdio", "sse", "streamable-http"])
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--name", default="test")
+    args = parser.parse_args()
+    server = build(args.name)
+    if args.transport == "stdio":
+        server.run("stdio")
+    else:
+        server.run(args.transport, host="127.0.0.1", port=args.port)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,199 @@
+"""One MCP server: a long-lived session kept by a task of its own, reconnected with backoff.
+
+The session is opened once and reused for every call; its tool list is fetched once and again only when
+the server sends `notifications/tools/list_changed`. A server that is down, or that dies (a stdio
+server exits), does not fail anything else: its tools are unavailable until a reconnection succeeds,
+and a call that finds the connection closed waits for the next one and is sent once more.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import anyio
+import httpx2
+from mcp.client.client import Client
+from mcp.client.sse import sse_client
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+from mcp_types import CONNECTION_CLOSED, CallToolResult, Tool, ToolListChangedNotification
+
+log = logging.getLogger("tools.mcp")
+
+Transport = Literal["stdio", "sse", "streamable-http"]
+MAX_BACKOFF_S = 30.0
+
+
+@dataclass(frozen=True)
+class ServerSpec:
+    """Where a server is and how to reach it. Headers may hold credentials: never log a spec."""
+
+    label: str
+    transport: Transport
+    command: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+    cwd: str | None = None
+    url: str | None = None
+    headers: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    timeout_s: float = 30.0
+
+    def where(self) -> str:
+        return self.command[0] if self.transport == "stdio" else (self.url or "")
+
+
+class ToolCallFailed(Exception):
+    """The call did not produce a result: timeout, server unavailable, connection lost."""
+
+
+class MCPConnection:
+    def __init__(self, spec: ServerSpec) -> None:
+        self.spec = spec
+        self.tools: list[Tool] = []
+        self.instructions: str | None = None
+        self.error: str | None = "not connected yet"
+        self.list_calls = 0  # tools/list requests sent: once per connection and per list_changed
+        self._client: Client | None = None
+        self._attempted = anyio.Event()  # set when a connection attempt ends, connected or not
+        self._wake = anyio.Event()
+        self._lost = self._stale = self._closing = self._was_connected = False
+
+    @property
+    def connected(self) -> bool:
+        return self._client is not None
+
+    async def run(self) -> None:
+        """Keep a session open until close(); meant to run in a task group for the gateway's lifetime."""
+        backoff = 0.5
+        while not self._closing:
+            self._was_connected = False
+            try:
+                await self._session()
+            except Exception as exc:
+                self.error = _describe(exc)
+                log.warning("MCP server %r (%s) unavailable: %s", self.spec.label, self.spec.where(), self.error)
+            finally:
+                self._client = None
+                if not self._was_connected:
+                    self._attempt_ended()
+            if self._was_connected:
+                backoff = 0.5  # it was up: the first retry comes at once
+            if self._closing:
+                break
+            if self._lost:
+                self._lost = False
+                continue
+            with anyio.move_on_after(backoff):
+                await self._wake.wait()
+            self._wake = anyio.Event()
+            backoff = min(backoff * 2, MAX_BACKOFF_S)
+
+    async def _session(self) -> None:
+        with anyio.CancelScope() as connecting:
+            connecting.deadline = anyio.current_time() + self.spec.timeout_s
+            async with Client(
+                self._transport(), message_handler=self._on_message, read_timeout_seconds=self.spec.timeout_s
+            ) as client:
+                connecting.deadline = math.inf
+                self.instructions = client.instructions
+                await self._list_tools(client)
+                self._client, self.error = client, None
+                self._was_connected = True
+                self._attempt_ended()
+                log.info("MCP server %r connected: %d tools", self.spec.label, len(self.tools))
+                while not (self._closing or self._lost):
+                    await self._wake.wait()
+                    self._wake = anyio.Event()
+                    if self._stale and not self._closing:
+                        self._stale = False
+                        await self._list_tools(client)
+        if connecting.cancelled_caught:
+            raise TimeoutError(f"no answer within {self.spec.timeout_s:g} s")
+
+    def _attempt_ended(self) -> None:
+        self._attempted.set()
+        self._attempted = anyio.Event()
+
+    async def _list_tools(self, client: Client) -> None:
+        self.list_calls += 1
+        tools: list[Tool] = []
+        cursor = None
+        while True:
+            page = await client.list_tools(cursor=cursor, cache_mode="refresh")
+            tools += page.tools
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        self.tools = tools
+
+    async def _on_message(self, message: Any) -> None:
+        if isinstance(message, ToolListChangedNotification):
+            self._stale = True
+            self._wake.set()
+
+    def _transport(self) -> Any:
+        spec = self.spec
+        headers = dict(spec.headers)
+        if spec.transport == "stdio":
+            params = StdioServerParameters(
+                command=spec.command[0], args=list(spec.command[1:]), env=dict(spec.env) or None, cwd=spec.cwd
+            )
+            return stdio_client(params)
+        assert spec.url is not None
+        if spec.transport == "sse":
+            return sse_client(spec.url, headers=headers, timeout=spec.timeout_s)
+        client = httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(spec.timeout_s))
+        return streamable_http_client(spec.url, http_client=client)
+
+    async def wait_attempt(self, timeout: float) -> bool:
+        """Wait (at most `timeout`) until connected or until the current attempt failed; True if connected."""
+        if self._client is not None:
+            return True
+        with anyio.move_on_after(timeout):
+            await self._attempted.wait()
+        return self._client is not None
+
+    async def call(self, name: str, arguments: dict[str, Any]) -> CallToolResult:
+        for attempt in (1, 2):
+            client = self._client
+            if client is None and not await self.wait_attempt(self.spec.timeout_s):
+                raise ToolCallFailed(f"the MCP server '{self.spec.label}' is unavailable ({self.error})")
+            client = self._client
+            assert client is not None
+            try:
+                return await client.call_tool(name, arguments, read_timeout_seconds=self.spec.timeout_s)
+            except MCPError as exc:
+                if exc.code != CONNECTION_CLOSED:
+                    if "timed out" in exc.error.message:
+                        raise ToolCallFailed(f"the tool did not answer within {self.spec.timeout_s:g} s") from None
+                    raise ToolCallFailed(exc.error.message) from None
+                # The server went away (a stdio server exited): reconnect, then send the call once more.
+                self._mark_lost(client)
+                if attempt == 2:
+                    raise ToolCallFailed(f"the connection to the MCP server '{self.spec.label}' was lost") from None
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
+                self._mark_lost(client)
+                if attempt == 2:
+                    raise ToolCallFailed(f"the connection to the MCP server '{self.spec.label}' failed: {exc}") from None
+        raise AssertionError("unreachable")
+
+    def _mark_lost(self, client: Client) -> None:
+        if self._client is client:
+            log.warning("MCP server %r: connection lost, reconnecting", self.spec.label)
+            self._client = None
+            self._lost = True
+            self._wake.set()
+
+    def close(self) -> None:
+        self._closing = True
+        self._wake.set()
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, BaseExceptionGroup):
+        return "; ".join(_describe(inner) for inner in exc.exceptions)
+    text = str(exc) or type(exc).__name__
+    return text if len(text) < 300 else text[:300] + "…"
