@@ -86,7 +86,10 @@ class Gateway(Process):
 def gateway_config(engine_url: str, tmp: Path, **sections: Any) -> dict[str, Any]:
     config: dict[str, Any] = {"engine": {"url": engine_url}, "storage": {"path": str(tmp / "responses.sqlite3")}}
     for name, values in sections.items():
-        config.setdefault(name, {}).update(values)
+        if isinstance(values, list):
+            config[name] = values
+        else:
+            config.setdefault(name, {}).update(values)
     return config
 
 

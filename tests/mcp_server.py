@@ -6,11 +6,16 @@ Run: python -m tests.mcp_server --transport stdio|sse|streamable-http [--port P]
 from __future__ import annotations
 
 import argparse
+import hashlib
 import os
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+
+
+def digest(value: str) -> str:
+    return hashlib.sha256(value.encode()).hexdigest()[:12]
 
 
 def build(name: str) -> MCPServer:
@@ -28,9 +33,10 @@ def build(name: str) -> MCPServer:
 
     @server.tool()
     def whoami(ctx: Context) -> str:
-        """The request headers this server received (HTTP transports)."""
+        """Digests of the credentials headers this server received (HTTP transports): the test can check
+        them without the values appearing in tool output."""
         headers = ctx.headers or {}
-        seen = {key: value for key, value in headers.items() if key.lower() in ("authorization", "x-tenant")}
+        seen = {key.lower(): digest(value) for key, value in headers.items() if key.lower() in ("authorization", "x-tenant")}
         return f"headers={sorted(seen.items())}"
 
     @server.tool()

@@ -37,7 +37,27 @@ ITEM_EVENTS = {
         "response.code_interpreter_call.interpreting",
         "response.code_interpreter_call.completed",
     },
+    "mcp_call": {
+        "response.mcp_call.in_progress",
+        "response.mcp_call_arguments.delta",
+        "response.mcp_call_arguments.done",
+        "response.mcp_call.completed",
+        "response.mcp_call.failed",
+    },
+    "mcp_list_tools": {
+        "response.mcp_list_tools.in_progress",
+        "response.mcp_list_tools.completed",
+        "response.mcp_list_tools.failed",
+    },
+    "mcp_approval_request": set(),  # added and done only
 }
+MCP_CALL_STEPS = [
+    "response.mcp_call.in_progress",
+    "response.mcp_call_arguments.delta",
+    "response.mcp_call_arguments.done",
+    "response.mcp_call.completed|failed",
+]
+LIST_STEPS = ["response.mcp_list_tools.in_progress", "response.mcp_list_tools.completed|failed"]
 # The order of a code_interpreter_call's events (deltas repeat; `completed` only when it ran to the end).
 CODE_STEPS = [
     "response.code_interpreter_call.in_progress",
@@ -63,7 +83,8 @@ class _Item:
         self.parts: list[dict[str, Any]] = []  # {"type", "open", "text", "done_text"}
         self.arguments = ""
         self.arguments_done: str | None = None
-        self.steps: list[str] = []  # code_interpreter_call events, in order
+        self.steps: list[str] = []  # code_interpreter_call / mcp events, in order
+        self.outcome = ""
 
 
 def check_response_stream(events: list[dict[str, Any]]) -> Response:
@@ -149,6 +170,20 @@ def check_response_stream(events: list[dict[str, Any]]) -> Response:
             elif kind == "response.code_interpreter_call_code.done":
                 assert event["code"] == item.arguments, "code.done differs from the joined deltas"
                 item.arguments_done = event["code"]
+        elif kind.startswith("response.mcp_call") or kind.startswith("response.mcp_list_tools"):
+            steps = MCP_CALL_STEPS if kind.startswith("response.mcp_call") else LIST_STEPS
+            name = kind if kind in steps else kind.rsplit(".", 1)[0] + ".completed|failed"
+            step = steps.index(name)
+            last = steps.index(item.steps[-1]) if item.steps else -1
+            assert step > last or step == last == 1, f"{kind} after {item.steps[-1] if item.steps else 'added'}"
+            assert item.steps or step == 0, f"{kind} before its in_progress event"
+            item.steps.append(name)
+            item.outcome = kind
+            if kind == "response.mcp_call_arguments.delta":
+                item.arguments += event["delta"]
+            elif kind == "response.mcp_call_arguments.done":
+                assert event["arguments"] == item.arguments, "mcp_call_arguments.done differs from the joined deltas"
+                item.arguments_done = event["arguments"]
         elif kind == "response.function_call_arguments.done":
             assert event["arguments"] == item.arguments, "arguments.done differs from the joined deltas"
             item.arguments_done = event["arguments"]
@@ -169,7 +204,7 @@ def check_response_stream(events: list[dict[str, Any]]) -> Response:
         # Text items of a completed response are complete; a function call the model wrote with invalid
         # JSON is the one item that stays incomplete (it is not handed to the client; the model retries).
         for item in items:
-            if item.done["type"] not in ("function_call", "code_interpreter_call"):
+            if item.done["type"] not in ("function_call", "code_interpreter_call", "mcp_call"):
                 assert item.done.get("status", "completed") == "completed", "incomplete item in a completed response"
     usage = final["usage"]
     if usage is not None:
@@ -199,6 +234,23 @@ def _check_done_item(item: _Item) -> None:
         assert done["arguments"] == item.arguments == item.arguments_done, "function_call arguments differ"
         if done["status"] == "completed":
             json.loads(done["arguments"])  # invariant 9: arguments are valid JSON
+    if done["type"] == "mcp_approval_request":
+        assert done == item.added, "an approval request's done item differs from its added item"
+        json.loads(done["arguments"])  # invariant 9
+    if done["type"] == "mcp_list_tools":
+        assert item.added["tools"] == [], "mcp_list_tools added with tools"
+        failed = item.outcome == "response.mcp_list_tools.failed"
+        assert item.steps == LIST_STEPS, f"mcp_list_tools events: {item.steps}"
+        assert failed == bool(done.get("error")), "a failed listing carries error, a completed one does not"
+    if done["type"] == "mcp_call":
+        assert item.added["arguments"] == "" and item.added["status"] == "in_progress"
+        assert done["arguments"] == item.arguments == item.arguments_done, "mcp_call arguments differ"
+        if done["status"] == "completed":
+            assert item.outcome == "response.mcp_call.completed" and done["error"] is None
+            assert isinstance(done["output"], str)
+            json.loads(done["arguments"])  # invariant 9
+        elif done["status"] == "failed":
+            assert item.outcome == "response.mcp_call.failed" and done["error"], "failed mcp_call without error"
     if done["type"] == "code_interpreter_call":
         assert done["code"] == item.arguments == item.arguments_done, "code differs from the streamed code"
         assert done["container_id"] == item.added["container_id"], "container_id changed"

@@ -20,7 +20,7 @@ from mcp.client.sse import sse_client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
-from mcp_types import CONNECTION_CLOSED, CallToolResult, Tool, ToolListChangedNotification
+from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT, CallToolResult, Tool, ToolListChangedNotification
 
 log = logging.getLogger("tools.mcp")
 
@@ -47,6 +47,10 @@ class ServerSpec:
 
 class ToolCallFailed(Exception):
     """The call did not produce a result: timeout, server unavailable, connection lost."""
+
+    def __init__(self, message: str, code: int = CONNECTION_CLOSED) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 class MCPConnection:
@@ -167,9 +171,10 @@ class MCPConnection:
                 return await client.call_tool(name, arguments, read_timeout_seconds=self.spec.timeout_s)
             except MCPError as exc:
                 if exc.code != CONNECTION_CLOSED:
-                    if "timed out" in exc.error.message:
-                        raise ToolCallFailed(f"the tool did not answer within {self.spec.timeout_s:g} s") from None
-                    raise ToolCallFailed(exc.error.message) from None
+                    if exc.code == REQUEST_TIMEOUT or "timed out" in exc.error.message:
+                        message = f"the tool did not answer within {self.spec.timeout_s:g} s"
+                        raise ToolCallFailed(message, REQUEST_TIMEOUT) from None
+                    raise ToolCallFailed(exc.error.message, exc.code) from None
                 # The server went away (a stdio server exited): reconnect, then send the call once more.
                 self._mark_lost(client)
                 if attempt == 2:

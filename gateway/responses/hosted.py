@@ -16,6 +16,7 @@ from typing import Any, AsyncIterator
 import anyio
 
 from sandbox.manager import describe_python_tool
+from mcp_types import INTERNAL_ERROR, INVALID_PARAMS
 from tools.connection import ToolCallFailed
 from tools.results import result_text
 from tools.servers import EnabledServer, ServerRefused, schema_for_model, tool_listing
@@ -203,7 +204,7 @@ class HostedTools:
         if call.kind in ("mcp", "approval") and not _is_json_object(arguments):
             call.output = "Error: the arguments are not a valid JSON object. Call the tool again with a JSON object."
             if isinstance(item, McpCallOutput):
-                item.error = "The arguments are not a valid JSON object."
+                item.error = protocol_error(INVALID_PARAMS, "The arguments are not a valid JSON object.")
                 call.kind = "invalid"
                 return item.written(self.events) + item.finished(self.events, "failed")
             call.kind = "invalid"
@@ -235,23 +236,30 @@ class HostedTools:
         elif call.kind == "mcp":
             item = call.item
             assert isinstance(item, McpCallOutput) and call.server is not None
-            status = "completed"
             try:
                 result = await call.server.connection.call(call.tool_name, json.loads(item.text))
                 text = result_text(result)
-                if result.is_error:
-                    status, item.error = "failed", text or "The tool reported an error."
+                if result.is_error:  # the tool ran and reported a failure
+                    content = [block.model_dump(mode="json", exclude_none=True) for block in result.content]
+                    item.error = {"type": "mcp_tool_execution_error", "content": content}
+                    text = f"Error: {text or 'the tool reported an error.'}"
                 else:
                     item.output = text
             except ToolCallFailed as exc:
-                status, item.error = "failed", str(exc)
+                item.error, text = protocol_error(exc.code, str(exc)), f"Error: {exc}"
             except anyio.get_cancelled_exc_class():
                 raise
             except Exception as exc:  # a fault in the SDK or the server's answer: the call failed, the response goes on
                 log.exception("MCP call %s.%s failed", item.server_label, item.name)
-                status, item.error = "failed", f"{type(exc).__name__}: {exc}"
-            call.output = item.output if status == "completed" else f"Error: {item.error}"
-            yield item.finished(self.events, status)
+                item.error = protocol_error(INTERNAL_ERROR, f"{type(exc).__name__}: {exc}")
+                text = f"Error: the call failed ({type(exc).__name__})."
+            call.output = text
+            yield item.finished(self.events, "failed" if item.error else "completed")
+
+
+def protocol_error(code: int, message: str) -> dict[str, Any]:
+    """An `mcp_call.error` for a call that did not produce a tool result."""
+    return {"type": "mcp_protocol_error", "code": code, "message": message}
 
 
 def _is_json_object(text: str) -> bool:

@@ -110,7 +110,7 @@ class McpCallOutput(_ToolCallItem):
         self.name = name
         self.approval_request_id = approval_request_id
         self.output: str | None = None
-        self.error: str | None = None
+        self.error: dict[str, Any] | None = None  # mcp_tool_execution_error or mcp_protocol_error
         super().__init__(output_index)
 
     def as_dict(self) -> Event:

@@ -1,0 +1,286 @@
+"""MCP servers end to end: real servers (tests/mcp_server.py and PyPI's mcp-server-time) over real
+transports, called by the scripted model through /v1/responses, every stream checked."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+import httpx
+import pytest
+
+from .mcp_server import digest
+from .conftest import MODEL, ROOT, Gateway, Process, emulator_stats, free_port, gateway_config, stream_raw, stream_sdk
+
+PYTHON = sys.executable
+BIN = Path(sys.executable).parent
+
+
+class MCPProcess:
+    """A test MCP server on an HTTP transport, in its own process."""
+
+    def __init__(self, transport: str, port: int | None = None, name: str = "test") -> None:
+        self.port = port or free_port()
+        self.transport = transport
+        path = "/mcp" if transport == "streamable-http" else "/sse"
+        self.url = f"http://127.0.0.1:{self.port}{path}"
+        args = [PYTHON, "-m", "tests.mcp_server", "--transport", transport, "--port", str(self.port), "--name", name]
+        self.proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
+                return
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError(f"MCP server on {self.port} did not start")
+
+    def stop(self) -> None:
+        self.proc.kill()
+        self.proc.wait()
+
+
+@pytest.fixture(scope="module")
+def http_server() -> Iterator[MCPProcess]:
+    server = MCPProcess("streamable-http", name="remote")
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def sse_server() -> Iterator[MCPProcess]:
+    server = MCPProcess("sse", name="events")
+    yield server
+    server.stop()
+
+
+def servers_config(http_server: MCPProcess, sse_server: MCPProcess) -> list[dict[str, Any]]:
+    return [
+        {"label": "local", "transport": "stdio", "command": [PYTHON, "-m", "tests.mcp_server"], "args": ["--name", "local"], "cwd": str(ROOT)},
+        {
+            "label": "remote",
+            "transport": "streamable-http",
+            "url": http_server.url,
+            "headers": {"Authorization": "Bearer ${MCP_TEST_TOKEN:-config-token}"},
+            "timeout_s": 1,
+        },
+        {"label": "events", "transport": "sse", "url": sse_server.url, "allowed_tools": ["add", "echo", "whoami"]},
+        {"label": "guarded", "transport": "stdio", "command": [PYTHON, "-m", "tests.mcp_server"], "cwd": str(ROOT), "require_approval": {"never": {"tool_names": ["echo"]}}},
+        {"label": "time", "transport": "stdio", "command": [str(BIN / "mcp-server-time")]},
+    ]
+
+
+@pytest.fixture(scope="module")
+def mcp_gateway(emulator: Process, workdir: Path, http_server: MCPProcess, sse_server: MCPProcess) -> Iterator[Gateway]:
+    config = gateway_config(emulator.url, workdir / "mcp", mcp={"allowed_urls": [f"http://127.0.0.1:{http_server.port}/"]})
+    (workdir / "mcp").mkdir(exist_ok=True)
+    config["tool_servers"] = servers_config(http_server, sse_server)
+    gateway = Gateway(config, workdir / "mcp").start(timeout=60)
+    yield gateway
+    gateway.stop()
+
+
+def mcp(label: str, **extra: Any) -> dict[str, Any]:
+    return {"type": "mcp", "server_label": label} | extra
+
+
+def run(gateway: Gateway, text: str, tools: list[dict[str, Any]], **extra: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    events = stream_raw(gateway, {"model": MODEL, "input": text, "tools": tools} | extra, timeout=60)
+    return events[-1]["response"], events
+
+
+def items(response: dict[str, Any], kind: str) -> list[dict[str, Any]]:
+    return [item for item in response["output"] if item["type"] == kind]
+
+
+def final_text(response: dict[str, Any]) -> str:
+    return response["output"][-1]["content"][0]["text"]
+
+
+@pytest.mark.parametrize("label", ["local", "remote", "events"])
+def test_each_transport_end_to_end(mcp_gateway: Gateway, emulator: Process, label: str) -> None:
+    events = stream_sdk(mcp_gateway.client(), input=f'[call {label}.add {{"a": 2, "b": 3}}]', tools=[mcp(label)])
+    response = events[-1]["response"]
+    (listing,) = items(response, "mcp_list_tools")
+    assert listing["server_label"] == label and "add" in [tool["name"] for tool in listing["tools"]]
+    (call,) = items(response, "mcp_call")
+    assert (call["server_label"], call["name"], call["status"], call["output"]) == (label, "add", "completed", "5")
+    assert json.loads(call["arguments"]) == {"a": 2, "b": 3}
+    assert final_text(response) == "The tool said: 5"
+    prompt = emulator_stats(emulator)["last_prompt"]
+    # The namespace, described by the server's instructions.
+    assert f"## {label}\n\n// Test tools of the {label} server.\nnamespace {label} {{" in prompt
+    assert "type add = (_: {\na: number,\nb: number,\n}) => any;" in prompt
+    assert f"<|start|>{label}.add to=assistant<|channel|>commentary<|message|>5<|end|>" in prompt
+    kinds = [e["type"] for e in events if e.get("item_id") == call["id"]]
+    assert kinds[0] == "response.mcp_call.in_progress" and kinds[-1] == "response.mcp_call.completed"
+
+
+def test_non_streaming(mcp_gateway: Gateway) -> None:
+    response = mcp_gateway.client().responses.create(
+        model=MODEL, input='[call local.echo {"text": "hello"}]', tools=[mcp("local")]
+    )
+    call = next(item for item in response.output if item.type == "mcp_call")
+    assert call.output == "hello" and call.status == "completed"
+    assert response.output_text == "The tool said: hello"
+
+
+def test_tools_listed_once_per_conversation(mcp_gateway: Gateway) -> None:
+    first, _ = run(mcp_gateway, '[call local.add {"a": 1, "b": 1}]', [mcp("local")])
+    second, _ = run(mcp_gateway, '[call local.add {"a": 2, "b": 2}]', [mcp("local")], previous_response_id=first["id"])
+    assert len(items(first, "mcp_list_tools")) == 1
+    assert items(second, "mcp_list_tools") == []
+    assert items(second, "mcp_call")[0]["output"] == "4"
+
+
+def test_configured_headers_reach_the_server(mcp_gateway: Gateway) -> None:
+    response, _ = run(mcp_gateway, "[call remote.whoami {}]", [mcp("remote")])
+    assert items(response, "mcp_call")[0]["output"] == f"headers=[('authorization', '{digest('Bearer config-token')}')]"
+
+
+def test_request_level_server_with_headers(mcp_gateway: Gateway, http_server: MCPProcess, workdir: Path) -> None:
+    secret = "tenant-secret-7731"
+    tool = mcp("mine", server_url=http_server.url, headers={"X-Tenant": secret}, require_approval="never")
+    response, _ = run(mcp_gateway, "[call mine.whoami {}]", [tool])
+    assert items(response, "mcp_call")[0]["output"] == f"headers=[('x-tenant', '{digest(secret)}')]"
+    # The header goes to that server only: not in the response, the stored record or the logs.
+    assert response["tools"][0]["headers"] is None
+    stored = httpx.get(f"{mcp_gateway.url}/v1/responses/{response['id']}").json()
+    assert secret not in json.dumps(stored)
+    for path in (workdir / "mcp").iterdir():
+        if path.is_file():
+            assert secret.encode() not in path.read_bytes(), path
+    # The session is reused by the next turn.
+    follow, _ = run(mcp_gateway, "[call mine.add {\"a\": 5, \"b\": 5}]", [tool], previous_response_id=response["id"])
+    assert items(follow, "mcp_call")[0]["output"] == "10"
+
+
+def test_allowed_tools_filter_the_list_and_the_model(mcp_gateway: Gateway, emulator: Process) -> None:
+    # `events` allows add, echo and whoami in the config; the request narrows it to add.
+    response, _ = run(mcp_gateway, '[call events.secret {}]', [mcp("events", allowed_tools=["add", "secret"])])
+    (listing,) = items(response, "mcp_list_tools")
+    assert [tool["name"] for tool in listing["tools"]] == ["add"]
+    prompt = emulator_stats(emulator)["last_prompt"]
+    assert "type add" in prompt and "type secret" not in prompt and "type echo" not in prompt
+    assert items(response, "mcp_call") == []  # the filtered tool is not called
+    assert "has no tool named 'secret'" in final_text(response)
+
+
+def test_approval_approved(mcp_gateway: Gateway) -> None:
+    tools = [mcp("guarded")]
+    asked, _ = run(mcp_gateway, '[call guarded.add {"a": 20, "b": 22}]', tools)
+    assert asked["status"] == "completed"
+    (request,) = items(asked, "mcp_approval_request")
+    assert (request["server_label"], request["name"], json.loads(request["arguments"])) == ("guarded", "add", {"a": 20, "b": 22})
+    assert items(asked, "mcp_call") == []
+    answer = [{"type": "mcp_approval_response", "approval_request_id": request["id"], "approve": True}]
+    done, events = run(mcp_gateway, "", tools, input=answer, previous_response_id=asked["id"])
+    (call,) = items(done, "mcp_call")
+    assert call["approval_request_id"] == request["id"] and call["output"] == "42"
+    assert final_text(done) == "The tool said: 42"
+    # The same id cannot be answered twice.
+    again = httpx.post(f"{mcp_gateway.url}/v1/responses", json={"model": MODEL, "input": answer, "tools": tools, "previous_response_id": done["id"]})
+    assert again.status_code == 400 and again.json()["error"]["param"] == "input[0].approval_request_id"
+
+
+def test_approval_denied(mcp_gateway: Gateway, emulator: Process) -> None:
+    tools = [mcp("guarded")]
+    asked, _ = run(mcp_gateway, '[call guarded.add {"a": 1, "b": 2}]', tools)
+    request = items(asked, "mcp_approval_request")[0]
+    answer = [{"type": "mcp_approval_response", "approval_request_id": request["id"], "approve": False, "reason": "not today"}]
+    done, _ = run(mcp_gateway, "", tools, input=answer, previous_response_id=asked["id"])
+    assert items(done, "mcp_call") == []
+    assert final_text(done) == "The tool said: The user denied this call. Reason: not today"
+
+
+def test_tools_without_approval_in_a_filter(mcp_gateway: Gateway) -> None:
+    response, _ = run(mcp_gateway, '[call guarded.echo {"text": "free"}]', [mcp("guarded")])
+    assert items(response, "mcp_call")[0]["output"] == "free"
+
+
+@pytest.mark.parametrize(
+    "call, error",
+    [
+        ('[call local.fail {"message": "nope"}]', "Error executing tool fail: nope"),
+        ("[call local.crash {}]", "Error executing tool crash"),
+        ('[call remote.slow {"seconds": 3}]', "the tool did not answer within 1 s"),
+        ('[call local.add {"a": 1, "b": }]', "The arguments are not a valid JSON object."),
+    ],
+)
+def test_failed_calls_are_reported_and_told(mcp_gateway: Gateway, call: str, error: str) -> None:
+    label = call.split(".")[0][6:]
+    response, _ = run(mcp_gateway, call, [mcp(label)])
+    assert response["status"] == "completed"
+    (item,) = items(response, "mcp_call")
+    assert item["status"] == "failed" and item["output"] is None
+    failure = item["error"]
+    if failure["type"] == "mcp_tool_execution_error":  # the tool ran and said it failed
+        assert error in failure["content"][0]["text"]
+    else:  # no result: timeout, bad arguments
+        assert failure["type"] == "mcp_protocol_error" and error in failure["message"]
+    assert final_text(response).startswith("The tool said: Error")
+
+
+def test_stdio_server_killed_and_back_on_the_next_call(mcp_gateway: Gateway) -> None:
+    tools = [mcp("local")]
+    first, _ = run(mcp_gateway, "[call local.pid {}]", tools)
+    pid = int(items(first, "mcp_call")[0]["output"])
+    os.kill(pid, signal.SIGKILL)
+    second, _ = run(mcp_gateway, "[call local.pid {}]", tools, previous_response_id=first["id"])
+    (call,) = items(second, "mcp_call")
+    assert call["status"] == "completed"
+    assert int(call["output"]) != pid  # a new server process answered
+
+
+def test_third_party_time_server(mcp_gateway: Gateway) -> None:
+    response, _ = run(mcp_gateway, '[call time.get_current_time {"timezone": "UTC"}]', [mcp("time")])
+    (listing,) = items(response, "mcp_list_tools")
+    assert {"get_current_time", "convert_time"} <= {tool["name"] for tool in listing["tools"]}
+    result = json.loads(items(response, "mcp_call")[0]["output"])
+    assert result["timezone"] == "UTC" and result["datetime"].startswith(time.strftime("%Y-", time.gmtime()))
+
+
+def test_server_down_at_startup_comes_back(make_gateway: Any, emulator: Process) -> None:
+    port = free_port()
+    config = [{"label": "late", "transport": "streamable-http", "url": f"http://127.0.0.1:{port}/mcp", "timeout_s": 2}]
+    gateway = make_gateway(emulator.url, mcp={"connect_wait_s": 1}, tool_servers=config)  # starts although it is down
+    response, _ = run(gateway, '[call late.add {"a": 1, "b": 1}]', [mcp("late")])
+    (listing,) = items(response, "mcp_list_tools")
+    assert "unavailable" in listing["error"] and listing["tools"] == []
+    assert items(response, "mcp_call") == [] and "unavailable" in final_text(response)
+    server = MCPProcess("streamable-http", port=port, name="late")
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            response, _ = run(gateway, '[call late.add {"a": 1, "b": 1}]', [mcp("late")])
+            if items(response, "mcp_call") or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        assert items(response, "mcp_call")[0]["output"] == "2"
+        assert items(response, "mcp_list_tools")[0]["tools"]
+    finally:
+        server.stop()
+
+
+@pytest.mark.parametrize(
+    "tool, param",
+    [
+        (mcp("unknown"), "tools[0].server_label"),
+        (mcp("mine", server_url="http://10.0.0.1/mcp"), "tools[0].server_url"),
+        (mcp("mine", server_url="file:///etc/passwd"), "tools[0].server_url"),
+        (mcp("local", server_url="http://127.0.0.1:1/mcp"), "tools[0].server_label"),
+        (mcp("bad label!"), "tools[0].server_label"),
+        (mcp("local", connector_id="connector_gmail"), "tools[0].connector_id"),
+    ],
+)
+def test_refused_servers(mcp_gateway: Gateway, tool: dict[str, Any], param: str) -> None:
+    response = httpx.post(f"{mcp_gateway.url}/v1/responses", json={"model": MODEL, "input": "hi", "tools": [tool]})
+    assert response.status_code == 400, response.text
+    assert response.json()["error"]["param"] == param
