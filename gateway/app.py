@@ -8,7 +8,9 @@ from typing import AsyncIterator
 
 import anyio
 from anyio.abc import TaskGroup
+from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -18,6 +20,9 @@ from . import harmony
 from .config import GatewayConfig
 from .engine import EngineClient
 from .errors import APIError, handle_api_error, handle_unexpected
+from .metrics import Metrics
+from .middleware import GatewayMiddleware
+from .shutdown import Drain
 from .chat.routes import routes as chat_routes
 from .responses.routes import routes as response_routes
 from .responses.run import Services
@@ -29,7 +34,26 @@ log = logging.getLogger("gateway")
 
 
 async def health(request: Request) -> Response:
+    """Liveness: the process serves."""
     return JSONResponse({"status": "ok"})
+
+
+async def ready(request: Request) -> Response:
+    """Readiness: the engine answers and every configured tool server is connected."""
+    services: Services = request.app.state.services
+    engine = await services.engine.healthy()
+    servers = services.mcp.health() if services.mcp is not None else {}
+    draining = services.drain.draining
+    ok = engine and all(servers.values()) and not draining
+    body = {"status": "ready" if ok else "not_ready", "engine": engine, "tool_servers": servers, "draining": draining}
+    if services.sandbox is not None:
+        body["sandbox_sessions"] = services.sandbox.live_sessions
+    return JSONResponse(body, status_code=200 if ok else 503)
+
+
+async def metrics(request: Request) -> Response:
+    services: Services = request.app.state.services
+    return Response(services.metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
 
 
 async def list_models(request: Request) -> Response:
@@ -66,7 +90,11 @@ async def _start_sandbox(config: GatewayConfig, tasks: TaskGroup) -> SandboxMana
     return sandbox
 
 
-def create_app(config: GatewayConfig) -> Starlette:
+def create_app(config: GatewayConfig, drain: Drain | None = None) -> Starlette:
+    """The app; `drain` is shared with the server so that SIGTERM can start the graceful shutdown."""
+    drain = drain or Drain(config.server.shutdown_grace_s)
+    app_metrics = Metrics()
+
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         harmony.encoding()  # load the vocabulary before the first request, not during it
@@ -76,7 +104,11 @@ def create_app(config: GatewayConfig) -> Starlette:
             sandbox = await _start_sandbox(config, tasks)
             mcp = MCPServers(config)
             await mcp.start(tasks)
-            app.state.services = Services(config=config, engine=engine, store=store, sandbox=sandbox, mcp=mcp)
+            drain.bind()
+            app_metrics.watch(sandbox and (lambda: sandbox.live_sessions), mcp.health)
+            app.state.services = Services(
+                config=config, engine=engine, store=store, drain=drain, metrics=app_metrics, sandbox=sandbox, mcp=mcp
+            )
             log.info("gateway ready; engine at %s", config.engine.url)
             try:
                 yield
@@ -91,6 +123,8 @@ def create_app(config: GatewayConfig) -> Starlette:
     return Starlette(
         routes=[
             Route("/health", health, methods=["GET"]),
+            Route("/ready", ready, methods=["GET"]),
+            Route("/metrics", metrics, methods=["GET"]),
             Route("/v1/models", list_models, methods=["GET"]),
             *response_routes,
             *chat_routes,
@@ -101,4 +135,5 @@ def create_app(config: GatewayConfig) -> Starlette:
             Exception: handle_unexpected,
         },
         lifespan=lifespan,
+        middleware=[Middleware(GatewayMiddleware, auth=config.auth, metrics=app_metrics, log_access=config.logging.access_log)],
     )

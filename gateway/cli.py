@@ -1,12 +1,17 @@
-"""`gateway serve --config FILE [--host H] [--port P]` and `gateway sandbox build [--base IMAGE] [--tag TAG]`."""
+"""The `gateway` command.
+
+    gateway serve --config FILE [--host H] [--port P]
+    gateway check-config FILE
+    gateway sandbox build [--base IMAGE] [--tag TAG]
+"""
 
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
+from types import FrameType
 
-from .config import ConfigError, load_config
+from .config import ConfigError, GatewayConfig, load_config
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -16,7 +21,9 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--config", required=True, help="YAML config file (see configs/gateway.yaml)")
     serve.add_argument("--host", help="address to listen on (overrides server.host)")
     serve.add_argument("--port", type=int, help="port to listen on (overrides server.port)")
-    serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    serve.add_argument("--log-level", choices=["debug", "info", "warning", "error"], help="overrides logging.level")
+    check = commands.add_parser("check-config", help="validate a config and print what it would connect to")
+    check.add_argument("file")
     sandbox = commands.add_parser("sandbox", help="the Python sandbox image").add_subparsers(dest="action", required=True)
     build = sandbox.add_parser("build", help="build the sandbox image (works offline from a local base image)")
     build.add_argument("--base", default=None, help="base image with python3 (default python:3.12-slim)")
@@ -25,21 +32,72 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "sandbox":
         return _build_sandbox(args.base, args.tag)
 
-    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
-        config = load_config(args.config)
+        config = load_config(args.config if args.command == "serve" else args.file)
     except ConfigError as exc:
         print(f"gateway: {exc}", file=sys.stderr)
         return 2
+    if args.command == "check-config":
+        print(describe(config))
+        return 0
+    if args.log_level:
+        config.logging.level = args.log_level
+    return _serve(config, args.host, args.port)
 
+
+def _serve(config: GatewayConfig, host: str | None, port: int | None) -> int:
     import uvicorn
 
     from .app import create_app
+    from .logs import configure_logging
+    from .shutdown import Drain
 
-    host = args.host or config.server.host
-    port = args.port if args.port is not None else config.server.port
-    uvicorn.run(create_app(config), host=host, port=port, log_level=args.log_level, access_log=False)
+    configure_logging(config.logging)
+    drain = Drain(config.server.shutdown_grace_s)
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+            drain.request()  # running responses get the grace period, then end with response.failed
+            super().handle_exit(sig, frame)
+
+    uvicorn_config = uvicorn.Config(
+        create_app(config, drain),
+        host=host or config.server.host,
+        port=port if port is not None else config.server.port,
+        log_config=None,  # ours, set above
+        access_log=False,  # the gateway's middleware logs requests, with their ids
+        timeout_graceful_shutdown=int(config.server.shutdown_grace_s) + 5,
+    )
+    Server(uvicorn_config).run()
     return 0
+
+
+def describe(config: GatewayConfig) -> str:
+    """What a config would connect to, without its secrets."""
+    lines = [
+        "config is valid",
+        f"listen:       {config.server.host}:{config.server.port}",
+        f"engine:       {config.engine.url}" + (f" (model {config.engine.model})" if config.engine.model else ""),
+        f"storage:      {config.storage.path}",
+        f"auth:         {len(config.auth.api_keys)} API key(s)" if config.auth.api_keys else "auth:         open (no API keys)",
+        f"logging:      {config.logging.format}, {config.logging.level}",
+    ]
+    sandbox = config.sandbox
+    if sandbox is None:
+        lines.append("sandbox:      none (code_interpreter is refused)")
+    else:
+        where = f"image {sandbox.image}" if sandbox.backend == "docker" else "Linux namespaces on this host"
+        lines.append(
+            f"sandbox:      {sandbox.backend}, {where}; {sandbox.memory} memory, {sandbox.cpus:g} CPU, "
+            f"{sandbox.timeout_s:g} s per execution, pool {sandbox.pool_size}, at most {sandbox.max_sessions} sessions"
+        )
+    for server in config.tool_servers:
+        where = " ".join([*(server.command or []), *server.args]) if server.transport == "stdio" else server.url
+        extra = f", headers: {', '.join(sorted(server.headers))}" if server.headers else ""
+        lines.append(f"tool server:  {server.label} ({server.transport}) {where}{extra}")
+    allowed = ", ".join(config.mcp.allowed_urls) or "none"
+    lines.append(f"request MCP:  server_url allowed under: {allowed}")
+    return "\n".join(lines)
 
 
 def _build_sandbox(base: str | None, tag: str | None) -> int:

@@ -36,6 +36,27 @@ class EngineConfig(_Section):
 class ServerConfig(_Section):
     host: str = "127.0.0.1"
     port: int = Field(8080, ge=0, le=65535)
+    # On SIGTERM: stop accepting, let running responses finish this long, then end them with response.failed.
+    shutdown_grace_s: float = Field(30.0, ge=0)
+
+
+class AuthConfig(_Section):
+    """Bearer keys clients must present; none configured means the gateway is open."""
+
+    api_keys: list[str] = []
+    metrics_need_key: bool = False  # /health and /ready are always open
+
+    @model_validator(mode="after")
+    def _no_empty_keys(self) -> "AuthConfig":
+        if any(not key.strip() for key in self.api_keys):
+            raise ValueError("api_keys must not be empty strings")
+        return self
+
+
+class LoggingConfig(_Section):
+    format: Literal["text", "json"] = "text"
+    level: Literal["debug", "info", "warning", "error"] = "info"
+    access_log: bool = True
 
 
 class StorageConfig(_Section):
@@ -119,6 +140,8 @@ class MCPConfig(_Section):
 class GatewayConfig(_Section):
     engine: EngineConfig
     server: ServerConfig = ServerConfig()
+    auth: AuthConfig = AuthConfig()
+    logging: LoggingConfig = LoggingConfig()
     storage: StorageConfig = StorageConfig()
     loop: LoopConfig = LoopConfig()
     # No section: the code_interpreter tool is refused with a 400.

@@ -18,7 +18,7 @@ from starlette.routing import Route
 
 from ..body import parse_body
 from ..responses.items import Delta, FunctionCallOutput, MessageOutput, ReasoningOutput
-from ..responses.routes import run_until_done_or_disconnect
+from ..responses.routes import run_until_done_or_disconnect, counted, refuse_while_draining
 from ..responses.run import ResponseRun, Services
 from ..sse import EventStream
 from .request import ChatRequest
@@ -28,6 +28,7 @@ _DONE = b"data: [DONE]\n\n"
 
 async def create_chat_completion(request: Request) -> Response:
     services: Services = request.app.state.services
+    refuse_while_draining(services)
     body = await parse_body(request, ChatRequest)
     run = ResponseRun(services, body.to_responses())
     await run.prepare()
@@ -35,7 +36,7 @@ async def create_chat_completion(request: Request) -> Response:
     if body.stream:
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
         chunks = ChatChunks(completion_id, int(time.time()), run.model_id, include_usage, body.include_reasoning)
-        return EventStream(chunks.frames(run), sep="\n", ping=15)
+        return EventStream(counted(services, chunks.frames(run)), sep="\n", ping=15)
     await run_until_done_or_disconnect(request, run)
     if run.failure is not None:
         raise run.failure

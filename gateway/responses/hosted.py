@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from dataclasses import dataclass
 from typing import Any, AsyncIterator
 
@@ -223,6 +224,14 @@ class HostedTools:
 
     async def run_call(self, call: ToolCall) -> AsyncIterator[list[Event]]:
         """Run a claimed call; its output (or error) is left in `call.output` for the model."""
+        started = time.perf_counter()
+        async for batch in self._run(call):
+            yield batch
+        item = call.item
+        outcome = getattr(item, "status", "failed")
+        self.services.metrics.tool_call(call.kind, outcome, time.perf_counter() - started)
+
+    async def _run(self, call: ToolCall) -> AsyncIterator[list[Event]]:
         if call.kind == "python":
             item = call.item
             assert isinstance(item, CodeInterpreterCallOutput)

@@ -18,15 +18,32 @@ from .run import ResponseRun, Services, sse_frame
 
 async def create_response(request: Request) -> Response:
     services: Services = request.app.state.services
+    refuse_while_draining(services)
     body = await parse_body(request, ResponsesRequest)
     run = ResponseRun(services, body)
     await run.prepare()
     if body.stream:
-        return EventStream(_frames(run), sep="\n", ping=15)
+        return EventStream(counted(services, _frames(run)), sep="\n", ping=15)
     await run_until_done_or_disconnect(request, run)
     if run.failure is not None:
         raise run.failure
     return JSONResponse(run.response)
+
+
+def refuse_while_draining(services: Services) -> None:
+    if services.drain.draining:
+        raise APIError(503, "The gateway is shutting down.", type="server_error", code="server_shutting_down")
+
+
+async def counted(services: Services, frames: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    """The frames of one stream, counted in the active-streams gauge while it lasts."""
+    gauge = services.metrics.active_streams
+    gauge.inc()
+    try:
+        async for frame in frames:
+            yield frame
+    finally:
+        gauge.dec()
 
 
 async def _frames(run: ResponseRun) -> AsyncIterator[bytes]:

@@ -21,6 +21,8 @@ from ..engine import EngineClient, EngineStream, Sampling
 from ..errors import APIError, bad_request
 from ..harmony import Preamble, ToolDescription, encoding, render_prompt
 from ..parser import HarmonyStreamParser, MalformedHarmony, MessageFinished, MessageStarted, TextDelta
+from ..metrics import Metrics
+from ..shutdown import Drain
 from ..store import ResponseStore, StoredResponse
 from sandbox.manager import SandboxManager
 from tools.servers import MCPServers
@@ -36,6 +38,8 @@ class Services:
     config: GatewayConfig
     engine: EngineClient
     store: ResponseStore
+    drain: Drain
+    metrics: Metrics
     sandbox: SandboxManager | None = None
     mcp: MCPServers | None = None
 
@@ -59,6 +63,8 @@ class ResponseRun:
         self._turns = 0
         self.failure: APIError | None = None
         self._prefill: list[int] = []
+        self._started = time.perf_counter()
+        self._first_token_seen = False
 
     # -- before the first event: everything that can still be an HTTP error ------------------------------
 
@@ -130,28 +136,33 @@ class ResponseRun:
         ]
         status, error, incomplete = "completed", None, None
         try:
-            async for batch in self.hosted.before_engine():
-                yield batch
-            if self._stream is None:
-                self._stream = await self._open_stream()
-            while True:
-                outcome = _Outcome()
-                async for batch in self._generate(outcome):
+            with self.services.drain.guard() as guard:
+                async for batch in self.hosted.before_engine():
                     yield batch
-                if outcome.finish_reason == "length":
-                    status, incomplete = "incomplete", {"reason": "max_output_tokens"}
-                    break
-                call = outcome.call
-                if call is None or call.ends_response:
-                    break
-                async for batch in self.hosted.run_call(call):
-                    yield batch
-                # The tool's output, or what went wrong (no such tool, bad arguments), goes to the model.
-                self.dialog.append(tool_result(call.recipient, call.channel, call.output or ""))
-                if self._turns >= self.services.config.loop.max_turns:
-                    status, incomplete = "incomplete", {"reason": "max_messages"}
-                    break
-                self._stream = await self._open_stream()
+                if self._stream is None:
+                    self._stream = await self._open_stream()
+                while True:
+                    outcome = _Outcome()
+                    async for batch in self._generate(outcome):
+                        yield batch
+                    if outcome.finish_reason == "length":
+                        status, incomplete = "incomplete", {"reason": "max_output_tokens"}
+                        break
+                    call = outcome.call
+                    if call is None or call.ends_response:
+                        break
+                    async for batch in self.hosted.run_call(call):
+                        yield batch
+                    # The tool's output, or what went wrong (no such tool, bad arguments), goes to the model.
+                    self.dialog.append(tool_result(call.recipient, call.channel, call.output or ""))
+                    if self._turns >= self.services.config.loop.max_turns:
+                        status, incomplete = "incomplete", {"reason": "max_messages"}
+                        break
+                    self._stream = await self._open_stream()
+            if guard.cancelled_caught:
+                raise APIError(
+                    503, "The gateway is shutting down; the response was stopped.", type="server_error", code="server_shutting_down"
+                )
         except (APIError, MalformedHarmony) as exc:
             status = "failed"
             self.failure = exc if isinstance(exc, APIError) else APIError(
@@ -179,6 +190,9 @@ class ResponseRun:
         prefill = self._prefill
         async for chunk in stream:
             tokens += len(chunk.token_ids)
+            if not self._first_token_seen:
+                self._first_token_seen = True
+                self.services.metrics.time_to_first_token.observe(time.perf_counter() - self._started)
             batch: list[Event | Delta] = []
             if prefill:  # the forced header goes through the parser as if the model had written it
                 chunk.token_ids = prefill + chunk.token_ids
@@ -342,6 +356,8 @@ class ResponseRun:
 
     def finish(self, status: str, error: dict[str, str] | None, incomplete: dict[str, str] | None) -> None:
         usage = self.usage
+        self.services.metrics.tokens.labels("in").inc(usage["input"])
+        self.services.metrics.tokens.labels("out").inc(usage["output"])
         self.response = self.snapshot() | {
             "status": status,
             "error": error,

@@ -1,0 +1,96 @@
+"""The ASGI layer in front of every route: request ids, API keys, request metrics and the access log.
+
+Pure ASGI (not BaseHTTPMiddleware), so streamed responses pass through untouched.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+import re
+import secrets
+import time
+from contextvars import ContextVar
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from .config import AuthConfig
+from .errors import APIError
+from .metrics import Metrics, endpoint_label
+
+request_id_var: ContextVar[str | None] = ContextVar("request_id", default=None)
+access_log = logging.getLogger("gateway.access")
+
+_VALID_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
+_OPEN_PATHS = {"/health", "/ready"}
+
+
+class GatewayMiddleware:
+    def __init__(self, app: ASGIApp, auth: AuthConfig, metrics: Metrics, log_access: bool) -> None:
+        self.app = app
+        self.keys = [key.encode() for key in auth.api_keys]
+        self.open_paths = _OPEN_PATHS if auth.metrics_need_key else _OPEN_PATHS | {"/metrics"}
+        self.metrics = metrics
+        self.log_access = log_access
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        request_id = _request_id(scope)
+        token = request_id_var.set(request_id)
+        started = time.perf_counter()
+        status = 500
+
+        async def send_with_id(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                message["headers"] = [*message.get("headers", []), (b"x-request-id", request_id.encode())]
+            await send(message)
+
+        try:
+            refusal = self._refusal(scope)
+            if refusal is not None:
+                await refusal.response()(scope, receive, send_with_id)
+            else:
+                await self.app(scope, receive, send_with_id)
+        finally:
+            path = scope["path"]
+            self.metrics.requests.labels(endpoint_label(path), str(status)).inc()
+            if self.log_access:
+                access_log.info(
+                    "%s %s %d %.1fms", scope["method"], path, status, (time.perf_counter() - started) * 1000
+                )
+            request_id_var.reset(token)
+
+    def _refusal(self, scope: Scope) -> APIError | None:
+        """401 in OpenAI's shape when keys are configured and the request has none of them."""
+        if not self.keys or scope["path"] in self.open_paths:
+            return None
+        header = next((value for name, value in scope["headers"] if name == b"authorization"), None)
+        if header is None or not header.lower().startswith(b"bearer "):
+            return APIError(
+                401,
+                "You didn't provide an API key. Send it in the Authorization header: Authorization: Bearer YOUR_KEY.",
+                code="missing_api_key",
+            )
+        presented = header[7:].strip()
+        # Every key is compared, in constant time, so timing tells nothing about which one came close.
+        matched = False
+        for key in self.keys:
+            matched |= hmac.compare_digest(presented, key)
+        if not matched:
+            return APIError(401, "Incorrect API key provided.", code="invalid_api_key")
+        return None
+
+
+def _request_id(scope: Scope) -> str:
+    """The client's X-Request-Id if it is a sane token, else a new one."""
+    for name, value in scope["headers"]:
+        if name == b"x-request-id":
+            candidate = value.decode("latin-1")
+            if _VALID_ID.match(candidate):
+                return candidate
+            break
+    return f"req_{secrets.token_hex(12)}"
