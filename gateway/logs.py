@@ -12,7 +12,7 @@ from .middleware import request_id_var
 
 class _RequestIdFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
-        record.request_id = request_id_var.get()
+        record.request_id = request_id_var.get() or "-"
         return True
 
 
@@ -24,8 +24,8 @@ class JSONFormatter(logging.Formatter):
             "logger": record.name,
             "message": record.getMessage(),
         }
-        request_id = getattr(record, "request_id", None)
-        if request_id:
+        request_id = getattr(record, "request_id", "-")
+        if request_id != "-":
             entry["request_id"] = request_id
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)

@@ -29,8 +29,11 @@ class Drain:
             self._loop.call_soon_threadsafe(self.begin)
 
     def begin(self) -> None:
+        """Runs as a loop callback (outside any task), so the clock is read from the loop itself: it is
+        the clock of anyio's cancel scopes on asyncio."""
+        assert self._loop is not None
         self.draining = True
-        self._deadline = anyio.current_time() + self.grace_s
+        self._deadline = self._loop.time() + self.grace_s
         for scope in self._scopes:
             scope.deadline = min(scope.deadline, self._deadline)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import anyio
 from sse_starlette import EventSourceResponse
 from starlette.types import Message, Send
 
@@ -19,3 +20,9 @@ class EventStream(EventSourceResponse):
             await send(message)
         else:
             await super()._send_with_timeout(send, message)
+
+    async def _listen_for_exit_signal_with_grace(self) -> None:
+        """sse-starlette cuts every stream the moment the server is told to exit. The gateway drains its
+        own (gateway/shutdown.py): a running response gets the grace period and then ends with
+        `response.failed`, so no client is left without a terminal event."""
+        await anyio.sleep_forever()

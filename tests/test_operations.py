@@ -1,0 +1,191 @@
+"""What operators need: API keys, request ids, JSON logs, readiness, metrics, graceful shutdown, check-config."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import openai
+import pytest
+
+from .conftest import MODEL, ROOT, Gateway, Process, free_port, gateway_config, sandbox_containers, sandbox_section
+from .stream_checker import check_response_stream, parse_sse
+
+KEY = "sk-test-0b1c5e9f7d"
+PYTHON = sys.executable
+
+
+def test_api_keys(make_gateway: Any, emulator: Process) -> None:
+    os.environ["GATEWAY_TEST_KEY"] = KEY
+    try:
+        gateway = make_gateway(
+            emulator.url, auth={"api_keys": ["${GATEWAY_TEST_KEY}", "sk-other"]}, logging={"format": "json"}
+        )
+    finally:
+        del os.environ["GATEWAY_TEST_KEY"]
+    url = gateway.url + "/v1/responses"
+    body = {"model": MODEL, "input": "hi"}
+    missing = httpx.post(url, json=body)
+    assert missing.status_code == 401
+    assert missing.json() == {"error": {"message": missing.json()["error"]["message"], "type": "invalid_request_error", "param": None, "code": "missing_api_key"}}
+    wrong = httpx.post(url, json=body, headers={"Authorization": "Bearer sk-wrong"})
+    assert wrong.status_code == 401 and wrong.json()["error"]["code"] == "invalid_api_key"
+    with pytest.raises(openai.AuthenticationError):
+        openai.OpenAI(base_url=gateway.url + "/v1", api_key="sk-wrong", max_retries=0).responses.create(model=MODEL, input="hi")
+    client = openai.OpenAI(base_url=gateway.url + "/v1", api_key=KEY, max_retries=0)
+    assert client.responses.create(model=MODEL, input="hi").output_text == "You said: hi"
+    assert httpx.get(gateway.url + "/health").status_code == 200  # liveness and readiness stay open
+    assert httpx.get(gateway.url + "/ready").status_code == 200
+    gateway.stop()
+    assert KEY not in gateway.log.read_text()  # never logged
+
+
+def test_request_ids_and_json_logs(make_gateway: Any, emulator: Process) -> None:
+    gateway = make_gateway(emulator.url, logging={"format": "json"})
+    given = httpx.post(gateway.url + "/v1/responses", json={"model": MODEL, "input": "hi"}, headers={"X-Request-Id": "trace-42"})
+    assert given.headers["x-request-id"] == "trace-42"
+    made = httpx.post(gateway.url + "/v1/responses", json={"model": MODEL, "input": "hi", "stream": True})
+    assert made.headers["x-request-id"].startswith("req_")
+    bad = httpx.post(gateway.url + "/v1/responses", json={"model": MODEL}, headers={"X-Request-Id": "bad id\twith tabs"})
+    assert bad.status_code == 400 and bad.headers["x-request-id"].startswith("req_")
+    gateway.stop()
+    records = [json.loads(line) for line in gateway.log.read_text().splitlines() if line.startswith("{")]
+    access = [r for r in records if r["logger"] == "gateway.access"]
+    assert any(r.get("request_id") == "trace-42" and "POST /v1/responses 200" in r["message"] for r in access)
+    assert any(r.get("request_id") == made.headers["x-request-id"] for r in access)
+    assert all({"time", "level", "logger", "message"} <= set(r) for r in records)
+
+
+def test_readiness(make_gateway: Any, emulator: Process, tmp_path: Path) -> None:
+    gateway = make_gateway(emulator.url)
+    ready = httpx.get(gateway.url + "/ready")
+    assert ready.status_code == 200 and ready.json()["engine"] is True
+    down = make_gateway(
+        f"http://127.0.0.1:{free_port()}",
+        tool_servers=[{"label": "gone", "transport": "streamable-http", "url": f"http://127.0.0.1:{free_port()}/mcp", "timeout_s": 1}],
+        mcp={"connect_wait_s": 0},
+    )
+    assert httpx.get(down.url + "/health").status_code == 200
+    not_ready = httpx.get(down.url + "/ready")
+    assert not_ready.status_code == 503
+    assert not_ready.json()["engine"] is False and not_ready.json()["tool_servers"] == {"gone": False}
+
+
+def _metric(text: str, name: str, **labels: str) -> float:
+    for line in text.splitlines():
+        if line.startswith("#") or not line.startswith(name):
+            continue
+        series, value = line.rsplit(" ", 1)
+        if series.split("{")[0] != name:
+            continue
+        if all(f'{key}="{val}"' in series for key, val in labels.items()):
+            return float(value)
+    raise AssertionError(f"no {name} {labels} in metrics")
+
+
+def test_metrics(make_gateway: Any, emulator: Process) -> None:
+    local_server = {"label": "local", "transport": "stdio", "command": [PYTHON, "-m", "tests.mcp_server"], "cwd": str(ROOT)}
+    gateway = make_gateway(
+        emulator.url,
+        tool_servers=[local_server],
+        sandbox=sandbox_section("local", f"test-{os.getpid()}-metrics", pool_size=0),
+    )
+    client = gateway.client()
+    client.responses.create(model=MODEL, input="hi")
+    list(client.responses.create(model=MODEL, input="streamed", stream=True))
+    client.responses.create(model=MODEL, input='[call local.add {"a": 1, "b": 2}]', tools=[{"type": "mcp", "server_label": "local"}])
+    client.responses.create(model=MODEL, input="[[python 6 * 7]]", tools=[{"type": "code_interpreter", "container": {"type": "auto"}}])
+    httpx.get(gateway.url + "/v1/responses/resp_missing")
+    text = httpx.get(gateway.url + "/metrics").text
+    assert _metric(text, "gateway_requests_total", endpoint="/v1/responses", status="200") == 4
+    assert _metric(text, "gateway_requests_total", endpoint="/v1/responses/{id}", status="404") == 1
+    assert _metric(text, "gateway_active_streams") == 0
+    assert _metric(text, "gateway_tokens_total", direction="in") > 0
+    assert _metric(text, "gateway_tokens_total", direction="out") > 0
+    assert _metric(text, "gateway_time_to_first_token_seconds_count") >= 4
+    assert _metric(text, "gateway_tool_calls_total", kind="mcp", outcome="completed") == 1
+    assert _metric(text, "gateway_tool_calls_total", kind="python", outcome="completed") == 1
+    assert _metric(text, "gateway_tool_call_seconds_count", kind="python") == 1
+    assert _metric(text, "gateway_sandbox_sessions") == 1
+    assert _metric(text, "gateway_mcp_server_up", server="local") == 1
+
+
+def _stream_in_thread(url: str, body: dict[str, Any], results: list[Any]) -> threading.Thread:
+    def run() -> None:
+        try:
+            with httpx.Client(timeout=60) as client:
+                response = client.post(url + "/v1/responses", json=body | {"stream": True})
+                results.append(parse_sse(response.content))
+        except Exception as exc:  # the test asserts on it
+            results.append(exc)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread
+
+
+def test_shutdown_ends_running_streams_with_a_terminal_event(make_gateway: Any, emulator: Process, sandbox_image: str) -> None:
+    instance = f"test-{os.getpid()}-shutdown"
+    gateway = make_gateway(emulator.url, server={"shutdown_grace_s": 1}, sandbox=sandbox_section("docker", instance, timeout_s=30))
+    code_tool = {"type": "code_interpreter", "container": {"type": "auto"}}
+    bodies = [
+        {"model": MODEL, "input": "[long 400] [slow 40]"},  # about 10 s of streaming
+        {"model": MODEL, "input": "[long 400] [slow 40]"},
+        {"model": MODEL, "input": "[[python import time; time.sleep(20)]]", "tools": [code_tool]},
+        {"model": MODEL, "input": "[long 10] [slow 20]"},  # finishes within the grace period
+    ]
+    results: list[Any] = []
+    threads = [_stream_in_thread(gateway.url, body, results) for body in bodies]
+    deadline = time.monotonic() + 10
+    while len(sandbox_containers(instance)) < 3 and time.monotonic() < deadline:  # the python call is running
+        time.sleep(0.1)
+    time.sleep(0.5)
+    started = time.monotonic()
+    assert gateway.proc is not None
+    gateway.proc.send_signal(signal.SIGTERM)
+    for thread in threads:
+        thread.join(30)
+    gateway.proc.wait(30)
+    assert time.monotonic() - started < 1 + 8
+    statuses = []
+    for events in results:
+        assert not isinstance(events, Exception), events
+        check_response_stream(events)  # every client got exactly one terminal event
+        statuses.append(events[-1]["response"]["status"])
+        if events[-1]["type"] == "response.failed":
+            assert "shutting down" in events[-1]["response"]["error"]["message"]
+    assert sorted(statuses) == ["completed", "failed", "failed", "failed"]
+    assert sandbox_containers(instance) == []  # no container is left
+
+
+def test_check_config(tmp_path: Path) -> None:
+    config = {
+        "engine": {"url": "http://vllm:8000"},
+        "auth": {"api_keys": ["sk-secret-value"]},
+        "tool_servers": [
+            {"label": "time", "transport": "stdio", "command": ["mcp-server-time"]},
+            {"label": "docs", "transport": "streamable-http", "url": "https://docs.example/mcp", "headers": {"Authorization": "Bearer hidden-token"}},
+        ],
+        "sandbox": {"backend": "docker"},
+    }
+    path = tmp_path / "gateway.yaml"
+    path.write_text(json.dumps(config))
+    result = subprocess.run([PYTHON, "-m", "gateway", "check-config", str(path)], capture_output=True, text=True, cwd=ROOT)
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "engine:       http://vllm:8000" in out
+    assert "tool server:  time (stdio) mcp-server-time" in out
+    assert "tool server:  docs (streamable-http) https://docs.example/mcp, headers: Authorization" in out
+    assert "1 API key(s)" in out and "docker, image harmony-gateway/sandbox:latest" in out
+    assert "sk-secret-value" not in out and "hidden-token" not in out
+    path.write_text(json.dumps({"engine": {"url": "x"}, "tool_servers": [{"label": "a", "transport": "sse"}]}))
+    result = subprocess.run([PYTHON, "-m", "gateway", "check-config", str(path)], capture_output=True, text=True, cwd=ROOT)
+    assert result.returncode == 2 and "tool_servers[0]: Value error, a sse server needs url" in result.stderr
