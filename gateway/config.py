@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .errors import param_path
 
@@ -45,6 +45,16 @@ class AuthConfig(_Section):
 
     api_keys: list[str] = []
     metrics_need_key: bool = False  # /health and /ready are always open
+
+    @field_validator("api_keys", mode="before")
+    @classmethod
+    def _from_environment(cls, value: Any) -> Any:
+        """`api_keys: ${KEYS}` with KEYS="k1,k2": a comma-separated string; empty or unset means none."""
+        if value is None:
+            return []
+        if isinstance(value, str):
+            return [key.strip() for key in value.split(",") if key.strip()]
+        return value
 
     @model_validator(mode="after")
     def _no_empty_keys(self) -> "AuthConfig":

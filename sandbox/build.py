@@ -34,7 +34,7 @@ def sandbox_sha() -> str:
     return digest.hexdigest()[:16]
 
 
-def _base_python(client: docker.DockerClient, base: str) -> tuple[str, str]:
+def base_python(client: docker.DockerClient, base: str) -> tuple[str, str]:
     """(version like '3.11', machine like 'x86_64') of the base image's python3."""
     try:
         client.images.get(base)
@@ -53,34 +53,40 @@ def _base_python(client: docker.DockerClient, base: str) -> tuple[str, str]:
     return version, machine
 
 
-def _download_wheels(target: Path, version: str, machine: str) -> None:
+def download_wheels(target: Path, version: str, machine: str, requirements: list[str]) -> None:
+    """Wheels of `requirements` (pip arguments) and pip itself, for another Python version and machine."""
     platforms = [f"manylinux{tag}_{machine}" for tag in ("2014", "_2_17", "_2_28")] + ["any"]
     command = [
         sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check",
         "--only-binary=:all:", "--python-version", version, "--implementation", "cp", "--dest", str(target),
         *[arg for platform in platforms for arg in ("--platform", platform)],
-        "-r", str(HERE / "requirements.txt"), "pip",
+        *requirements, "pip",
     ]  # fmt: skip
     result = subprocess.run(command, capture_output=True, text=True)
     if result.returncode != 0:
         raise BuildError(f"downloading the sandbox's wheels failed:\n{result.stderr.strip()}")
 
 
-def build(base: str = DEFAULT_BASE, tag: str = DEFAULT_TAG) -> str:
-    """Build the image; return its id. Progress goes to stderr."""
+def docker_client() -> docker.DockerClient:
     try:
         client = docker.from_env()
         client.ping()
     except docker.errors.DockerException as exc:
         raise BuildError(f"the Docker daemon is not reachable: {exc}") from exc
-    version, machine = _base_python(client, base)
+    return client
+
+
+def build(base: str = DEFAULT_BASE, tag: str = DEFAULT_TAG) -> str:
+    """Build the image; return its id. Progress goes to stderr."""
+    client = docker_client()
+    version, machine = base_python(client, base)
     print(f"base {base}: Python {version} on {machine}; downloading wheels ...", file=sys.stderr)
     with tempfile.TemporaryDirectory(prefix="sandbox-build-") as context:
         root = Path(context)
         for name in _CONTEXT_FILES:
-            shutil.copy(HERE / name, root / name)
-        (root / "wheels").mkdir()
-        _download_wheels(root / "wheels", version, machine)
+            shutil.copy(HERE / name, root / name)  # not HERE itself: its wheels/ may hold another Python's
+        (root / "wheels").mkdir(exist_ok=True)
+        download_wheels(root / "wheels", version, machine, ["-r", str(HERE / "requirements.txt")])
         print(f"building {tag} ...", file=sys.stderr)
         try:
             image, _ = client.images.build(

@@ -89,7 +89,8 @@ class DockerBackend:
                 f"the sandbox image {self.config.image!r} does not exist. Build it with: "
                 f"gateway sandbox build --tag {self.config.image} [--base IMAGE]"
             ) from None
-        if image.labels.get("harmony-gateway.sandbox-sha") != sandbox_sha():
+        built_from = image.labels.get("harmony-gateway.sandbox-sha", "unknown")
+        if built_from not in ("unknown", sandbox_sha()):
             log.warning("the sandbox image %s has another kernel than this gateway: rebuild it", self.config.image)
         return client
 

@@ -69,14 +69,18 @@ class Script:
             return self._continue_prefill()
         last = self.messages[-1]
         user_index = max(i for i, m in enumerate(self.messages) if m.author.role == Role.USER)
-        # `[[python CODE]]` directives: the k-th one is run after k-1 tool results of this turn.
-        code_cells = re.findall(r"\[\[python (.*?)\]\]", self._text_of(self.messages[user_index]), re.DOTALL)
+        # `[[python CODE]]` and `[[call RECIPIENT {json}]]` directives, in order: the k-th one is made
+        # after k-1 tool results of this turn.
+        steps = re.findall(r"\[\[(python|call) (.*?)\]\]", self._text_of(self.messages[user_index]), re.DOTALL)
         results = sum(1 for m in self.messages[user_index:] if m.author.role == Role.TOOL)
-        if results < len(code_cells):
-            return Plan(
-                f"<|channel|>analysis<|message|>I will run code cell {results + 1}.<|end|>"
-                f"<|start|>assistant<|channel|>analysis to=python code<|message|>{code_cells[results]}<|call|>"
-            )
+        if results < len(steps):
+            kind, text = steps[results]
+            if kind == "python":
+                call = f"<|channel|>analysis to=python code<|message|>{text}<|call|>"
+            else:
+                recipient, arguments = text.split(" ", 1)
+                call = f"<|channel|>commentary to={recipient} <|constrain|>json<|message|>{arguments}<|call|>"
+            return Plan(f"<|channel|>analysis<|message|>I will make tool call {results + 1}.<|end|><|start|>assistant{call}")
         if last.author.role == Role.TOOL:
             result = self._text_of(last)
             return Plan(
