@@ -101,8 +101,6 @@ class Kernel:
             _print_traceback(exc)
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
-        if os.getpid() != KERNEL_PID:  # a fork of the user's code fell through to here: it must not reply
-            os._exit(0)
         _kill_strays(self.cmdline, everything=status == "timeout")
         images = _figures()
         return {"status": status, "output": _read_capture(max_output), "images": images}
@@ -116,12 +114,16 @@ class Kernel:
         last = None
         if tree.body and isinstance(tree.body[-1], ast.Expr):
             last = ast.Expression(tree.body.pop().value)
-        exec(compile(tree, CELL, "exec"), self.namespace)
-        if last is not None:
-            value = eval(compile(last, CELL, "eval"), self.namespace)
-            if value is not None:
-                self.namespace["_"] = value
-                sys.stdout.write(repr(value) + "\n")
+        try:
+            exec(compile(tree, CELL, "exec"), self.namespace)
+            if last is not None:
+                value = eval(compile(last, CELL, "eval"), self.namespace)
+                if value is not None:
+                    self.namespace["_"] = value
+                    sys.stdout.write(repr(value) + "\n")
+        finally:
+            if os.getpid() != KERNEL_PID:  # a fork of the user's code: it must not print or reply
+                os._exit(0)
 
 
 def _print_traceback(exc: BaseException) -> None:

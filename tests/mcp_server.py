@@ -61,6 +61,19 @@ def build(name: str) -> MCPServer:
         return "the secret"
 
     @server.tool()
+    async def grow(ctx: Context) -> str:
+        """Add a tool named `extra`, and tell the client that the tool list changed."""
+
+        def extra() -> str:
+            """A tool added while the server runs."""
+            return "extra here"
+
+        server.add_tool(extra, name="extra")
+        await ctx.notify_tools_changed()  # 2026-07-28 clients: their subscriptions/listen stream
+        await ctx.session.send_tool_list_changed()  # older clients: the notification
+        return "grown"
+
+    @server.tool()
     def pid() -> int:
         """The server's process id."""
         return os.getpid()

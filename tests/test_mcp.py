@@ -74,6 +74,7 @@ def servers_config(http_server: MCPProcess, sse_server: MCPProcess) -> list[dict
         {"label": "events", "transport": "sse", "url": sse_server.url, "allowed_tools": ["add", "echo", "whoami"]},
         {"label": "guarded", "transport": "stdio", "command": [PYTHON, "-m", "tests.mcp_server"], "cwd": str(ROOT), "require_approval": {"never": {"tool_names": ["echo"]}}},
         {"label": "time", "transport": "stdio", "command": [str(BIN / "mcp-server-time")]},
+        {"label": "growing", "transport": "stdio", "command": [PYTHON, "-m", "tests.mcp_server"], "cwd": str(ROOT)},
     ]
 
 
@@ -226,6 +227,21 @@ def test_failed_calls_are_reported_and_told(mcp_gateway: Gateway, call: str, err
     else:  # no result: timeout, bad arguments
         assert failure["type"] == "mcp_protocol_error" and error in failure["message"]
     assert final_text(response).startswith("The tool said: Error")
+
+
+def test_tool_list_refreshed_on_list_changed(mcp_gateway: Gateway) -> None:
+    tools = [mcp("growing")]
+    before, _ = run(mcp_gateway, "[call growing.grow {}]", tools)
+    assert "extra" not in [tool["name"] for tool in items(before, "mcp_list_tools")[0]["tools"]]
+    assert items(before, "mcp_call")[0]["output"] == "grown"
+    deadline = time.monotonic() + 10
+    while True:  # the notification is handled in the background; a new conversation lists again
+        after, _ = run(mcp_gateway, "[call growing.extra {}]", tools)
+        if items(after, "mcp_call") or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert "extra" in [tool["name"] for tool in items(after, "mcp_list_tools")[0]["tools"]]
+    assert items(after, "mcp_call")[0]["output"] == "extra here"
 
 
 def test_stdio_server_killed_and_back_on_the_next_call(mcp_gateway: Gateway) -> None:

@@ -15,10 +15,12 @@ from typing import Any, Literal
 
 import anyio
 import httpx2
+from anyio.abc import TaskStatus
 from mcp.client.client import Client
 from mcp.client.sse import sse_client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.client.subscriptions import ListenNotSupportedError
 from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT, CallToolResult, Tool, ToolListChangedNotification
 
@@ -104,16 +106,20 @@ class MCPConnection:
                 connecting.deadline = math.inf
                 self.instructions = client.instructions
                 await self._list_tools(client)
-                self._client, self.error = client, None
-                self._was_connected = True
-                self._attempt_ended()
-                log.info("MCP server %r connected: %d tools", self.spec.label, len(self.tools))
-                while not (self._closing or self._lost):
-                    await self._wake.wait()
-                    self._wake = anyio.Event()
-                    if self._stale and not self._closing:
-                        self._stale = False
-                        await self._list_tools(client)
+                async with anyio.create_task_group() as tasks:
+                    # Subscribed before anyone can call: a change made by the first call is not missed.
+                    await tasks.start(self._listen_for_changes, client)
+                    self._client, self.error = client, None
+                    self._was_connected = True
+                    self._attempt_ended()
+                    log.info("MCP server %r connected: %d tools", self.spec.label, len(self.tools))
+                    while not (self._closing or self._lost):
+                        await self._wake.wait()
+                        self._wake = anyio.Event()
+                        if self._stale and not self._closing:
+                            self._stale = False
+                            await self._list_tools(client)
+                    tasks.cancel_scope.cancel()
         if connecting.cancelled_caught:
             raise TimeoutError(f"no answer within {self.spec.timeout_s:g} s")
 
@@ -132,6 +138,24 @@ class MCPConnection:
             if cursor is None:
                 break
         self.tools = tools
+
+    async def _listen_for_changes(self, client: Client, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Servers on the 2026-07-28 protocol announce tool list changes on a `subscriptions/listen`
+        stream; older ones send `notifications/tools/list_changed`, which `_on_message` receives."""
+        started = False
+        try:
+            async with client.listen(tools_list_changed=True) as subscription:
+                task_status.started()
+                started = True
+                async for _ in subscription:
+                    self._stale = True
+                    self._wake.set()
+        except ListenNotSupportedError:
+            pass
+        except Exception as exc:  # the session itself reports a lost server; this only loses the refresh
+            log.debug("MCP server %r: no change stream (%s)", self.spec.label, exc)
+        if not started:
+            task_status.started()
 
     async def _on_message(self, message: Any) -> None:
         if isinstance(message, ToolListChangedNotification):

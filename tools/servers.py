@@ -17,7 +17,7 @@ import anyio
 from anyio.abc import TaskGroup
 from mcp_types import Tool
 
-from gateway.config import Approval, ApprovalFilter, GatewayConfig, ToolServerConfig
+from gateway.config import GatewayConfig, ToolServerConfig
 
 from .connection import MCPConnection, ServerSpec
 
@@ -48,7 +48,7 @@ class EnabledServer:
     label: str
     connection: MCPConnection
     allowed: set[str] | None  # None: every tool the server lists
-    approval_rules: list[Approval | Any]  # the operator's and the request's; either may require approval
+    approval_rules: list[Any]  # the operator's and the request's `require_approval`; either may require it
     description: str | None = None
 
     def tools(self) -> list[Tool]:
@@ -186,5 +186,3 @@ def schema_for_model(schema: dict[str, Any]) -> dict[str, Any]:
 
     return clean(schema)
 
-
-__all__ = ["ApprovalFilter", "EnabledServer", "MCPServers", "ServerRefused", "schema_for_model", "tool_listing"]
