@@ -13,7 +13,6 @@ Run: .venv/bin/python bench/mcp_overhead.py [--calls 300]
 from __future__ import annotations
 
 import argparse
-import socket
 import statistics
 import subprocess
 import sys
@@ -30,7 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from gateway.responses.conversation import Dialog, tool_result  # noqa: E402
-from tests.conftest import free_port  # noqa: E402
+from tests.conftest import free_port, wait_for_port  # noqa: E402
 from tools.connection import MCPConnection, ServerSpec  # noqa: E402
 from tools.results import result_text  # noqa: E402
 
@@ -84,12 +83,7 @@ async def main(calls: int) -> None:
         [*command, "--transport", "streamable-http", "--port", str(port)], cwd=ROOT, stderr=subprocess.DEVNULL
     )
     try:
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-                break
-            except OSError:
-                await anyio.sleep(0.05)
+        wait_for_port(port)
         url = f"http://127.0.0.1:{port}/mcp"
         http = ServerSpec("bench", "streamable-http", url=url)
         await compare("streamable-http", http, lambda: streamable_http_client(url, http_client=httpx2.AsyncClient()), calls)

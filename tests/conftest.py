@@ -28,6 +28,18 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def wait_for_port(port: int, timeout: float = 20) -> None:
+    """Until something accepts TCP connections on loopback `port` (servers without a health route)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"nothing listens on port {port} after {timeout:g} s")
+
+
 class Process:
     """A server started as a child process, waited for until `health_path` answers."""
 
@@ -155,33 +167,36 @@ SANDBOX_IMAGE = "harmony-gateway/sandbox:test"
 LOCAL_BASE_IMAGE = "harmony-gateway/base:bookworm"
 
 
+def base_image() -> str:
+    """The base for the images the tests build: SANDBOX_BASE_IMAGE, or python:3.12-slim if Docker has it,
+    or one made locally with debootstrap (scripts/make-base-image) when no registry is reachable."""
+    import docker
+    import docker.errors
+
+    client = docker.from_env()
+    for candidate in filter(None, (os.environ.get("SANDBOX_BASE_IMAGE"), "python:3.12-slim", LOCAL_BASE_IMAGE)):
+        try:
+            client.images.get(candidate)
+            return candidate
+        except docker.errors.ImageNotFound:
+            continue
+    subprocess.run([str(ROOT / "scripts" / "make-base-image"), LOCAL_BASE_IMAGE], check=True)
+    return LOCAL_BASE_IMAGE
+
+
 def ensure_sandbox_image() -> str:
-    """Build the sandbox image for the tests unless one with this kernel exists. Without a registry, the
-    base image is made locally with debootstrap (scripts/make-base-image)."""
+    """Build the sandbox image for the tests unless one with this kernel exists."""
     import docker
     import docker.errors
 
     from sandbox.build import sandbox_sha
 
-    client = docker.from_env()
     try:
-        if client.images.get(SANDBOX_IMAGE).labels.get("harmony-gateway.sandbox-sha") == sandbox_sha():
+        if docker.from_env().images.get(SANDBOX_IMAGE).labels.get("harmony-gateway.sandbox-sha") == sandbox_sha():
             return SANDBOX_IMAGE
     except docker.errors.ImageNotFound:
         pass
-    base = os.environ.get("SANDBOX_BASE_IMAGE")
-    if base is None:
-        for candidate in ("python:3.12-slim", LOCAL_BASE_IMAGE):
-            try:
-                client.images.get(candidate)
-                base = candidate
-                break
-            except docker.errors.ImageNotFound:
-                continue
-    if base is None:
-        subprocess.run([str(ROOT / "scripts" / "make-base-image"), LOCAL_BASE_IMAGE], check=True)
-        base = LOCAL_BASE_IMAGE
-    command = [sys.executable, "-m", "gateway", "sandbox", "build", "--base", base, "--tag", SANDBOX_IMAGE]
+    command = [sys.executable, "-m", "gateway", "sandbox", "build", "--base", base_image(), "--tag", SANDBOX_IMAGE]
     subprocess.run(command, check=True, cwd=ROOT)
     return SANDBOX_IMAGE
 

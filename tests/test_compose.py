@@ -13,7 +13,7 @@ import httpx
 import openai
 import pytest
 
-from .conftest import LOCAL_BASE_IMAGE, MODEL, ROOT, free_port, sandbox_containers
+from .conftest import MODEL, ROOT, base_image, free_port, sandbox_containers
 from .stream_checker import check_response_stream
 
 KEY = "sk-compose-test"
@@ -25,24 +25,9 @@ def _compose_command() -> list[str]:
     return ["docker", "compose"]
 
 
-def _base_image() -> str:
-    import docker
-    import docker.errors
-
-    client = docker.from_env()
-    for candidate in filter(None, (os.environ.get("SANDBOX_BASE_IMAGE"), "python:3.12-slim", LOCAL_BASE_IMAGE)):
-        try:
-            client.images.get(candidate)
-            return candidate
-        except docker.errors.ImageNotFound:
-            continue
-    subprocess.run([str(ROOT / "scripts" / "make-base-image"), LOCAL_BASE_IMAGE], check=True)
-    return LOCAL_BASE_IMAGE
-
-
 @pytest.mark.timeout(1800)
 def test_compose_stack_end_to_end(sandbox_image: str) -> None:
-    subprocess.run([str(ROOT / "scripts" / "build-images"), _base_image()], check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
+    subprocess.run([str(ROOT / "scripts" / "build-images"), base_image()], check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
     port = free_port()
     env = os.environ | {"GATEWAY_PORT": str(port), "GATEWAY_API_KEYS": KEY}
     compose = [*_compose_command(), "-p", f"hgtest{os.getpid()}", "-f", "compose.yaml", "-f", "tests/compose.emulator.yaml"]

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -17,7 +16,7 @@ import httpx
 import pytest
 
 from .mcp_server import digest
-from .conftest import MODEL, ROOT, Gateway, Process, emulator_stats, free_port, gateway_config, stream_raw, stream_sdk
+from .conftest import MODEL, ROOT, Gateway, Process, emulator_stats, free_port, gateway_config, stream_raw, stream_sdk, wait_for_port
 
 PYTHON = sys.executable
 BIN = Path(sys.executable).parent
@@ -33,14 +32,7 @@ class MCPProcess:
         self.url = f"http://127.0.0.1:{self.port}{path}"
         args = [PYTHON, "-m", "tests.mcp_server", "--transport", transport, "--port", str(self.port), "--name", name]
         self.proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
-                return
-            except OSError:
-                time.sleep(0.05)
-        raise RuntimeError(f"MCP server on {self.port} did not start")
+        wait_for_port(self.port)
 
     def stop(self) -> None:
         self.proc.kill()

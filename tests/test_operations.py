@@ -16,7 +16,7 @@ import httpx
 import openai
 import pytest
 
-from .conftest import MODEL, ROOT, Gateway, Process, free_port, gateway_config, sandbox_containers, sandbox_section
+from .conftest import MODEL, ROOT, Process, free_port, sandbox_containers, sandbox_section
 from .stream_checker import check_response_stream, parse_sse
 
 KEY = "sk-test-0b1c5e9f7d"

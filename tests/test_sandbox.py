@@ -25,7 +25,6 @@ from .conftest import (
     stream_raw,
     stream_sdk,
 )
-from .stream_checker import check_response_stream
 
 CODE_TOOL = {"type": "code_interpreter", "container": {"type": "auto"}}
 STATE_LOST = "The Python session was restarted"

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import os
-import socket
 import sys
-import time
 from typing import Any, Iterator
 
 import anyio
@@ -16,7 +14,7 @@ import pytest
 from gateway.config import SandboxConfig
 from sandbox.manager import SandboxManager
 
-from .conftest import ROOT, free_port
+from .conftest import ROOT, free_port, wait_for_port
 
 
 @pytest.fixture(scope="module")
@@ -26,13 +24,7 @@ def proxy(sandbox_image: str) -> Iterator[str]:
     port = free_port()
     args = [sys.executable, "-m", "sandbox.socket_proxy", "--listen", f"127.0.0.1:{port}", "--image", sandbox_image]
     process = subprocess.Popen(args, cwd=ROOT, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            break
-        except OSError:
-            time.sleep(0.05)
+    wait_for_port(port)
     yield f"tcp://127.0.0.1:{port}"
     process.kill()
     process.wait()

@@ -24,7 +24,7 @@ from tools.servers import EnabledServer, ServerRefused, schema_for_model, tool_l
 
 from ..errors import APIError, bad_request
 from ..harmony import ToolDescription, ToolNamespaceConfig
-from .conversation import Decision, Dialog, PendingApproval, tool_call_message, tool_result
+from .conversation import Dialog, PendingApproval, tool_result
 from .items import Event, Events, OutputItem, new_id
 from .python_call import run_code
 from .request import CodeInterpreterTool, McpTool, ResponsesRequest
@@ -277,5 +277,3 @@ def _is_json_object(text: str) -> bool:
     except ValueError:
         return False
 
-
-__all__ = ["Decision", "HostedTools", "ToolCall", "tool_call_message"]
