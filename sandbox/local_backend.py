@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 from pathlib import Path
@@ -51,8 +52,13 @@ class LocalKernel:
     async def destroy(self) -> None:
         with anyio.CancelScope(shield=True):
             await self.channel.aclose()
-            if self.process.returncode is None:
-                self.process.kill()  # unshare --kill-child takes the whole PID namespace with it
+            # The whole process group: `unshare --kill-child` alone does not reach the kernel once setpriv
+            # has changed its user (that resets the parent-death signal), and code that ignores its
+            # timeout would spin on. The kernel is PID 1 of its namespace, so its forks go with it.
+            try:
+                os.killpg(self.process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
             await self.process.aclose()
             await anyio.to_thread.run_sync(lambda: shutil.rmtree(self.workdir, ignore_errors=True))
 

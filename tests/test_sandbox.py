@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
+import subprocess
 import threading
 import time
 from pathlib import Path
@@ -40,6 +41,9 @@ def sandboxed(request: pytest.FixtureRequest, emulator: Process, workdir: Path, 
     process.instance = instance  # type: ignore[attr-defined]
     yield process
     process.stop()
+    if backend == "local":  # every kernel went with the gateway, including ones that ignored their timeout
+        leftover = subprocess.run(["pgrep", "-f", f"hg-sandbox-{instance}-"], capture_output=True, text=True).stdout
+        assert leftover == "", f"local kernels left running: {leftover.split()}"
 
 
 def run(gateway: Gateway, text: str, **extra: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
