@@ -1,16 +1,15 @@
 """A Docker API proxy that lets the gateway do what the sandbox needs and nothing else.
 
 Whoever can use the Docker socket is root on the host. In the compose stack the gateway does not get
-the socket: it talks to this proxy, which holds it and allows only
-  * `/_ping`, `/version`, and inspecting images;
-  * listing containers, with a filter on the sandbox label;
-  * creating a container only from the sandbox image, only hardened (no network, read-only root,
-    every capability dropped, no-new-privileges, not privileged, no host namespaces, no bind mounts
-    or devices, a non-root user, memory and pids limits) and labelled as a sandbox;
-  * starting, attaching to, inspecting, waiting for, killing and removing containers that carry the
-    sandbox label.
-Everything else is answered 403. One request per connection: after the request is checked it is sent
-on and the two connections are spliced, which also carries attach's hijacked stream.
+the socket: it talks to this proxy, which holds it. What is allowed is decided in `proxy_policy.py`
+(create hardened sandbox containers of one image; start, attach to, inspect, wait for, kill and remove
+containers carrying the sandbox label; list them; ping, version, inspect the sandbox image); everything
+else is a 403.
+
+Every request on a client connection is parsed with h11 and checked, in a loop, however many a client
+pipelines. Docker never sees the client's bytes: the proxy sends a request it built itself, on a new
+connection to the socket, and relays the answer. The one raw pass-through is attach: after Docker
+answered `101` to an allowed attach, the connection is the container's stdin/stdout and is spliced.
 
 Run: python -m sandbox.socket_proxy --listen 0.0.0.0:2375 --image harmony-gateway/sandbox:latest
 """
@@ -18,184 +17,206 @@ Run: python -m sandbox.socket_proxy --listen 0.0.0.0:2375 --image harmony-gatewa
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import logging
-import re
 from typing import Any
-from urllib.parse import parse_qs, unquote, urlsplit
+
+import anyio
+import h11
+from anyio.abc import ByteStream
+
+from .proxy_policy import LABEL, Limits, Refused, Upstream, plan
 
 log = logging.getLogger("sandbox.socket_proxy")
 
-LABEL = "harmony-gateway.sandbox"
 MAX_HEAD = 64 * 1024
-MAX_BODY = 1024 * 1024
-_VERSION = re.compile(r"^/v\d+\.\d+")
-_CONTAINER_ACTION = re.compile(r"^/containers/([A-Za-z0-9_.-]+)(?:/(start|attach|json|wait|kill))?$")
-
-
-class Denied(Exception):
-    pass
+MAX_BODY = 64 * 1024
+MAX_INSPECT = 4 * 1024 * 1024
+IDLE_TIMEOUT_S = 60.0  # a client connection silent this long (mid-request or between requests) is closed
+_HOP_BY_HOP = {b"connection", b"keep-alive", b"transfer-encoding", b"upgrade", b"proxy-connection", b"te", b"trailer"}
 
 
 class Proxy:
-    def __init__(self, socket_path: str, image: str) -> None:
+    def __init__(self, socket_path: str, limits: Limits) -> None:
         self.socket_path = socket_path
-        self.image = image
+        self.limits = limits
 
-    async def handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        upstream: asyncio.StreamWriter | None = None
+    async def handle(self, client: ByteStream) -> None:
+        async with client:
+            try:
+                await self._serve(client)
+            except (anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.EndOfStream, OSError, TimeoutError):
+                pass
+            except h11.ProtocolError as exc:  # our own state machine refused to go on: just close
+                log.debug("connection closed: %s", exc)
+            except Exception:  # one connection's fault never stops the proxy
+                log.exception("connection failed")
+
+    async def _serve(self, client: ByteStream) -> None:
+        conn = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEAD)
+        while True:
+            try:
+                request, body = await _read_request(conn, client)
+            except h11.RemoteProtocolError as exc:
+                await _send_error(conn, client, 400, f"bad request: {exc}", close=True)
+                return
+            except _BadRequest as exc:
+                await _send_error(conn, client, 400, str(exc), close=True)
+                return
+            if request is None:
+                return
+            upgrade = _header(request, b"upgrade") is not None
+            try:
+                upstream = plan(request.method.decode(), request.target.decode("ascii"), body, self.limits, upgrade)
+                if upstream.container is not None:
+                    upstream = upstream.for_container(await self._sandbox_id(upstream.container))
+            except Refused as exc:
+                log.warning("denied: %s %s: %s", request.method.decode(), request.target.decode("ascii", "replace"), exc)
+                await _send_error(conn, client, 403, f"denied by the harmony-gateway socket proxy: {exc}")
+            else:
+                if await self._forward(conn, client, upstream):
+                    return  # spliced until either side closed
+            if conn.our_state is h11.MUST_CLOSE or conn.their_state is h11.MUST_CLOSE:
+                return
+            conn.start_next_cycle()
+
+    async def _sandbox_id(self, reference: str) -> str:
+        """The full id of the container `reference` names, if it carries the sandbox label."""
+        status, payload = await self._fetch(Upstream("GET", f"/containers/{reference}/json"))
+        if status == 200:
+            try:
+                info = json.loads(payload)
+                labels = (info.get("Config") or {}).get("Labels") or {}
+                if labels.get(LABEL) == "1" and isinstance(info.get("Id"), str):
+                    return info["Id"]
+            except (ValueError, AttributeError):
+                pass
+        raise Refused(f"{reference}: not a sandbox container")
+
+    async def _fetch(self, upstream: Upstream) -> tuple[int, bytes]:
+        """One request of the proxy's own to Docker, its answer read whole (bounded)."""
+        docker, conn = await self._send(upstream)
+        async with docker:
+            response = await _next_event(conn, docker)
+            if not isinstance(response, h11.Response):
+                raise Refused("Docker gave an unexpected answer")
+            payload = bytearray()
+            while type(event := await _next_event(conn, docker)) is h11.Data:
+                payload += event.data
+                if len(payload) > MAX_INSPECT:
+                    raise Refused("Docker's answer is too large")
+            return response.status_code, bytes(payload)
+
+    async def _send(self, upstream: Upstream) -> tuple[ByteStream, h11.Connection]:
+        docker = await anyio.connect_unix(self.socket_path)
+        conn = h11.Connection(h11.CLIENT, max_incomplete_event_size=MAX_HEAD)
+        headers = [("Host", "docker"), ("Content-Length", str(len(upstream.body)))]
+        if upstream.body:
+            headers.append(("Content-Type", "application/json"))
+        headers += [("Connection", "Upgrade"), ("Upgrade", "tcp")] if upstream.upgrade else [("Connection", "close")]
+        request = h11.Request(method=upstream.method, target=upstream.target, headers=headers)
+        await docker.send(conn.send(request) + conn.send(h11.Data(data=upstream.body)) + conn.send(h11.EndOfMessage()))
+        return docker, conn
+
+    async def _forward(self, conn: h11.Connection, client: ByteStream, upstream: Upstream) -> bool:
+        """Send the built request and relay Docker's answer; True if the connection was spliced."""
+        docker, upconn = await self._send(upstream)
+        async with docker:
+            response = await _next_event(upconn, docker)
+            headers = [(name, value) for name, value in response.headers if name.lower() not in _HOP_BY_HOP]
+            if isinstance(response, h11.InformationalResponse):
+                if response.status_code != 101 or not upstream.upgrade:
+                    raise h11.LocalProtocolError("unexpected informational answer from Docker")
+                upgraded = headers + [(b"Connection", b"Upgrade"), (b"Upgrade", b"tcp")]
+                await client.send(conn.send(h11.InformationalResponse(status_code=101, headers=upgraded, reason=response.reason)))
+                await _splice(client, conn.trailing_data[0], docker, upconn.trailing_data[0])
+                return True
+            await client.send(conn.send(h11.Response(status_code=response.status_code, headers=headers, reason=response.reason)))
+            while type(event := await _next_event(upconn, docker)) is h11.Data:
+                await client.send(conn.send(event))
+            await client.send(conn.send(h11.EndOfMessage()))
+            return False
+
+
+class _BadRequest(Exception):
+    pass
+
+
+async def _read_request(conn: h11.Connection, client: ByteStream) -> tuple[h11.Request | None, bytes]:
+    """The next request and its body, or (None, b"") when the client closed between requests."""
+    event = await _next_event(conn, client)
+    if type(event) is h11.ConnectionClosed:
+        return None, b""
+    assert isinstance(event, h11.Request)
+    # h11 lets Transfer-Encoding win over Content-Length; a request with both is how requests are
+    # smuggled past a proxy, so it is refused rather than interpreted.
+    if _header(event, b"transfer-encoding") is not None and _header(event, b"content-length") is not None:
+        raise _BadRequest("a request must not have both Content-Length and Transfer-Encoding")
+    body = bytearray()
+    while type(part := await _next_event(conn, client)) is h11.Data:
+        body += part.data
+        if len(body) > MAX_BODY:
+            raise _BadRequest("request body too large")
+    return event, bytes(body)
+
+
+async def _next_event(conn: h11.Connection, stream: ByteStream) -> Any:
+    # Clients must keep talking; Docker may take its time (a wait, a slow start).
+    timeout = IDLE_TIMEOUT_S if conn.our_role is h11.SERVER else None
+    while True:
+        event = conn.next_event()
+        if event is h11.NEED_DATA:
+            with anyio.fail_after(timeout):
+                try:
+                    data = await stream.receive(65536)
+                except (anyio.EndOfStream, anyio.BrokenResourceError):
+                    data = b""
+            conn.receive_data(data)
+            continue
+        if event is h11.PAUSED:
+            raise h11.LocalProtocolError("the connection is paused")
+        return event
+
+
+def _header(request: h11.Request, name: bytes) -> bytes | None:
+    return next((value for key, value in request.headers if key == name), None)
+
+
+async def _send_error(conn: h11.Connection, client: ByteStream, status: int, message: str, close: bool = False) -> None:
+    if conn.our_state not in (h11.IDLE, h11.SEND_RESPONSE):
+        return
+    payload = json.dumps({"message": message}).encode()
+    headers = [("Content-Type", "application/json"), ("Content-Length", str(len(payload)))]
+    if close:
+        headers.append(("Connection", "close"))
+    await client.send(conn.send(h11.Response(status_code=status, headers=headers)) + conn.send(h11.Data(data=payload)) + conn.send(h11.EndOfMessage()))
+
+
+async def _splice(client: ByteStream, client_early: bytes, docker: ByteStream, docker_early: bytes) -> None:
+    """Bytes both ways until either side closes: attach's hijacked stream."""
+
+    async def pump(source: ByteStream, sink: ByteStream, early: bytes) -> None:
         try:
-            head = await reader.readuntil(b"\r\n\r\n")
-            if len(head) > MAX_HEAD:
-                raise Denied("request head too large")
-            method, target, headers = _parse_head(head)
-            length = int(headers.get("content-length", "0") or 0)
-            if length > MAX_BODY or headers.get("transfer-encoding"):
-                raise Denied("request body too large or chunked")
-            body = await reader.readexactly(length) if length else b""
-            await self.check(method, target, body)
-            up_reader, upstream = await asyncio.open_unix_connection(self.socket_path)
-            upstream.write(_rewrite_head(head, headers) + body)
-            await upstream.drain()
-            await asyncio.gather(_pipe(reader, upstream), _pipe(up_reader, writer))
-        except Denied as exc:
-            log.warning("denied: %s", exc)
-            payload = json.dumps({"message": f"denied by the harmony-gateway socket proxy: {exc}"}).encode()
-            writer.write(
-                b"HTTP/1.1 403 Forbidden\r\nContent-Type: application/json\r\nConnection: close\r\n"
-                + f"Content-Length: {len(payload)}\r\n\r\n".encode()
-                + payload
-            )
-            await writer.drain()
-        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, ConnectionError):
+            if early:
+                await sink.send(early)
+            async for chunk in source:
+                await sink.send(chunk)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
             pass
         finally:
-            for stream in (writer, upstream):
-                if stream is not None:
-                    stream.close()
+            group.cancel_scope.cancel()
 
-    async def check(self, method: str, target: str, body: bytes) -> None:
-        parts = urlsplit(target)
-        path = _VERSION.sub("", unquote(parts.path))
-        if (method, path) in (("GET", "/_ping"), ("HEAD", "/_ping"), ("GET", "/version")):
-            return
-        if method == "GET" and path.startswith("/images/") and path.endswith("/json") and path != "/images/json":
-            return
-        if method == "GET" and path == "/containers/json":
-            filters = json.loads(parse_qs(parts.query).get("filters", ["{}"])[0])
-            if not any(str(label).startswith(f"{LABEL}=") for label in filters.get("label", [])):
-                raise Denied("listing containers needs a filter on the sandbox label")
-            return
-        if method == "POST" and path == "/containers/create":
-            self.check_create(json.loads(body or b"{}"))
-            return
-        match = _CONTAINER_ACTION.match(path)
-        allowed = {None: "DELETE", "start": "POST", "attach": "POST", "json": "GET", "wait": "POST", "kill": "POST"}
-        if match and match.group(2) in allowed and method == allowed[match.group(2)]:
-            if await self._is_sandbox(match.group(1)):
-                return
-            raise Denied(f"{method} {path}: not a sandbox container")
-        raise Denied(f"{method} {path}")
-
-    def check_create(self, spec: dict[str, Any]) -> None:
-        host = spec.get("HostConfig") or {}
-        problems = []
-        if spec.get("Image") != self.image:
-            problems.append(f"image must be {self.image}")
-        if (spec.get("Labels") or {}).get(LABEL) != "1":
-            problems.append("the sandbox label is missing")
-        if str(spec.get("User", "")).split(":")[0] in ("", "0", "root"):
-            problems.append("the user must not be root")
-        if host.get("NetworkMode") != "none":
-            problems.append("network must be none")
-        if not host.get("ReadonlyRootfs"):
-            problems.append("the root file system must be read-only")
-        if host.get("Privileged"):
-            problems.append("privileged is not allowed")
-        if "ALL" not in (host.get("CapDrop") or []) or host.get("CapAdd"):
-            problems.append("every capability must be dropped")
-        if "no-new-privileges" not in (host.get("SecurityOpt") or []):
-            problems.append("no-new-privileges is required")
-        if host.get("Binds") or host.get("Mounts") or host.get("Devices") or host.get("VolumesFrom"):
-            problems.append("mounts and devices are not allowed")
-        if any(host.get(key) == "host" for key in ("PidMode", "IpcMode", "UTSMode", "UsernsMode", "CgroupnsMode")):
-            problems.append("host namespaces are not allowed")
-        if not host.get("Memory") or not host.get("PidsLimit"):
-            problems.append("memory and pids limits are required")
-        if problems:
-            raise Denied("container create: " + "; ".join(problems))
-
-    async def _is_sandbox(self, container: str) -> bool:
-        reader, writer = await asyncio.open_unix_connection(self.socket_path)
-        try:
-            writer.write(f"GET /containers/{container}/json HTTP/1.1\r\nHost: docker\r\nConnection: close\r\n\r\n".encode())
-            await writer.drain()
-            response = await reader.read()
-        finally:
-            writer.close()
-        head, _, payload = response.partition(b"\r\n\r\n")
-        if b" 200 " not in head.split(b"\r\n", 1)[0]:
-            return False
-        if b"transfer-encoding: chunked" in head.lower():
-            payload = _unchunk(payload)
-        labels = (json.loads(payload).get("Config") or {}).get("Labels") or {}
-        return labels.get(LABEL) == "1"
+    async with anyio.create_task_group() as group:
+        group.start_soon(pump, client, docker, client_early)
+        group.start_soon(pump, docker, client, docker_early)
 
 
-def _parse_head(head: bytes) -> tuple[str, str, dict[str, str]]:
-    lines = head.decode("latin-1").split("\r\n")
-    method, target, _ = lines[0].split(" ", 2)
-    headers = {}
-    for line in lines[1:]:
-        if ":" in line:
-            name, value = line.split(":", 1)
-            headers[name.strip().lower()] = value.strip()
-    return method, target, headers
-
-
-def _rewrite_head(head: bytes, headers: dict[str, str]) -> bytes:
-    """One request per connection: ask Docker to close after its answer, unless this is attach's upgrade."""
-    if "upgrade" in headers:
-        return head
-    lines = [line for line in head.split(b"\r\n")[:-2] if not line.lower().startswith(b"connection:")]
-    return b"\r\n".join(lines + [b"Connection: close", b"", b""])
-
-
-def _unchunk(data: bytes) -> bytes:
-    out = bytearray()
-    while data:
-        size_line, _, rest = data.partition(b"\r\n")
-        size = int(size_line.split(b";")[0], 16)
-        if size == 0:
-            break
-        out += rest[:size]
-        data = rest[size + 2 :]
-    return bytes(out)
-
-
-async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-    try:
-        while chunk := await reader.read(65536):
-            writer.write(chunk)
-            await writer.drain()
-    except ConnectionError:
-        pass
-    finally:
-        if writer.can_write_eof():
-            try:
-                writer.write_eof()
-            except OSError:
-                pass
-
-
-async def serve(listen: str, socket_path: str, image: str) -> None:
+async def serve(listen: str, socket_path: str, limits: Limits) -> None:
     host, port = listen.rsplit(":", 1)
-    proxy = Proxy(socket_path, image)
-    server = await asyncio.start_server(proxy.handle, host, int(port), limit=MAX_HEAD)
-    log.info("docker socket proxy on %s for image %s", listen, image)
-    async with server:
-        await server.serve_forever()
+    proxy = Proxy(socket_path, limits)
+    listener = await anyio.create_tcp_listener(local_host=host, local_port=int(port))
+    log.info("docker socket proxy on %s for image %s", listen, limits.image)
+    await listener.serve(proxy.handle)
 
 
 def main() -> None:
@@ -203,9 +224,12 @@ def main() -> None:
     parser.add_argument("--listen", default="0.0.0.0:2375")
     parser.add_argument("--socket", default="/var/run/docker.sock")
     parser.add_argument("--image", required=True, help="the only image containers may be created from")
+    parser.add_argument("--max-memory", type=int, default=Limits.max_memory, help="bytes a container may ask for")
+    parser.add_argument("--max-pids", type=int, default=Limits.max_pids)
     args = parser.parse_args()
     logging.basicConfig(level="INFO", format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    asyncio.run(serve(args.listen, args.socket, args.image))
+    limits = Limits(args.image, max_memory=args.max_memory, max_pids=args.max_pids)
+    anyio.run(serve, args.listen, args.socket, limits)
 
 
 if __name__ == "__main__":
