@@ -17,6 +17,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from . import harmony
+from .harmony import PromptRenderer
 from .config import GatewayConfig
 from .engine import EngineClient
 from .errors import APIError, handle_api_error, handle_unexpected
@@ -100,6 +101,7 @@ def create_app(config: GatewayConfig, drain: Drain | None = None) -> Starlette:
         harmony.encoding()  # load the vocabulary before the first request, not during it
         engine = EngineClient(config.engine)
         store = ResponseStore(config.storage.path)
+        renderer = PromptRenderer()
         async with anyio.create_task_group() as tasks:
             sandbox = await _start_sandbox(config, tasks)
             mcp = MCPServers(config)
@@ -107,7 +109,8 @@ def create_app(config: GatewayConfig, drain: Drain | None = None) -> Starlette:
             drain.bind()
             app_metrics.watch(sandbox and (lambda: sandbox.live_sessions), mcp.health)
             app.state.services = Services(
-                config=config, engine=engine, store=store, drain=drain, metrics=app_metrics, sandbox=sandbox, mcp=mcp
+                config=config, engine=engine, store=store, drain=drain, metrics=app_metrics, renderer=renderer,
+                sandbox=sandbox, mcp=mcp,
             )
             log.info("gateway ready; engine at %s", config.engine.url)
             try:
@@ -117,6 +120,7 @@ def create_app(config: GatewayConfig, drain: Drain | None = None) -> Starlette:
                 if sandbox is not None:
                     await sandbox.close()
                 await engine.aclose()
+                renderer.close()
                 store.close()
                 tasks.cancel_scope.cancel()
 

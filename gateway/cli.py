@@ -49,6 +49,7 @@ def _serve(config: GatewayConfig, host: str | None, port: int | None) -> int:
     import uvicorn
 
     from .app import create_app
+    from .http_protocol import with_header_timeout
     from .logs import configure_logging
     from .shutdown import Drain
 
@@ -67,6 +68,8 @@ def _serve(config: GatewayConfig, host: str | None, port: int | None) -> int:
         log_config=None,  # ours, set above
         access_log=False,  # the gateway's middleware logs requests, with their ids
         timeout_graceful_shutdown=int(config.server.shutdown_grace_s) + 5,
+        http=with_header_timeout(config.server.header_timeout_s),
+        h11_max_incomplete_event_size=64 * 1024,  # a request head larger than this is a 400
     )
     Server(uvicorn_config).run()
     return 0

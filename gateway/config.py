@@ -10,6 +10,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from .body import BodyLimits
 from .errors import param_path
 
 
@@ -38,6 +39,15 @@ class ServerConfig(_Section):
     port: int = Field(8080, ge=0, le=65535)
     # On SIGTERM: stop accepting, let running responses finish this long, then end them with response.failed.
     shutdown_grace_s: float = Field(30.0, ge=0)
+    # Bounds on what a client can make the gateway hold or compute before it answers.
+    max_body_bytes: int = Field(8 * 1024 * 1024, gt=0, description="Larger request bodies get a 413")
+    max_input_chars: int = Field(1_000_000, gt=0, description="Characters of text one request may carry")
+    max_unbroken_chars: int = Field(4096, ge=256, description="Longest run the tokenizer gets in one piece")
+    header_timeout_s: float = Field(10.0, gt=0, description="A request's head must arrive within this")
+    body_timeout_s: float = Field(30.0, gt=0, description="A request's body must arrive within this")
+
+    def body_limits(self) -> "BodyLimits":
+        return BodyLimits(self.max_body_bytes, self.max_input_chars, self.max_unbroken_chars, self.body_timeout_s)
 
 
 class AuthConfig(_Section):

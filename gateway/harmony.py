@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import datetime
 import functools
 import json
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
+from typing import Any
 
 from openai_harmony import (
     Conversation,
@@ -19,6 +24,7 @@ from openai_harmony import (
 )
 from openai_harmony import ReasoningEffort, ToolDescription, ToolNamespaceConfig
 
+from .errors import APIError
 from .vocab import ensure_vocabulary
 
 # Special tokens of the gpt-oss vocabulary (checked against the encoding in tests).
@@ -94,13 +100,68 @@ def render_prompt(preamble: Preamble, dialog: list[Message]) -> list[int]:
     Harmony's renderer drops the analysis of turns that ended in a final answer and keeps the chain of
     thought of the turn in progress.
     """
-    conversation = Conversation.from_messages(preamble.messages() + dialog)
-    return encoding().render_conversation_for_completion(conversation, Role.ASSISTANT)
+    return _render(preamble.messages() + dialog)
+
+
+# Prompts with more text than this are tokenised in the renderer's process (see PromptRenderer).
+INLINE_RENDER_CHARS = 16 * 1024
+
+
+class PromptRenderer:
+    """Renders prompts to token ids without holding up the event loop.
+
+    openai-harmony's tokenizer holds the GIL, and byte-pair encoding is quadratic in the length of an
+    unbroken piece of text, so a large prompt rendered on the event loop (or in a thread) stalls every
+    other request. Small prompts, the common case, are rendered inline; larger ones in a separate process
+    that loaded the vocabulary once.
+    """
+
+    def __init__(self) -> None:
+        self._pool: ProcessPoolExecutor | None = None
+
+    def _executor(self) -> ProcessPoolExecutor:
+        if self._pool is None:
+            context = multiprocessing.get_context("spawn")
+            self._pool = ProcessPoolExecutor(max_workers=1, mp_context=context, initializer=encoding)
+        return self._pool
+
+    async def render(self, preamble: Preamble, dialog: list[Message]) -> list[int]:
+        messages = preamble.messages() + dialog
+        if _text_size(messages) <= INLINE_RENDER_CHARS:
+            return _render(messages)
+        payload = [message.to_dict() for message in messages]
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self._executor(), _render_dicts, payload)
+        except BrokenProcessPool:  # the tokenizer crashed on this prompt: a new process for the next one
+            self._pool = None
+            raise APIError(400, "The conversation could not be tokenised.", param="input", code="invalid_value") from None
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
+
+
+def _text_size(messages: list[Message]) -> int:
+    size = 0
+    for message in messages:
+        for part in message.content:
+            size += len(getattr(part, "text", None) or getattr(part, "instructions", None) or "")
+    return size
+
+
+def _render(messages: list[Message]) -> list[int]:
+    return encoding().render_conversation_for_completion(Conversation.from_messages(messages), Role.ASSISTANT)
+
+
+def _render_dicts(messages: list[dict[str, Any]]) -> list[int]:
+    return _render([Message.from_dict(message) for message in messages])
 
 
 __all__ = [
     "Message",
     "Preamble",
+    "PromptRenderer",
     "Role",
     "ToolDescription",
     "ToolNamespaceConfig",

@@ -74,3 +74,96 @@ def test_bad_input_items_query(gateway):
     url = f"{gateway.url}/v1/responses/{created['id']}/input_items"
     assert_error(httpx.get(url, params={"limit": "lots"}), 400, "limit")
     assert_error(httpx.get(url, params={"order": "sideways"}), 400, "order")
+
+
+# -- hostile bodies: bounded, strictly parsed, never a 500 ------------------------------------------------
+
+
+@pytest.mark.parametrize("path", ["/v1/responses", "/v1/chat/completions"])
+def test_a_lone_surrogate_is_a_400(gateway, path: str) -> None:
+    body = b'{"model": "m", "input": "a\\ud800b", "messages": [{"role": "user", "content": "a\\ud800b"}]}'
+    response = httpx.post(gateway.url + path, content=body, headers={"content-type": "application/json"})
+    error = assert_error(response, 400, None)
+    assert error["code"] == "invalid_json"
+
+
+def test_deep_nesting_is_a_400(gateway) -> None:
+    depth = 100_000
+    raw = b'{"input": ' + b"[" * depth + b"]" * depth + b"}"
+    assert assert_error(post(gateway, None, raw), 400, None)["code"] == "invalid_json"
+
+
+def test_a_huge_body_is_refused_while_it_is_read(gateway) -> None:
+    declared = httpx.post(gateway.url + "/v1/responses", content=b"x" * (50 * 1024 * 1024), headers={"content-type": "application/json"})
+    assert assert_error(declared, 413, None)["code"] == "request_too_large"
+
+    def chunks():  # no Content-Length: the limit holds while the body streams in
+        for _ in range(50):
+            yield b" " * (1024 * 1024)
+
+    streamed = httpx.post(gateway.url + "/v1/responses", content=chunks(), headers={"content-type": "application/json"})
+    assert assert_error(streamed, 413, None)["code"] == "request_too_large"
+
+
+def test_a_body_that_is_not_json_is_a_415(gateway) -> None:
+    response = httpx.post(gateway.url + "/v1/responses", content=b'{"input": "hi"}', headers={"content-type": "text/plain"})
+    assert assert_error(response, 415, None)["code"] == "unsupported_media_type"
+
+
+def test_text_that_would_stall_the_tokenizer_is_refused(gateway) -> None:
+    import time
+
+    started = time.monotonic()
+    unbroken = post(gateway, {"model": "m", "input": "a" * 100_000})
+    assert assert_error(unbroken, 400, "input")["code"] == "input_too_large"
+    too_much = post(gateway, {"model": "m", "input": "word " * 250_000})
+    assert assert_error(too_much, 400, "input")["code"] == "input_too_large"
+    assert time.monotonic() - started < 5
+
+
+def test_a_large_prompt_does_not_stall_other_requests(gateway) -> None:
+    """Tokenising ~1M characters takes seconds; /health must keep answering meanwhile."""
+    import threading
+    import time
+
+    text = " ".join(["a" * 4000] * 240)
+    latencies: list[float] = []
+    done = threading.Event()
+
+    def poll() -> None:
+        with httpx.Client() as client:
+            while not done.is_set():
+                started = time.monotonic()
+                client.get(gateway.url + "/health")
+                latencies.append(time.monotonic() - started)
+                time.sleep(0.02)
+
+    poller = threading.Thread(target=poll)
+    poller.start()
+    try:
+        started = time.monotonic()
+        response = httpx.post(gateway.url + "/v1/responses", json={"model": "m", "input": text, "max_output_tokens": 5}, timeout=60)
+        elapsed = time.monotonic() - started
+    finally:
+        done.set()
+        poller.join()
+    assert response.status_code in (200, 400), response.text
+    assert elapsed > 0.5, "the prompt was too small to show a stall"
+    assert max(latencies) < 0.3, f"/health waited {max(latencies):.2f} s while the prompt was tokenised"
+
+
+def test_request_heads_must_arrive_in_time(make_gateway, emulator) -> None:
+    import socket
+    import time
+
+    gateway = make_gateway(emulator.url, server={"header_timeout_s": 1})
+    sockets = [socket.create_connection(("127.0.0.1", gateway.port)) for _ in range(30)]
+    for index, sock in enumerate(sockets):
+        if index % 2:  # half send part of a head, half nothing at all
+            sock.sendall(b"POST /v1/responses HTTP/1.1\r\nHost: x\r\n")
+    time.sleep(2.5)
+    for sock in sockets:
+        sock.settimeout(2)
+        assert sock.recv(100) == b"", "the gateway kept a connection whose head never arrived"
+        sock.close()
+    assert httpx.get(gateway.url + "/health").status_code == 200

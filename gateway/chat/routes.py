@@ -29,7 +29,7 @@ _DONE = b"data: [DONE]\n\n"
 async def create_chat_completion(request: Request) -> Response:
     services: Services = request.app.state.services
     refuse_while_draining(services)
-    body = await parse_body(request, ChatRequest)
+    body = await parse_body(request, ChatRequest, services.config.server.body_limits())
     run = ResponseRun(services, body.to_responses())
     await run.prepare()
     completion_id = f"chatcmpl-{secrets.token_hex(12)}"

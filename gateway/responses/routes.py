@@ -19,7 +19,7 @@ from .run import ResponseRun, Services, sse_frame
 async def create_response(request: Request) -> Response:
     services: Services = request.app.state.services
     refuse_while_draining(services)
-    body = await parse_body(request, ResponsesRequest)
+    body = await parse_body(request, ResponsesRequest, services.config.server.body_limits())
     run = ResponseRun(services, body)
     await run.prepare()
     if body.stream:

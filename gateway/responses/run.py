@@ -19,7 +19,7 @@ import anyio
 from ..config import GatewayConfig
 from ..engine import EngineClient, EngineStream, Sampling
 from ..errors import APIError, bad_request
-from ..harmony import Preamble, ToolDescription, encoding, render_prompt
+from ..harmony import Preamble, PromptRenderer, ToolDescription, encoding
 from ..parser import HarmonyStreamParser, MalformedHarmony, MessageFinished, MessageStarted, TextDelta
 from ..metrics import Metrics
 from ..shutdown import Drain
@@ -40,6 +40,7 @@ class Services:
     store: ResponseStore
     drain: Drain
     metrics: Metrics
+    renderer: PromptRenderer
     sandbox: SandboxManager | None = None
     mcp: MCPServers | None = None
 
@@ -93,7 +94,7 @@ class ResponseRun:
 
     async def _open_stream(self) -> EngineStream:
         self._turns += 1
-        prompt = render_prompt(self.preamble, self.dialog.messages)
+        prompt = await self.services.renderer.render(self.preamble, self.dialog.messages)
         # Harmony cannot force a tool call, but the prompt is ours: on the first turn, `tool_choice`
         # `required` or a named function starts the assistant's message with the call's header.
         self._prefill = self._forced_call_header() if self._turns == 1 else []
