@@ -40,10 +40,10 @@ async def measure(image: str, runs: int) -> None:
             await anyio.sleep(0.05)
 
         warm = []
-        await manager.execute("warm", "print(1)", resumed=False)
+        await manager.execute("warm", "print(1)", resumed=False, tenant="bench")
         for _ in range(runs):
             started = time.perf_counter()
-            result = await manager.execute("warm", "print(1)", resumed=True)
+            result = await manager.execute("warm", "print(1)", resumed=True, tenant="bench")
             warm.append(time.perf_counter() - started)
             assert result.output == "1\n", result
 
@@ -52,7 +52,7 @@ async def measure(image: str, runs: int) -> None:
             while len(manager.pooled) < config.pool_size:  # a new conversation arrives to a full pool
                 await anyio.sleep(0.01)
             started = time.perf_counter()
-            result = await manager.execute(f"new-{number}", "print(1)", resumed=False)
+            result = await manager.execute(f"new-{number}", "print(1)", resumed=False, tenant=f"bench-{number}")
             fresh.append(time.perf_counter() - started)
             assert result.output == "1\n", result
         await manager.close()

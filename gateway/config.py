@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 from pathlib import Path
@@ -50,25 +51,42 @@ class ServerConfig(_Section):
         return BodyLimits(self.max_body_bytes, self.max_input_chars, self.max_unbroken_chars, self.body_timeout_s)
 
 
-class AuthConfig(_Section):
-    """Bearer keys clients must present; none configured means the gateway is open."""
+class ApiKey(_Section):
+    """A bearer key and the tenant it acts for; keys of one tenant share its responses and sandboxes."""
 
-    api_keys: list[str] = []
+    key: str = Field(min_length=1)
+    tenant: str | None = Field(None, pattern=r"^[A-Za-z0-9_.:-]{1,64}$")
+
+    def tenant_id(self) -> str:
+        """The tenant; a key that names none is a tenant of its own (named by a digest, never the key)."""
+        return self.tenant or "key-" + hashlib.sha256(self.key.encode()).hexdigest()[:16]
+
+
+OPEN_TENANT = "default"  # every request's tenant when no keys are configured
+
+
+class AuthConfig(_Section):
+    """Bearer keys clients must present; none configured means the gateway is open (one tenant)."""
+
+    api_keys: list[ApiKey] = []
     metrics_need_key: bool = False  # /health and /ready are always open
 
     @field_validator("api_keys", mode="before")
     @classmethod
     def _from_environment(cls, value: Any) -> Any:
-        """`api_keys: ${KEYS}` with KEYS="k1,k2": a comma-separated string; empty or unset means none."""
+        """`api_keys: ${KEYS}` with KEYS="k1,k2": a comma-separated string; empty or unset means none.
+        Each entry is a key, or `{key, tenant}`."""
         if value is None:
             return []
         if isinstance(value, str):
-            return [key.strip() for key in value.split(",") if key.strip()]
+            value = [key.strip() for key in value.split(",") if key.strip()]
+        if isinstance(value, list):
+            return [{"key": entry} if isinstance(entry, str) else entry for entry in value]
         return value
 
     @model_validator(mode="after")
     def _no_empty_keys(self) -> "AuthConfig":
-        if any(not key.strip() for key in self.api_keys):
+        if any(not entry.key.strip() for entry in self.api_keys):
             raise ValueError("api_keys must not be empty strings")
         return self
 
@@ -101,6 +119,7 @@ class SandboxConfig(_Section):
     pool_size: int = Field(2, ge=0, description="Started sessions kept ready")
     idle_ttl_s: float = Field(900.0, gt=0)
     max_sessions: int = Field(32, gt=0)
+    max_sessions_per_tenant: int = Field(8, gt=0, description="Live sessions one tenant may hold")
     max_output_bytes: int = Field(16384, ge=1024, description="Past this, output is cut around a marker")
     local_python: str | None = Field(None, description="Interpreter of the local backend; default the system python3")
     # Labels this gateway's containers so that a restart removes its own orphans and nobody else's.

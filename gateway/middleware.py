@@ -14,7 +14,7 @@ from contextvars import ContextVar
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from .config import AuthConfig
+from .config import OPEN_TENANT, AuthConfig
 from .errors import APIError
 from .metrics import Metrics, endpoint_label
 
@@ -28,7 +28,7 @@ _OPEN_PATHS = {"/health", "/ready"}
 class GatewayMiddleware:
     def __init__(self, app: ASGIApp, auth: AuthConfig, metrics: Metrics, log_access: bool) -> None:
         self.app = app
-        self.keys = [key.encode() for key in auth.api_keys]
+        self.keys = [(entry.key.encode(), entry.tenant_id()) for entry in auth.api_keys]
         self.open_paths = _OPEN_PATHS if auth.metrics_need_key else _OPEN_PATHS | {"/metrics"}
         self.metrics = metrics
         self.log_access = log_access
@@ -50,10 +50,11 @@ class GatewayMiddleware:
             await send(message)
 
         try:
-            refusal = self._refusal(scope)
-            if refusal is not None:
-                await refusal.response()(scope, receive, send_with_id)
+            tenant = self._tenant(scope)
+            if isinstance(tenant, APIError):
+                await tenant.response()(scope, receive, send_with_id)
             else:
+                scope.setdefault("state", {})["tenant"] = tenant
                 await self.app(scope, receive, send_with_id)
         finally:
             path = scope["path"]
@@ -64,10 +65,11 @@ class GatewayMiddleware:
                 )
             request_id_var.reset(token)
 
-    def _refusal(self, scope: Scope) -> APIError | None:
-        """401 in OpenAI's shape when keys are configured and the request has none of them."""
+    def _tenant(self, scope: Scope) -> str | APIError:
+        """The tenant of the request's key, or a 401 in OpenAI's shape when keys are configured and the
+        request has none of them."""
         if not self.keys or scope["path"] in self.open_paths:
-            return None
+            return OPEN_TENANT
         header = next((value for name, value in scope["headers"] if name == b"authorization"), None)
         if header is None or not header.lower().startswith(b"bearer "):
             return APIError(
@@ -77,12 +79,13 @@ class GatewayMiddleware:
             )
         presented = header[7:].strip()
         # Every key is compared, in constant time, so timing tells nothing about which one came close.
-        matched = False
-        for key in self.keys:
-            matched |= hmac.compare_digest(presented, key)
-        if not matched:
+        tenant = None
+        for key, key_tenant in self.keys:
+            if hmac.compare_digest(presented, key):
+                tenant = key_tenant
+        if tenant is None:
             return APIError(401, "Incorrect API key provided.", code="invalid_api_key")
-        return None
+        return tenant
 
 
 def _request_id(scope: Scope) -> str:

@@ -22,7 +22,8 @@ CREATE TABLE IF NOT EXISTS responses (
     input_items TEXT NOT NULL,   -- the request's input items, as input_items lists them
     dialog TEXT NOT NULL,        -- Harmony messages after the preamble (openai_harmony Message dicts)
     open_calls TEXT NOT NULL,    -- call_id -> function name of calls still waiting for output
-    state TEXT NOT NULL DEFAULT '{}'  -- the conversation's tool state: sandbox session, MCP listings
+    state TEXT NOT NULL DEFAULT '{}',  -- the conversation's tool state: sandbox session, MCP listings
+    tenant TEXT NOT NULL DEFAULT 'default'  -- whose it is: other tenants never see it
 )
 """
 
@@ -34,6 +35,7 @@ class StoredResponse:
     dialog: list[dict[str, Any]]
     open_calls: dict[str, str]
     state: dict[str, Any]
+    tenant: str
 
 
 class ResponseStore:
@@ -49,6 +51,8 @@ class ResponseStore:
             columns = {row[1] for row in self._db.execute("PRAGMA table_info(responses)")}
             if "state" not in columns:  # a database from before tool state was kept
                 self._db.execute("ALTER TABLE responses ADD COLUMN state TEXT NOT NULL DEFAULT '{}'")
+            if "tenant" not in columns:  # a database from before tenants
+                self._db.execute("ALTER TABLE responses ADD COLUMN tenant TEXT NOT NULL DEFAULT 'default'")
 
     def close(self) -> None:
         with self._lock:
@@ -63,26 +67,28 @@ class ResponseStore:
             json.dumps(record.dialog),
             json.dumps(record.open_calls),
             json.dumps(record.state),
+            record.tenant,
         )
-        await anyio.to_thread.run_sync(self._execute, "INSERT OR REPLACE INTO responses VALUES (?,?,?,?,?,?,?)", row)
+        sql = "INSERT OR REPLACE INTO responses (id, created_at, response, input_items, dialog, open_calls, state, tenant) VALUES (?,?,?,?,?,?,?,?)"
+        await anyio.to_thread.run_sync(self._execute, sql, row)
 
-    async def get(self, response_id: str) -> StoredResponse | None:
+    async def get(self, response_id: str, tenant: str) -> StoredResponse | None:
+        """The tenant's stored response; another tenant's is as absent as one that never existed."""
         rows = await anyio.to_thread.run_sync(
             self._execute,
-            "SELECT response, input_items, dialog, open_calls, state FROM responses WHERE id = ?",
-            (response_id,),
+            "SELECT response, input_items, dialog, open_calls, state FROM responses WHERE id = ? AND tenant = ?",
+            (response_id, tenant),
         )
         if not rows:
             return None
         response, input_items, dialog, open_calls, state = rows[0]
         return StoredResponse(
-            json.loads(response), json.loads(input_items), json.loads(dialog), json.loads(open_calls), json.loads(state)
+            json.loads(response), json.loads(input_items), json.loads(dialog), json.loads(open_calls), json.loads(state), tenant
         )
 
-    async def delete(self, response_id: str) -> bool:
-        return bool(
-            await anyio.to_thread.run_sync(self._execute_count, "DELETE FROM responses WHERE id = ?", (response_id,))
-        )
+    async def delete(self, response_id: str, tenant: str) -> bool:
+        sql = "DELETE FROM responses WHERE id = ? AND tenant = ?"
+        return bool(await anyio.to_thread.run_sync(self._execute_count, sql, (response_id, tenant)))
 
     def _execute(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
         with self._lock:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 import anyio
+import docker.errors
 from anyio.abc import TaskGroup
 
 from gateway.config import SandboxConfig
@@ -26,7 +27,7 @@ log = logging.getLogger("sandbox")
 # Past the timeout, how long the kernel has to stop the code itself before it is killed.
 KILL_GRACE_S = 3.0
 
-__all__ = ["Execution", "SandboxFull", "SandboxManager", "SandboxUnavailable"]
+__all__ = ["BACKEND_ERRORS", "Execution", "SandboxFull", "SandboxManager", "SandboxUnavailable", "SessionNotFound"]
 
 
 class Kernel(Protocol):
@@ -49,7 +50,15 @@ class Backend(Protocol):
 
 
 class SandboxFull(Exception):
-    """max_sessions live sessions already: a new one cannot start."""
+    """The cap on live sessions (in all, or the tenant's) is reached and every session is busy."""
+
+
+class SessionNotFound(Exception):
+    """No live session of this tenant has that container id (another tenant's is not found either)."""
+
+
+# What a backend raises when it cannot start or reach a kernel: the call fails, the response goes on.
+BACKEND_ERRORS = (SandboxUnavailable, KernelDied, OSError, TimeoutError, docker.errors.DockerException)
 
 
 @dataclass
@@ -62,9 +71,16 @@ class Execution:
 
 @dataclass
 class _Session:
-    kernel: Kernel
+    kernel: Kernel | None  # None while the kernel is being started
+    tenant: str
     last_used: float
     lock: anyio.Lock = field(default_factory=anyio.Lock)
+    ready: anyio.Event = field(default_factory=anyio.Event)  # set once started, or once starting failed
+    ended: bool = False  # evicted or reaped: a caller holding it must start a new session
+
+    @property
+    def idle(self) -> bool:
+        return self.kernel is not None and not self.lock.locked()
 
 
 class SandboxManager:
@@ -76,6 +92,7 @@ class SandboxManager:
         self._filling = 0
         self._refill = anyio.Event()
         self._closed = False
+        self._tasks: TaskGroup | None = None
 
     @property
     def live_sessions(self) -> int:
@@ -86,8 +103,9 @@ class SandboxManager:
         """Kernels started and waiting for a new session."""
         return len(self._pool)
 
-    def has_session(self, container_id: str) -> bool:
-        return container_id in self._sessions
+    def has_session(self, container_id: str, tenant: str) -> bool:
+        session = self._sessions.get(container_id)
+        return session is not None and session.tenant == tenant
 
     async def start(self, tasks: TaskGroup) -> None:
         """Check the backend (raises SandboxUnavailable), then keep the pool full and reap idle sessions."""
@@ -98,25 +116,33 @@ class SandboxManager:
             self.backend.isolation, config.memory, config.cpus, config.pids, config.timeout_s, config.pool_size,
         )
         self._refill.set()
+        self._tasks = tasks
         tasks.start_soon(self._keep_pool_full)
         tasks.start_soon(self._reap_idle)
 
-    async def execute(self, container_id: str, code: str, resumed: bool) -> Execution:
-        """Run code in the session named `container_id`, starting the session if it is not live.
+    async def execute(self, container_id: str, code: str, resumed: bool, tenant: str) -> Execution:
+        """Run code in the tenant's session named `container_id`, starting the session if it is not live.
 
         `resumed`: the conversation already ran code in this session, so a session that has to be
-        started anew (it expired, or the gateway restarted) means that its state was lost.
+        started anew (it expired, was evicted, or the gateway restarted) means that its state was lost.
         """
-        session = self._sessions.get(container_id)
-        started = session is None
-        if session is None:
-            session = await self._new_session(container_id)
-        async with session.lock:
-            result = await self._run(container_id, session, code)
-            session.last_used = time.monotonic()
-        if started and resumed:
-            result.state_lost = True
-        return result
+        while True:
+            session = self._sessions.get(container_id)
+            if session is not None and session.tenant != tenant:
+                raise SessionNotFound(container_id)
+            started = session is None
+            if session is None:
+                session = await self._new_session(container_id, tenant)
+            else:
+                await session.ready.wait()  # another call of the conversation may be starting it
+            async with session.lock:
+                if session.ended or session.kernel is None:
+                    continue  # evicted or reaped while we waited, or its start failed: start anew
+                result = await self._run(container_id, session, code)
+                session.last_used = time.monotonic()
+            if started and resumed:
+                result.state_lost = True
+            return result
 
     async def _run(self, container_id: str, session: _Session, code: str) -> Execution:
         timeout = self.config.timeout_s
@@ -137,20 +163,45 @@ class SandboxManager:
         await old.destroy()
         return Execution("restarted", f"{reason}.", state_lost=True)
 
-    async def _new_session(self, container_id: str) -> _Session:
-        if len(self._sessions) >= self.config.max_sessions:
-            raise SandboxFull(
-                f"the sandbox has reached its limit of {self.config.max_sessions} live sessions; try again later"
-            )
-        # Reserve the slot before waiting for a kernel, so concurrent starts respect the cap.
-        placeholder = _Session(kernel=None, last_used=time.monotonic())  # type: ignore[arg-type]
-        self._sessions[container_id] = placeholder
+    async def _new_session(self, container_id: str, tenant: str) -> _Session:
+        self._make_room(tenant)
+        # Registered before waiting for a kernel, so concurrent starts respect the caps and a second
+        # call of the same conversation waits for this one instead of starting its own.
+        session = _Session(kernel=None, tenant=tenant, last_used=time.monotonic())
+        self._sessions[container_id] = session
         try:
-            placeholder.kernel = await self._take_kernel()
+            session.kernel = await self._take_kernel()
         except BaseException:
             del self._sessions[container_id]
             raise
-        return placeholder
+        finally:
+            session.ready.set()
+        return session
+
+    def _make_room(self, tenant: str) -> None:
+        """Below both caps, evicting least recently used idle sessions (the tenant's own first) if needed."""
+        config = self.config
+        while True:
+            mine = [(cid, s) for cid, s in self._sessions.items() if s.tenant == tenant]
+            if len(mine) >= config.max_sessions_per_tenant:
+                candidates, limit = mine, f"this tenant's limit of {config.max_sessions_per_tenant}"
+            elif len(self._sessions) >= config.max_sessions:
+                candidates, limit = list(self._sessions.items()), f"its limit of {config.max_sessions}"
+            else:
+                return
+            idle = [(s.last_used, cid) for cid, s in candidates if s.idle]
+            if not idle:
+                raise SandboxFull(f"the sandbox has reached {limit} live sessions, all busy; try again later")
+            _, victim = min(idle)
+            log.info("sandbox session %s evicted (least recently used) to make room", victim)
+            self._end(victim)
+
+    def _end(self, container_id: str) -> None:
+        session = self._sessions.pop(container_id)
+        session.ended = True
+        if session.kernel is not None:
+            assert self._tasks is not None, "start() first"
+            self._tasks.start_soon(session.kernel.destroy)
 
     async def _take_kernel(self) -> Kernel:
         self._refill.set()
@@ -181,10 +232,9 @@ class SandboxManager:
             await anyio.sleep(interval)
             deadline = time.monotonic() - ttl
             for container_id, session in list(self._sessions.items()):
-                if session.last_used < deadline and not session.lock.locked() and session.kernel is not None:
-                    del self._sessions[container_id]
+                if session.last_used < deadline and session.idle:
                     log.info("sandbox session %s ended after %g s idle", container_id, ttl)
-                    await session.kernel.destroy()
+                    self._end(container_id)
 
     async def close(self) -> None:
         """Remove every kernel: the pool's, the sessions', and (docker) anything else of this instance."""

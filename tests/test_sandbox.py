@@ -303,20 +303,35 @@ def test_sessions_expire_and_the_model_is_told(make_gateway: Any, emulator: Proc
     assert STATE_LOST in logs(call) and "NameError" in logs(call)
 
 
-def test_live_session_cap(make_gateway: Any, emulator: Process, sandbox_image: str) -> None:
+def test_live_session_cap_evicts_the_least_recently_used_idle_session(make_gateway: Any, emulator: Process, sandbox_image: str) -> None:
     instance = f"test-{os.getpid()}-cap"
+    gateway = make_gateway(emulator.url, sandbox=sandbox_section("docker", instance, max_sessions=2, pool_size=0))
+    first, _ = run(gateway, "[[python v = 1]]")
+    second, _ = run(gateway, "[[python v = 2]]")
+    third, _ = run(gateway, "[[python v = 3]]")  # the cap is reached: the first (least recently used) goes
+    assert calls(third)[0]["status"] == "completed"
+    assert len(sandbox_containers(instance)) <= 2
+    kept, _ = run(gateway, "[[python v]]", previous_response_id=second["id"])
+    assert logs(calls(kept)[0]) == "2"
+    evicted, _ = run(gateway, "[[python v]]", previous_response_id=first["id"])
+    assert STATE_LOST in logs(calls(evicted)[0]) and "NameError" in logs(calls(evicted)[0])
+
+
+def test_busy_sessions_are_not_evicted(make_gateway: Any, emulator: Process, sandbox_image: str) -> None:
+    instance = f"test-{os.getpid()}-busy"
     gateway = make_gateway(emulator.url, sandbox=sandbox_section("docker", instance, max_sessions=1, pool_size=0))
-    first, _ = run(gateway, "[[python 1]]")
-    assert calls(first)[0]["status"] == "completed"
+    busy = threading.Thread(target=run, args=(gateway, "[[python import time; time.sleep(2.5)]]"))
+    busy.start()
+    deadline = time.monotonic() + 10
+    while not sandbox_containers(instance) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.5)
     second, _ = run(gateway, "[[python 2]]")
-    assert second["status"] == "completed"
+    busy.join()
     (refused,) = calls(second)
     assert refused["status"] == "failed"
-    assert "limit of 1 live sessions" in logs(refused)
-    assert "limit of 1 live sessions" in final_text(second)  # the model was told too
-    # The first conversation's session still works.
-    again, _ = run(gateway, "[[python 3]]", previous_response_id=first["id"])
-    assert logs(calls(again)[0]) == "3"
+    assert "limit of 1 live sessions, all busy" in logs(refused)
+    assert "all busy" in final_text(second)  # the model was told too
 
 
 def test_warm_pool_orphans_and_shutdown(make_gateway: Any, emulator: Process, sandbox_image: str) -> None:

@@ -45,7 +45,7 @@ def test_the_sandbox_works_through_the_proxy(proxy: str, sandbox_image: str, mon
         async with anyio.create_task_group() as tasks:
             await manager.start(tasks)
             for code in ["pow(123, 456, 1000000007)", "x = 5", "x * 2"]:
-                outputs.append((await manager.execute("session", code, resumed=False)).output)
+                outputs.append((await manager.execute("session", code, resumed=False, tenant="t")).output)
             await manager.close()
             tasks.cancel_scope.cancel()
         return outputs

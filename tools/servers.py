@@ -97,7 +97,7 @@ class MCPServers:
     def health(self) -> dict[str, bool]:
         return {label: connection.connected for label, connection in self.connections.items()}
 
-    async def enable(self, tool: Any, index: int) -> EnabledServer:
+    async def enable(self, tool: Any, index: int, tenant: str) -> EnabledServer:
         """The server a request's mcp tool names, connected (or known to be unavailable)."""
         param = f"tools[{index}]"
         if tool.server_url is None:
@@ -113,14 +113,14 @@ class MCPServers:
                 allowed = set(server.allowed_tools) if allowed is None else allowed & set(server.allowed_tools)
             rules = [server.require_approval, tool.require_approval]
         else:
-            connection = self._request_server(tool, param)
+            connection = self._request_server(tool, param, tenant)
             allowed = tool.allowed_names()
             # As in OpenAI's API, a request's own server asks for approval unless told otherwise.
             rules = [tool.require_approval if tool.require_approval is not None else "always"]
         await connection.wait_attempt(self.config.mcp.connect_wait_s)
         return EnabledServer(tool.server_label, connection, allowed, rules, tool.server_description)
 
-    def _request_server(self, tool: Any, param: str) -> MCPConnection:
+    def _request_server(self, tool: Any, param: str, tenant: str) -> MCPConnection:
         url: str = tool.server_url
         if tool.server_label in self.configured:
             raise ServerRefused(f"server_label '{tool.server_label}' is a configured server's.", f"{param}.server_label")
@@ -133,8 +133,8 @@ class MCPServers:
         headers = dict(tool.headers or {})
         if tool.authorization:
             headers["Authorization"] = f"Bearer {tool.authorization}"
-        # Sessions are shared by requests with the same label, URL and credentials, and only by those.
-        key = hashlib.sha256(repr((tool.server_label, url, sorted(headers.items()))).encode()).hexdigest()
+        # Sessions are shared by one tenant's requests with the same label, URL and credentials, and only by those.
+        key = hashlib.sha256(repr((tenant, tool.server_label, url, sorted(headers.items()))).encode()).hexdigest()
         entry = self._requested.get(key)
         if entry is None:
             transport = "sse" if url.rstrip("/").endswith("/sse") else "streamable-http"

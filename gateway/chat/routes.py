@@ -18,7 +18,7 @@ from starlette.routing import Route
 
 from ..body import parse_body
 from ..responses.items import Delta, FunctionCallOutput, MessageOutput, ReasoningOutput
-from ..responses.routes import run_until_done_or_disconnect, counted, refuse_while_draining
+from ..responses.routes import counted, refuse_while_draining, run_until_done_or_disconnect, tenant_of
 from ..responses.run import ResponseRun, Services
 from ..sse import EventStream
 from .request import ChatRequest
@@ -30,7 +30,7 @@ async def create_chat_completion(request: Request) -> Response:
     services: Services = request.app.state.services
     refuse_while_draining(services)
     body = await parse_body(request, ChatRequest, services.config.server.body_limits())
-    run = ResponseRun(services, body.to_responses())
+    run = ResponseRun(services, body.to_responses(), tenant_of(request))
     await run.prepare()
     completion_id = f"chatcmpl-{secrets.token_hex(12)}"
     if body.stream:

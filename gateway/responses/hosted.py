@@ -52,9 +52,10 @@ class ToolCall:
 
 
 class HostedTools:
-    def __init__(self, services: Any, request: ResponsesRequest, output: list[OutputItem], events: Events) -> None:
+    def __init__(self, services: Any, request: ResponsesRequest, tenant: str, output: list[OutputItem], events: Events) -> None:
         self.services = services
         self.request = request
+        self.tenant = tenant
         self.output = output
         self.events = events
         self.code_interpreter = next((t for t in request.tools if isinstance(t, CodeInterpreterTool)), None)
@@ -79,7 +80,7 @@ class HostedTools:
             if tool.server_label in self.servers:
                 raise bad_request(f"Two mcp tools are labelled '{tool.server_label}'.", param=f"tools[{index}].server_label")
             try:
-                server = await registry.enable(tool, index)
+                server = await registry.enable(tool, index, self.tenant)
             except ServerRefused as exc:
                 raise bad_request(exc.message, param=exc.param) from None
             self.servers[tool.server_label] = server
@@ -105,7 +106,7 @@ class HostedTools:
                 param=f"tools[{index}].type",
             )
         container = tool.container
-        if isinstance(container, str) and container != self.dialog.container_id and not sandbox.has_session(container):
+        if isinstance(container, str) and container != self.dialog.container_id and not sandbox.has_session(container, self.tenant):
             raise APIError(404, f"Container '{container}' not found.", param=f"tools[{index}].container", code="not_found")
 
     @property
@@ -237,7 +238,7 @@ class HostedTools:
             assert isinstance(item, CodeInterpreterCallOutput)
             sandbox = self.services.sandbox
             resumed = self.dialog.container_id == item.container_id
-            result = await run_code(sandbox, item, resumed)
+            result = await run_code(sandbox, item, resumed, self.tenant)
             self.dialog.container_id = item.container_id
             call.output = result.text
             item.outputs = result.outputs

@@ -6,7 +6,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from sandbox.manager import Execution, SandboxFull, SandboxManager
+from sandbox.manager import BACKEND_ERRORS, Execution, SandboxFull, SandboxManager, SessionNotFound
 
 from .tool_items import CodeInterpreterCallOutput
 
@@ -22,12 +22,14 @@ class PythonResult:
     text: str  # the tool message the model reads
 
 
-async def run_code(sandbox: SandboxManager, item: CodeInterpreterCallOutput, resumed: bool) -> PythonResult:
+async def run_code(sandbox: SandboxManager, item: CodeInterpreterCallOutput, resumed: bool, tenant: str) -> PythonResult:
     try:
-        execution = await sandbox.execute(item.container_id, item.text, resumed)
+        execution = await sandbox.execute(item.container_id, item.text, resumed, tenant)
     except SandboxFull as exc:
         return _failed(f"Error: {exc}.")
-    except Exception as exc:  # the backend could not start a kernel: report it, keep the response alive
+    except SessionNotFound:
+        return _failed(f"Error: container '{item.container_id}' was not found.")
+    except BACKEND_ERRORS as exc:  # the backend could not start a kernel: report it, keep the response alive
         log.exception("sandbox failure in session %s", item.container_id)
         return _failed(f"Error: the Python sandbox could not run the code ({exc}).")
     return _result(execution)

@@ -20,7 +20,7 @@ async def create_response(request: Request) -> Response:
     services: Services = request.app.state.services
     refuse_while_draining(services)
     body = await parse_body(request, ResponsesRequest, services.config.server.body_limits())
-    run = ResponseRun(services, body)
+    run = ResponseRun(services, body, tenant_of(request))
     await run.prepare()
     if body.stream:
         return EventStream(counted(services, _frames(run)), sep="\n", ping=15)
@@ -28,6 +28,11 @@ async def create_response(request: Request) -> Response:
     if run.failure is not None:
         raise run.failure
     return JSONResponse(run.response)
+
+
+def tenant_of(request: Request) -> str:
+    """The tenant the middleware found for the request's key."""
+    return request.state.tenant
 
 
 def refuse_while_draining(services: Services) -> None:
@@ -77,7 +82,7 @@ async def retrieve_response(request: Request) -> Response:
 async def delete_response(request: Request) -> Response:
     response_id = request.path_params["response_id"]
     services: Services = request.app.state.services
-    if not await services.store.delete(response_id):
+    if not await services.store.delete(response_id, tenant_of(request)):
         raise _missing(response_id)
     return JSONResponse({"id": response_id, "object": "response.deleted", "deleted": True})
 
@@ -118,7 +123,7 @@ async def list_input_items(request: Request) -> Response:
 async def _stored(request: Request):
     response_id = request.path_params["response_id"]
     services: Services = request.app.state.services
-    stored = await services.store.get(response_id)
+    stored = await services.store.get(response_id, tenant_of(request))
     if stored is None:
         raise _missing(response_id)
     return stored

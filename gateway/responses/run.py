@@ -46,15 +46,16 @@ class Services:
 
 
 class ResponseRun:
-    def __init__(self, services: Services, request: ResponsesRequest) -> None:
+    def __init__(self, services: Services, request: ResponsesRequest, tenant: str) -> None:
         self.services = services
         self.request = request
+        self.tenant = tenant
         self.events_log = Events()
         self.output: list[OutputItem] = []
         self.dialog = Dialog()
         self.input_items: list[dict[str, Any]] = []
         self.functions = {tool.name: tool for tool in request.tools if isinstance(tool, FunctionTool)}
-        self.hosted = HostedTools(services, request, self.output, self.events_log)
+        self.hosted = HostedTools(services, request, tenant, self.output, self.events_log)
         self.preamble = Preamble()
         self.usage = {"input": 0, "cached": 0, "output": 0, "reasoning": 0}
         self.model_id = ""
@@ -73,7 +74,7 @@ class ResponseRun:
         """Load the previous response, build the dialog, and open the first engine stream."""
         request = self.request
         if request.previous_response_id:
-            previous = await self.services.store.get(request.previous_response_id)
+            previous = await self.services.store.get(request.previous_response_id, self.tenant)
             if previous is None:
                 raise APIError(
                     404,
@@ -375,7 +376,7 @@ class ResponseRun:
 
     async def _save(self) -> None:
         dialog = self.dialog
-        record = StoredResponse(self.response, self.input_items, dialog.to_json(), dialog.open_calls, dialog.state())
+        record = StoredResponse(self.response, self.input_items, dialog.to_json(), dialog.open_calls, dialog.state(), self.tenant)
         await self.services.store.put(record)
 
 
