@@ -49,6 +49,8 @@ async def ready(request: Request) -> Response:
     body = {"status": "ready" if ok else "not_ready", "engine": engine, "tool_servers": servers, "draining": draining}
     if services.sandbox is not None:
         body["sandbox_sessions"] = services.sandbox.live_sessions
+    if services.mcp is not None:
+        body["mcp_request_sessions"] = services.mcp.request_sessions
     return JSONResponse(body, status_code=200 if ok else 503)
 
 

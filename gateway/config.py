@@ -172,7 +172,19 @@ class MCPConfig(_Section):
     # URL prefixes that request-level servers (`server_url`) may point at; none by default, so no
     # request can make the gateway connect where the operator did not allow.
     allowed_urls: list[str] = []
+
+    @field_validator("allowed_urls")
+    @classmethod
+    def _plain_urls(cls, value: list[str]) -> list[str]:
+        from tools.urls import parse
+
+        for url in value:
+            if parse(url) is None:
+                raise ValueError(f"{url!r} is not a plain http(s) URL (no user info, fragment or dot segments)")
+        return value
     request_server_ttl_s: float = Field(600.0, gt=0, description="Idle request-level sessions are closed after this")
+    max_request_servers: int = Field(64, gt=0, description="Request-level sessions kept open in all")
+    max_request_servers_per_tenant: int = Field(8, gt=0, description="Request-level sessions one tenant may keep")
     connect_wait_s: float = Field(5.0, ge=0, description="How long a request waits for a server that is connecting")
 
 

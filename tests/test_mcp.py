@@ -292,3 +292,74 @@ def test_refused_servers(mcp_gateway: Gateway, tool: dict[str, Any], param: str)
     response = httpx.post(f"{mcp_gateway.url}/v1/responses", json={"model": MODEL, "input": "hi", "tools": [tool]})
     assert response.status_code == 400, response.text
     assert response.json()["error"]["param"] == param
+
+
+# -- hostile requests and faults ----------------------------------------------------------------------------
+
+
+def test_allowed_urls_are_matched_by_parts(make_gateway: Any, emulator: Process, http_server: MCPProcess) -> None:
+    other = MCPProcess("streamable-http", name="other")
+    try:
+        a, b = http_server.port, other.port
+        gateway = make_gateway(emulator.url, mcp={"allowed_urls": [f"http://127.0.0.1:{a}", f"http://127.0.0.1:{b}/mcp"]})
+        for url in (
+            f"http://127.0.0.1:{a}@127.0.0.1:{b}/mcp",  # user info: the host is the second one
+            f"http://127.0.0.1:{a}\\@127.0.0.1:{b}/mcp",
+            f"http://127.0.0.1:{a}#@127.0.0.1:{b}/mcp",
+            f"http://127.0.0.1:{a}0/mcp",  # another port that starts with the same digits
+            f"http://127.0.0.1:{b}/mcpx",  # not under /mcp on a segment boundary
+            f"http://127.0.0.1:{b}/mcp/../admin",
+            f"http://127.0.0.1:{b}/mcp/%2e%2e/admin",
+        ):
+            tool = mcp("mine", server_url=url, headers={"X-Tenant": "secret"}, require_approval="never")
+            response = httpx.post(gateway.url + "/v1/responses", json={"model": MODEL, "input": "hi", "tools": [tool]})
+            assert response.status_code == 400, url
+            assert response.json()["error"]["param"] == "tools[0].server_url"
+        ok = mcp("mine", server_url=f"http://127.0.0.1:{b}/mcp", require_approval="never")
+        response, _ = run(gateway, '[call mine.add {"a": 1, "b": 2}]', [ok])
+        assert items(response, "mcp_call")[0]["output"] == "3"
+    finally:
+        other.stop()
+
+
+def test_request_level_sessions_are_capped(make_gateway: Any, emulator: Process, http_server: MCPProcess) -> None:
+    gateway = make_gateway(
+        emulator.url, mcp={"allowed_urls": [http_server.url], "max_request_servers_per_tenant": 2, "max_request_servers": 3}
+    )
+
+    def tool(value: str) -> dict[str, Any]:
+        return mcp("mine", server_url=http_server.url, headers={"X-Tenant": value}, require_approval="never")
+
+    for number in range(5):  # each set of headers is a session of its own
+        response, _ = run(gateway, '[call mine.add {"a": 1, "b": 1}]', [tool(f"t{number}")])
+        assert items(response, "mcp_call")[0]["output"] == "2"
+        assert httpx.get(gateway.url + "/ready").json()["mcp_request_sessions"] <= 2
+    # Every kept session busy: a new one is refused with a 429 rather than piling up.
+    import threading
+
+    busy = [threading.Thread(target=run, args=(gateway, '[call mine.slow {"seconds": 2}]', [tool(f"busy{n}")])) for n in range(2)]
+    for thread in busy:
+        thread.start()
+    time.sleep(1)
+    refused = httpx.post(gateway.url + "/v1/responses", json={"model": MODEL, "input": "hi", "tools": [tool("one-more")]})
+    for thread in busy:
+        thread.join()
+    assert refused.status_code == 429 and refused.json()["error"]["param"] == "tools[0].server_url"
+
+
+def test_a_call_whose_connection_dropped_is_not_sent_again(mcp_gateway: Gateway) -> None:
+    import threading
+
+    first, _ = run(mcp_gateway, "[call local.pid {}]", [mcp("local")])
+    pid = int(items(first, "mcp_call")[0]["output"])
+    result: dict[str, Any] = {}
+    slow = threading.Thread(
+        target=lambda: result.update(run(mcp_gateway, '[call local.slow {"seconds": 3}]', [mcp("local")], previous_response_id=first["id"])[0])
+    )
+    slow.start()
+    time.sleep(1.5)
+    os.kill(pid, signal.SIGKILL)  # mid-call
+    slow.join()
+    (call,) = items(result, "mcp_call")
+    assert call["status"] == "failed"
+    assert call["error"]["type"] == "mcp_protocol_error" and "not sent again" in call["error"]["message"]

@@ -3,7 +3,9 @@
 The session is opened once and reused for every call; its tool list is fetched once and again only when
 the server sends `notifications/tools/list_changed`. A server that is down, or that dies (a stdio
 server exits), does not fail anything else: its tools are unavailable until a reconnection succeeds,
-and a call that finds the connection closed waits for the next one and is sent once more.
+and a call that finds the connection already lost waits for the next one. A call that was sent and
+lost its connection before the answer is never sent again (the tool may have run: a tool with side
+effects must not run twice); it fails as a protocol error.
 """
 
 from __future__ import annotations
@@ -62,6 +64,7 @@ class MCPConnection:
         self.instructions: str | None = None
         self.error: str | None = "not connected yet"
         self.list_calls = 0  # tools/list requests sent: once per connection and per list_changed
+        self.calls_in_flight = 0
         self._client: Client | None = None
         self._attempted = anyio.Event()  # set when a connection attempt ends, connected or not
         self._wake = anyio.Event()
@@ -141,7 +144,10 @@ class MCPConnection:
 
     async def _listen_for_changes(self, client: Client, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Servers on the 2026-07-28 protocol announce tool list changes on a `subscriptions/listen`
-        stream; older ones send `notifications/tools/list_changed`, which `_on_message` receives."""
+        stream; older ones send `notifications/tools/list_changed`, which `_on_message` receives.
+        Over stdio the stream also tells that the server process is gone: it ends, and the connection is
+        marked lost at once, so the next call finds a new session instead of being sent into a dead one.
+        (Over HTTP it may end for a read timeout while the server is well.)"""
         started = False
         try:
             async with client.listen(tools_list_changed=True) as subscription:
@@ -152,10 +158,12 @@ class MCPConnection:
                     self._wake.set()
         except ListenNotSupportedError:
             pass
-        except Exception as exc:  # the session itself reports a lost server; this only loses the refresh
-            log.debug("MCP server %r: no change stream (%s)", self.spec.label, exc)
+        except Exception as exc:
+            log.debug("MCP server %r: change stream ended (%s)", self.spec.label, exc)
         if not started:
             task_status.started()
+        elif not self._closing and self.spec.transport == "stdio":
+            self._mark_lost(client)
 
     async def _on_message(self, message: Any) -> None:
         if isinstance(message, ToolListChangedNotification):
@@ -185,29 +193,38 @@ class MCPConnection:
         return self._client is not None
 
     async def call(self, name: str, arguments: dict[str, Any]) -> CallToolResult:
-        for attempt in (1, 2):
-            client = self._client
-            if client is None and not await self.wait_attempt(self.spec.timeout_s):
-                raise ToolCallFailed(f"the MCP server '{self.spec.label}' is unavailable ({self.error})")
-            client = self._client
-            assert client is not None
-            try:
-                return await client.call_tool(name, arguments, read_timeout_seconds=self.spec.timeout_s)
-            except MCPError as exc:
-                if exc.code != CONNECTION_CLOSED:
-                    if exc.code == REQUEST_TIMEOUT or "timed out" in exc.error.message:
-                        message = f"the tool did not answer within {self.spec.timeout_s:g} s"
-                        raise ToolCallFailed(message, REQUEST_TIMEOUT) from None
-                    raise ToolCallFailed(exc.error.message, exc.code) from None
-                # The server went away (a stdio server exited): reconnect, then send the call once more.
-                self._mark_lost(client)
-                if attempt == 2:
-                    raise ToolCallFailed(f"the connection to the MCP server '{self.spec.label}' was lost") from None
-            except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
-                self._mark_lost(client)
-                if attempt == 2:
-                    raise ToolCallFailed(f"the connection to the MCP server '{self.spec.label}' failed: {exc}") from None
-        raise AssertionError("unreachable")
+        client = self._client
+        if client is None and not await self.wait_attempt(self.spec.timeout_s):
+            raise ToolCallFailed(f"the MCP server '{self.spec.label}' is unavailable ({self.error})")
+        client = self._client
+        assert client is not None
+        timeout = self.spec.timeout_s
+        timed_out = ToolCallFailed(f"the tool did not answer within {timeout:g} s", REQUEST_TIMEOUT)
+        self.calls_in_flight += 1
+        try:
+            # The SDK's own read timeout, and ours around it in case a transport never reports.
+            with anyio.fail_after(timeout + 5):
+                return await client.call_tool(name, arguments, read_timeout_seconds=timeout)
+        except TimeoutError:
+            raise timed_out from None
+        except MCPError as exc:
+            if exc.code == REQUEST_TIMEOUT:
+                raise timed_out from None
+            if exc.code != CONNECTION_CLOSED:
+                raise ToolCallFailed(exc.error.message, exc.code) from None
+            self._mark_lost(client)
+            raise ToolCallFailed(self._lost_message()) from None
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+            self._mark_lost(client)
+            raise ToolCallFailed(self._lost_message()) from None
+        finally:
+            self.calls_in_flight -= 1
+
+    def _lost_message(self) -> str:
+        return (
+            f"the connection to the MCP server '{self.spec.label}' was lost during the call; "
+            "it was not sent again, since the tool may have run"
+        )
 
     def _mark_lost(self, client: Client) -> None:
         if self._client is client:

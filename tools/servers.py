@@ -20,6 +20,7 @@ from mcp_types import Tool
 from gateway.config import GatewayConfig, ToolServerConfig
 
 from .connection import MCPConnection, ServerSpec
+from .urls import is_allowed
 
 log = logging.getLogger("tools.mcp")
 
@@ -27,9 +28,18 @@ log = logging.getLogger("tools.mcp")
 class ServerRefused(Exception):
     """The request names a server it may not use; `param` says which field."""
 
-    def __init__(self, message: str, param: str) -> None:
+    def __init__(self, message: str, param: str, status: int = 400) -> None:
         super().__init__(message)
-        self.message, self.param = message, param
+        self.message, self.param, self.status = message, param, status
+
+
+@dataclass
+class _RequestServer:
+    """A request-level server's kept session: whose it is and when a request last used it."""
+
+    connection: MCPConnection
+    tenant: str
+    last_used: float
 
 
 def needs_approval(rule: Any, name: str) -> bool:
@@ -81,7 +91,7 @@ class MCPServers:
         self.config = config
         self.configured = {server.label: server for server in config.tool_servers}
         self.connections = {label: MCPConnection(_spec(server)) for label, server in self.configured.items()}
-        self._requested: dict[str, tuple[MCPConnection, float]] = {}  # key → (connection, last used)
+        self._requested: dict[str, _RequestServer] = {}
         self._tasks: TaskGroup | None = None
 
     async def start(self, tasks: TaskGroup) -> None:
@@ -126,7 +136,7 @@ class MCPServers:
             raise ServerRefused(f"server_label '{tool.server_label}' is a configured server's.", f"{param}.server_label")
         if not url.startswith(("http://", "https://")):
             raise ServerRefused("server_url must be an http(s) URL.", f"{param}.server_url")
-        if not any(url.startswith(prefix) for prefix in self.config.mcp.allowed_urls):
+        if not is_allowed(url, self.config.mcp.allowed_urls):
             raise ServerRefused(
                 "server_url is not allowed by this gateway's mcp.allowed_urls.", f"{param}.server_url"
             )
@@ -137,28 +147,53 @@ class MCPServers:
         key = hashlib.sha256(repr((tenant, tool.server_label, url, sorted(headers.items()))).encode()).hexdigest()
         entry = self._requested.get(key)
         if entry is None:
+            self._make_room(tenant, param)
             transport = "sse" if url.rstrip("/").endswith("/sse") else "streamable-http"
             spec = ServerSpec(tool.server_label, transport, url=url, headers=tuple(headers.items()), timeout_s=30.0)
-            connection = MCPConnection(spec)
+            entry = _RequestServer(MCPConnection(spec), tenant, time.monotonic())
+            self._requested[key] = entry
             assert self._tasks is not None, "start() first"
-            self._tasks.start_soon(connection.run)
-        else:
-            connection = entry[0]
-        self._requested[key] = (connection, time.monotonic())
-        return connection
+            self._tasks.start_soon(entry.connection.run)
+        entry.last_used = time.monotonic()
+        return entry.connection
+
+    def _make_room(self, tenant: str, param: str) -> None:
+        """Below both caps on kept request-level sessions, closing least recently used idle ones if needed."""
+        limits = self.config.mcp
+        while True:
+            mine = [(key, s) for key, s in self._requested.items() if s.tenant == tenant]
+            if len(mine) >= limits.max_request_servers_per_tenant:
+                candidates = mine
+            elif len(self._requested) >= limits.max_request_servers:
+                candidates = list(self._requested.items())
+            else:
+                return
+            idle = [(s.last_used, key) for key, s in candidates if s.connection.calls_in_flight == 0]
+            if not idle:
+                raise ServerRefused(
+                    "Too many MCP servers of your own are in use at once; try again when a call has finished.",
+                    f"{param}.server_url",
+                    status=429,
+                )
+            _, key = min(idle)
+            self._requested.pop(key).connection.close()
+
+    @property
+    def request_sessions(self) -> int:
+        return len(self._requested)
 
     async def _close_idle(self) -> None:
         ttl = self.config.mcp.request_server_ttl_s
         while True:
             await anyio.sleep(min(ttl / 4, 30.0))
             deadline = time.monotonic() - ttl
-            for key, (connection, last_used) in list(self._requested.items()):
-                if last_used < deadline:
+            for key, entry in list(self._requested.items()):
+                if entry.last_used < deadline and entry.connection.calls_in_flight == 0:
                     del self._requested[key]
-                    connection.close()
+                    entry.connection.close()
 
     def close(self) -> None:
-        for connection in [*self.connections.values(), *(c for c, _ in self._requested.values())]:
+        for connection in [*self.connections.values(), *(entry.connection for entry in self._requested.values())]:
             connection.close()
         self._requested.clear()
 

@@ -82,7 +82,8 @@ class HostedTools:
             try:
                 server = await registry.enable(tool, index, self.tenant)
             except ServerRefused as exc:
-                raise bad_request(exc.message, param=exc.param) from None
+                code = "rate_limit_exceeded" if exc.status == 429 else "invalid_value"
+                raise APIError(exc.status, exc.message, param=exc.param, code=code) from None
             self.servers[tool.server_label] = server
             if tool.server_label not in dialog.mcp_listed or not server.connection.connected:
                 self._to_list.append(server)
