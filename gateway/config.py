@@ -122,6 +122,7 @@ class SandboxConfig(_Section):
     max_sessions_per_tenant: int = Field(8, gt=0, description="Live sessions one tenant may hold")
     max_output_bytes: int = Field(16384, ge=1024, description="Past this, output is cut around a marker")
     local_python: str | None = Field(None, description="Interpreter of the local backend; default the system python3")
+    local_uid_base: int = Field(200_000, ge=1000, description="local backend as root: each session gets a host uid from here")
     # Labels this gateway's containers so that a restart removes its own orphans and nobody else's.
     instance: str = Field("default", pattern=r"^[A-Za-z0-9_.-]+$")
 

@@ -12,14 +12,36 @@ import struct
 from typing import Any
 
 import anyio
+import anyio.to_thread
 from anyio.abc import ByteReceiveStream, ByteSendStream
 from anyio.streams.buffered import BufferedByteReceiveStream
 
-MAX_REPLY_BYTES = 64 * 1024 * 1024  # output is capped by the kernel; images are what can be large
+MAX_REPLY_BYTES = 40 * 1024 * 1024  # output is capped by the kernel; images (16 of 8 MiB at most) can be large
+INLINE_PARSE_BYTES = 256 * 1024  # larger replies are parsed in a worker thread
+STATUSES = {"ready", "ok", "error", "timeout", "restarted"}
+REASONS = {"timeout", "killed", "exited", "out_of_memory", "invalid_reply"}
 
 
 class KernelDied(Exception):
     """The kernel's channel closed: the process exited or was killed (out of memory, for one)."""
+
+
+class KernelProtocolError(KernelDied):
+    """The kernel said something that is not a reply: the session is not to be trusted and restarts."""
+
+
+def check_reply(reply: Any, expected_id: int, max_output: int) -> dict[str, Any]:
+    """A reply, checked field by field: what reaches the gateway is of the types and sizes it expects."""
+    if not isinstance(reply, dict) or reply.get("id") != expected_id or reply.get("status") not in STATUSES:
+        raise KernelProtocolError("the kernel's reply has no valid id or status")
+    output, images, reason = reply.get("output", ""), reply.get("images", []), reply.get("reason")
+    if not isinstance(output, str) or len(output) > max_output + 4096:
+        raise KernelProtocolError("the kernel's reply has an invalid output")
+    if not isinstance(images, list) or len(images) > 16 or not all(isinstance(i, str) and len(i) <= 8 << 20 for i in images):
+        raise KernelProtocolError("the kernel's reply has invalid images")
+    if reply["status"] == "restarted" and reason not in REASONS:
+        raise KernelProtocolError("the kernel's reply has an invalid reason")
+    return {"status": reply["status"], "output": output, "images": images, "reason": reason}
 
 
 class KernelChannel:
@@ -30,19 +52,23 @@ class KernelChannel:
         self._pending = bytearray()  # demultiplexed stdout not yet split into lines
         self._next_id = 0
 
-    async def request(self, **fields: Any) -> dict[str, Any]:
+    async def request(self, max_output: int = 0, **fields: Any) -> dict[str, Any]:
         self._next_id += 1
-        line = json.dumps({"id": self._next_id, **fields}).encode() + b"\n"
+        line = json.dumps({"id": self._next_id, "max_output": max_output, **fields}).encode() + b"\n"
         try:
             await self._send.send(line)
-            while True:
-                reply = json.loads(await self._read_line())
-                if reply.get("id") == self._next_id:
-                    return reply
+            raw = await self._read_line()
+            try:
+                reply = json.loads(raw) if len(raw) <= INLINE_PARSE_BYTES else await anyio.to_thread.run_sync(json.loads, raw)
+            except (ValueError, RecursionError):
+                raise KernelProtocolError("the kernel's reply is not JSON") from None
+            return check_reply(reply, self._next_id, max_output)
         except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
             raise KernelDied(str(exc) or type(exc).__name__) from exc
         except anyio.IncompleteRead as exc:
             raise KernelDied("the kernel's output ended mid-reply") from exc
+        except anyio.DelimiterNotFound as exc:
+            raise KernelProtocolError("the kernel's reply is too large") from exc
 
     async def _read_line(self) -> bytes:
         if not self._multiplexed:
@@ -54,7 +80,7 @@ class KernelChannel:
             if stream == 1:
                 self._pending += payload
                 if len(self._pending) > MAX_REPLY_BYTES:
-                    raise KernelDied("the kernel's reply is too large")
+                    raise KernelProtocolError("the kernel's reply is too large")
         line = bytes(self._pending[:end])
         del self._pending[: end + 1]
         return line

@@ -119,7 +119,9 @@ class DockerBackend:
             mem_limit=memory,
             memswap_limit=memory,  # no swap beyond the memory limit
             nano_cpus=int(config.cpus * 1e9),
-            init=True,  # an init reaps what the user's code leaves behind
+            # No docker-init: PID 1 would hold the attach pipes where the user's code could open them
+            # (/proc/1/fd). The kernel's supervisor is PID 1, not dumpable, and reaps what code leaves.
+            init=False,
             log_config={"type": "none"},  # replies must not pile up in container logs
         )
         container = api.create_container(

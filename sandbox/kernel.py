@@ -1,35 +1,245 @@
 """The in-sandbox kernel: a stateful Python namespace with Jupyter semantics, driven over stdin/stdout.
 
-Runs inside the sandbox (container or namespaced subprocess), standard library only. The host writes
-one JSON request per line and reads one JSON reply per line:
+Runs inside the sandbox (container or bubblewrap), standard library only. The host writes one JSON
+request per line and reads one JSON reply per line:
 
     {"id": 1, "op": "ping"}                                   -> {"id": 1, "status": "ready", "pid": ...}
-    {"id": 2, "code": "...", "timeout": 10, "max_output": N}  -> {"id": 2, "status": "ok" | "error" | "timeout",
-                                                                   "output": "...", "images": [base64 PNG, ...]}
+    {"id": 2, "code": "...", "timeout": 10, "max_output": N}  -> {"id": 2, "status": "ok" | "error" | "timeout"
+                                                                   | "restarted", "output": "...",
+                                                                   "images": [base64 PNG, ...],
+                                                                   "reason": ... (restarted only)}
 
-What the code prints goes to file descriptors 1 and 2, which point at one capture file, so Python
-prints, subprocesses and C libraries all land in it in the order they were written. The protocol
-uses private duplicates of the original stdin/stdout that child processes do not inherit.
+Two processes, so that the user's code can neither forge a reply nor lose the session by writing:
+  * the supervisor owns the protocol channel. It is not dumpable, so code of the same user can neither
+    open its descriptors through /proc nor ptrace it. It reads what the code prints from a pipe and
+    keeps only the head and tail (the cap applies where the output is written, not after it filled a
+    disk), validates the worker's result, and replaces a worker that died, hung past the time limit or
+    answered nonsense ("restarted": the session's state is gone).
+  * the worker, forked from the supervisor, runs the code. It never holds the channel: fds 1 and 2 are
+    the capture pipe, fd 0 is /dev/null, and it answers the supervisor on a socket of its own.
 """
 
 from __future__ import annotations
 
 import ast
 import base64
+import ctypes
 import io
 import json
 import os
+import select
 import signal
+import socket
 import sys
-import tempfile
+import time
 import traceback
 
-KERNEL_PID = os.getpid()
 CELL = "<cell>"
+KILL_GRACE_S = 2.0  # past the time limit, how long the worker has to stop before it is killed
+MAX_RESULT_BYTES = 32 * 1024 * 1024  # the worker's result line: its images
+MAX_IMAGES = 16
+MAX_IMAGE_CHARS = 8 * 1024 * 1024
+STATUSES = {"ok", "error", "timeout"}
+PR_SET_DUMPABLE = 4
 
 
 class ExecutionTimeout(BaseException):
     """Raised in the user's code when its time is up. A BaseException, so `except Exception` does not catch it."""
+
+
+# -- the supervisor ---------------------------------------------------------------------------------------
+
+
+class Capture:
+    """What the code wrote: the first bytes and the last ones, and how many there were in all."""
+
+    def __init__(self, limit: int) -> None:
+        self.tail_size = min(limit // 4, 2048)
+        self.head_size = limit - self.tail_size
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.total = 0
+
+    def add(self, data: bytes) -> None:
+        self.total += len(data)
+        room = self.head_size - len(self.head)
+        if room > 0:
+            self.head += data[:room]
+            data = data[room:]
+        if data:
+            self.tail += data
+            if len(self.tail) > 2 * self.tail_size:
+                del self.tail[: len(self.tail) - self.tail_size]
+
+    def text(self) -> str:
+        if not self.tail:
+            return self.head.decode("utf-8", "replace")
+        tail = bytes(self.tail[-self.tail_size :])
+        if self.total <= self.head_size + len(tail):
+            return (bytes(self.head) + tail).decode("utf-8", "replace")
+        omitted = self.total - len(self.head) - len(tail)
+        head = self.head.decode("utf-8", "ignore")
+        return f"{head}\n[... output truncated: {omitted} bytes omitted of {self.total} ...]\n{tail.decode('utf-8', 'ignore')}"
+
+
+class Supervisor:
+    def __init__(self) -> None:
+        # Private copies of the protocol channel (os.dup makes them non-inheritable), then fds 0-2 elsewhere.
+        self.requests = os.fdopen(os.dup(0), "rb")
+        self.replies = os.fdopen(os.dup(1), "wb")
+        null = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(null, fd)
+        os.close(null)
+        _not_dumpable()
+        self.pid = os.getpid()
+        self.cmdline = _cmdline(self.pid)
+        self.worker_pid = 0
+        self.worker_sock: socket.socket | None = None
+        self.capture_fd = -1
+        self._start_worker()
+
+    def serve(self) -> None:
+        for line in self.requests:
+            request = json.loads(line)
+            if request.get("op") == "ping":
+                reply = {"id": request["id"], "status": "ready", "pid": self.pid}
+            else:
+                reply = {"id": request["id"], **self.execute(request["code"], float(request["timeout"]), int(request["max_output"]))}
+            self.replies.write(json.dumps(reply).encode() + b"\n")
+            self.replies.flush()
+
+    def execute(self, code: str, timeout: float, max_output: int) -> dict[str, object]:
+        capture = Capture(max_output)
+        assert self.worker_sock is not None
+        try:
+            self.worker_sock.sendall(json.dumps({"code": code, "timeout": timeout}).encode() + b"\n")
+        except OSError:
+            return self._restart(capture, "exited")
+        deadline = time.monotonic() + timeout + KILL_GRACE_S
+        result = bytearray()
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return self._restart(capture, "timeout")
+            ready, _, _ = select.select([self.capture_fd, self.worker_sock], [], [], remaining)
+            if self.capture_fd in ready:
+                self._read_capture(capture)
+            if self.worker_sock in ready:
+                chunk = self.worker_sock.recv(1 << 20)
+                if not chunk:
+                    return self._restart(capture, self._death())
+                result += chunk
+                if len(result) > MAX_RESULT_BYTES:
+                    return self._restart(capture, "invalid_reply")
+                if result.endswith(b"\n"):
+                    break
+        parsed = _valid_result(bytes(result))
+        if parsed is None:
+            return self._restart(capture, "invalid_reply")
+        _kill_strays(self.cmdline, keep={self.pid, self.worker_pid}, everything=parsed["status"] == "timeout")
+        self._drain_capture(capture)
+        return {"status": parsed["status"], "output": capture.text(), "images": parsed["images"]}
+
+    def _read_capture(self, capture: Capture) -> bool:
+        try:
+            data = os.read(self.capture_fd, 1 << 16)
+        except BlockingIOError:
+            return False
+        capture.add(data)
+        return bool(data)
+
+    def _drain_capture(self, capture: Capture) -> None:
+        """What is already in the pipe; a background process that keeps writing does not hold the reply."""
+        for _ in range(4096):
+            if not self._read_capture(capture):
+                return
+
+    def _restart(self, capture: Capture, reason: str) -> dict[str, object]:
+        """The worker died, hung or misbehaved: replace it. Its state is gone."""
+        oom = reason == "killed" and _oom_kills() > self.oom_kills
+        _kill_strays(self.cmdline, keep={self.pid}, everything=True)
+        self._drain_capture(capture)
+        self._start_worker()
+        return {"status": "restarted", "output": capture.text(), "images": [], "reason": "out_of_memory" if oom else reason}
+
+    def _death(self) -> str:
+        try:
+            _, status = os.waitpid(self.worker_pid, 0)
+        except ChildProcessError:
+            return "exited"
+        return "killed" if os.WIFSIGNALED(status) else "exited"
+
+    def _start_worker(self) -> None:
+        if self.worker_sock is not None:
+            self.worker_sock.close()
+            os.close(self.capture_fd)
+        ours, theirs = socket.socketpair()
+        capture_read, capture_write = os.pipe()
+        os.set_blocking(capture_read, False)
+        self.oom_kills = _oom_kills()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                ours.close()
+                os.close(capture_read)
+                self.requests.close()
+                self.replies.close()
+                os.dup2(capture_write, 1)
+                os.dup2(capture_write, 2)
+                # Nothing else of the supervisor's: whatever descriptors it inherited or holds (the
+                # protocol channel among them), the worker closes all but stdio and its own socket.
+                keep = theirs.fileno()
+                os.closerange(3, keep)
+                os.closerange(keep + 1, os.sysconf("SC_OPEN_MAX"))
+                _not_dumpable(1)  # inherited from the supervisor; the worker has nothing to hide
+                Worker(theirs).serve()
+            finally:
+                os._exit(0)
+        theirs.close()
+        os.close(capture_write)
+        self.worker_pid, self.worker_sock, self.capture_fd = pid, ours, capture_read
+
+
+def _valid_result(line: bytes) -> dict[str, object] | None:
+    """The worker's result, if it is one (the worker runs the user's code and may say anything)."""
+    try:
+        result = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(result, dict) or result.get("status") not in STATUSES:
+        return None
+    images = result.get("images")
+    if not isinstance(images, list) or len(images) > MAX_IMAGES:
+        return None
+    if not all(isinstance(image, str) and len(image) <= MAX_IMAGE_CHARS for image in images):
+        return None
+    return {"status": result["status"], "images": images}
+
+
+def _not_dumpable(dumpable: int = 0) -> None:
+    """Processes of the same user may then neither read this one's /proc/PID/fd nor ptrace it."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, dumpable, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
+def _oom_kills() -> int:
+    """The cgroup's count of processes killed for memory, where the sandbox can read it (v2, then v1)."""
+    for path in ("/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control"):
+        try:
+            with open(path) as file:
+                for line in file:
+                    name, _, value = line.partition(" ")
+                    if name == "oom_kill":
+                        return int(value)
+        except (OSError, ValueError):
+            continue
+    return 0
+
+
+# -- the worker -------------------------------------------------------------------------------------------
 
 
 class _FdWriter(io.TextIOBase):
@@ -60,36 +270,23 @@ def _on_alarm(signum: int, frame: object) -> None:
     raise ExecutionTimeout()
 
 
-class Kernel:
-    def __init__(self) -> None:
-        # Private copies of the protocol channels (os.dup makes them non-inheritable).
-        self.requests = os.fdopen(os.dup(0), "r", encoding="utf-8")
-        self.replies = os.fdopen(os.dup(1), "w", encoding="utf-8")
-        devnull = os.open(os.devnull, os.O_RDONLY)
-        os.dup2(devnull, 0)
-        capture_fd, _ = tempfile.mkstemp(prefix="kernel-output-")
-        os.dup2(capture_fd, 1)
-        os.dup2(capture_fd, 2)
-        os.close(capture_fd)
+class Worker:
+    def __init__(self, channel: socket.socket) -> None:
+        self.channel = channel
+        self.pid = os.getpid()
         sys.stdin = open(os.devnull, encoding="utf-8")
         sys.stdout = _FdWriter(1, "<stdout>")
         sys.stderr = _FdWriter(2, "<stderr>")
         self.namespace: dict[str, object] = {"__name__": "__main__", "__builtins__": __builtins__}
-        self.cmdline = _cmdline(KERNEL_PID)
 
     def serve(self) -> None:
-        for line in self.requests:
+        for line in self.channel.makefile("rb"):
             request = json.loads(line)
-            if request.get("op") == "ping":
-                reply = {"id": request["id"], "status": "ready", "pid": KERNEL_PID}
-            else:
-                reply = {"id": request["id"], **self.execute(request["code"], request["timeout"], request["max_output"])}
-            self.replies.write(json.dumps(reply) + "\n")
-            self.replies.flush()
+            status = self.execute(request["code"], request["timeout"])
+            reply = json.dumps({"status": status, "images": _figures()}).encode() + b"\n"
+            self.channel.sendall(reply)
 
-    def execute(self, code: str, timeout: float, max_output: int) -> dict[str, object]:
-        os.ftruncate(1, 0)
-        os.lseek(1, 0, os.SEEK_SET)
+    def execute(self, code: str, timeout: float) -> str:
         status = "ok"
         try:
             self._run(code, timeout)
@@ -101,9 +298,7 @@ class Kernel:
             _print_traceback(exc)
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
-        _kill_strays(self.cmdline, everything=status == "timeout")
-        images = _figures()
-        return {"status": status, "output": _read_capture(max_output), "images": images}
+        return status
 
     def _run(self, code: str, timeout: float) -> None:
         # Earlier code may have replaced the handler or blocked the signal.
@@ -122,7 +317,7 @@ class Kernel:
                     self.namespace["_"] = value
                     sys.stdout.write(repr(value) + "\n")
         finally:
-            if os.getpid() != KERNEL_PID:  # a fork of the user's code: it must not print or reply
+            if os.getpid() != self.pid:  # a fork of the user's code: it must not print or reply
                 os._exit(0)
 
 
@@ -136,18 +331,6 @@ def _print_traceback(exc: BaseException) -> None:
     sys.stderr.write("".join(traceback.format_exception(type(exc), exc, tb)))
 
 
-def _read_capture(max_output: int) -> str:
-    """What the execution wrote; past `max_output` bytes, its head and tail around a truncation marker."""
-    size = os.lseek(1, 0, os.SEEK_END)
-    if size <= max_output:
-        return os.pread(1, size, 0).decode("utf-8", "replace")
-    tail_size = min(max_output // 4, 2048)
-    head = os.pread(1, max_output - tail_size, 0).decode("utf-8", "ignore")
-    tail = os.pread(1, tail_size, size - tail_size).decode("utf-8", "ignore")
-    omitted = size - max_output
-    return f"{head}\n[... output truncated: {omitted} bytes omitted of {size} ...]\n{tail}"
-
-
 def _figures() -> list[str]:
     """Open matplotlib figures as base64 PNGs (then closed, as a notebook shows each once)."""
     pyplot = sys.modules.get("matplotlib.pyplot")
@@ -155,13 +338,18 @@ def _figures() -> list[str]:
         return []
     images = []
     try:
-        for number in pyplot.get_fignums():
+        for number in pyplot.get_fignums()[:MAX_IMAGES]:
             buffer = io.BytesIO()
             pyplot.figure(number).savefig(buffer, format="png")
-            images.append(base64.b64encode(buffer.getvalue()).decode())
+            image = base64.b64encode(buffer.getvalue()).decode()
+            if len(image) <= MAX_IMAGE_CHARS:
+                images.append(image)
     finally:
         pyplot.close("all")
     return images
+
+
+# -- processes ----------------------------------------------------------------------------------------------
 
 
 def _cmdline(pid: int) -> bytes:
@@ -172,13 +360,13 @@ def _cmdline(pid: int) -> bytes:
         return b""
 
 
-def _kill_strays(kernel_cmdline: bytes, everything: bool) -> None:
-    """Kill forks of the kernel left running by the user's code (a fork bomb); after a timeout, every
+def _kill_strays(kernel_cmdline: bytes, keep: set[int], everything: bool) -> None:
+    """Kill forks of the worker left running by the user's code (a fork bomb); with `everything`, every
     other process of the sandbox. Repeated until a scan finds none, since forks may still be forking."""
     for _ in range(50):
         found = False
         for entry in os.listdir("/proc"):
-            if not entry.isdigit() or int(entry) in (KERNEL_PID, 1):
+            if not entry.isdigit() or int(entry) == 1 or int(entry) in keep:
                 continue
             pid = int(entry)
             if everything or _cmdline(pid) == kernel_cmdline:
@@ -201,4 +389,4 @@ def _reap() -> None:
 
 
 if __name__ == "__main__":
-    Kernel().serve()
+    Supervisor().serve()

@@ -18,14 +18,15 @@ from anyio.abc import TaskGroup
 
 from gateway.config import SandboxConfig
 
-from .channel import KernelChannel, KernelDied
+from .channel import KernelChannel, KernelDied, KernelProtocolError
 from .docker_backend import DockerBackend, SandboxUnavailable
 from .local_backend import LocalBackend
 
 log = logging.getLogger("sandbox")
 
-# Past the timeout, how long the kernel has to stop the code itself before it is killed.
-KILL_GRACE_S = 3.0
+# Past the timeout, how long the kernel has to answer (its supervisor kills a stuck worker after 2 s)
+# before the whole kernel is replaced.
+KILL_GRACE_S = 8.0
 
 __all__ = ["BACKEND_ERRORS", "Execution", "SandboxFull", "SandboxManager", "SandboxUnavailable", "SessionNotFound"]
 
@@ -146,22 +147,41 @@ class SandboxManager:
 
     async def _run(self, container_id: str, session: _Session, code: str) -> Execution:
         timeout = self.config.timeout_s
-        reason = None
+        assert session.kernel is not None
         try:
+            # The kernel's supervisor enforces the limit itself; this is the last resort if it cannot.
             with anyio.fail_after(timeout + KILL_GRACE_S):
                 reply = await session.kernel.channel.request(
                     code=code, timeout=timeout, max_output=self.config.max_output_bytes
                 )
-            return Execution(reply["status"], reply["output"], reply.get("images", []))
         except TimeoutError:
             reason = f"the code did not stop at the {timeout:g} s time limit and the kernel had to be killed"
-        except KernelDied:
-            reason = f"the Python kernel died: {await session.kernel.death_reason()}"
+        except KernelDied as exc:
+            reason = f"the Python kernel failed: {exc}" if isinstance(exc, KernelProtocolError) else (
+                f"the Python kernel died: {await session.kernel.death_reason()}"
+            )
+        else:
+            if reply["status"] != "restarted":
+                return Execution(reply["status"], reply["output"], reply["images"])
+            # The kernel replaced its worker (died, hung, or answered nonsense): the state is gone.
+            log.warning("sandbox session %s: the worker restarted (%s)", container_id, reply["reason"])
+            output = reply["output"].rstrip("\n")
+            text = f"{output}\n{self._restart_reason(reply['reason'])}." if output else f"{self._restart_reason(reply['reason'])}."
+            return Execution("restarted", text, state_lost=True)
         log.warning("sandbox session %s restarts: %s", container_id, reason)
         old = session.kernel
         session.kernel = await self._take_kernel()
         await old.destroy()
         return Execution("restarted", f"{reason}.", state_lost=True)
+
+    def _restart_reason(self, reason: str) -> str:
+        return {
+            "timeout": f"the code did not stop at the {self.config.timeout_s:g} s time limit and its process had to be killed",
+            "out_of_memory": f"the Python process ran out of memory (limit {self.config.memory}) and was killed",
+            "killed": "the Python process was killed",
+            "exited": "the Python process exited",
+            "invalid_reply": "the Python process sent an invalid result",
+        }[reason]
 
     async def _new_session(self, container_id: str, tenant: str) -> _Session:
         self._make_room(tenant)

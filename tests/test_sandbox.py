@@ -7,6 +7,7 @@ import asyncio
 import os
 import socket
 import subprocess
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -396,3 +397,109 @@ def test_a_container_id_names_a_live_session(sandboxed: Gateway) -> None:
     events = stream_raw(sandboxed, {"model": MODEL, "input": "[[python w]]", "tools": [tool]})
     (call,) = calls(events[-1]["response"])
     assert call["container_id"] == container and logs(call) == "'shared'"
+
+
+# -- hostile code: the channel, the capture, and (local) what a session can see ------------------------------
+
+FORGE = (
+    "import os\n"
+    # Request 3 of a pooled kernel (ping, keep, this): a reply the host would take for this call's.
+    "ok = b'{\"id\": 3, \"status\": \"ok\", \"output\": \"FORGED\", \"images\": []}\\n'\n"
+    "bad = b'{\"id\": 3, \"status\": \"ok\", \"output\": 5, \"images\": 7}\\n' + b'x' * (70 * 1024 * 1024)\n"
+    "reached = []\n"
+    "for pid in os.listdir('/proc'):\n"
+    "    if pid.isdigit() and int(pid) != os.getpid():\n"
+    "        for fd in range(0, 16):\n"
+    "            for payload in (ok, bad):\n"
+    "                try:\n"
+    "                    with open(f'/proc/{pid}/fd/{fd}', 'wb') as sink:\n"
+    "                        sink.write(payload)\n"
+    "                    reached.append((pid, fd))\n"
+    "                except OSError:\n"
+    "                    pass\n"
+    "for fd in range(3, 64):  # last: the worker's own result socket\n"
+    "    try:\n"
+    "        os.write(fd, bad[:100])\n"
+    "        reached.append(fd)\n"
+    "    except OSError:\n"
+    "        pass\n"
+    "print('reached', reached)"
+)
+
+
+def test_forged_kernel_replies_never_break_the_stream(sandboxed: Gateway) -> None:
+    """User code used to write replies into the kernel's protocol pipe: a 500, a cut stream, or a 60 s hang."""
+    started = time.monotonic()
+    response, _ = run(sandboxed, f"[[python keep = 'k']][[python {FORGE}]][[python 6 * 7]]")
+    assert response["status"] == "completed"  # stream_raw checked the stream: one terminal event
+    _, forged, after = calls(response)
+    assert "FORGED" not in logs(forged)
+    # Either the worker's own result socket took the forgery (the session restarts) or nothing did.
+    assert forged["status"] in ("completed", "failed")
+    if forged["status"] == "failed":
+        assert "invalid result" in logs(forged) and STATE_LOST in logs(forged)
+    assert logs(after) == "42"
+    assert time.monotonic() - started < 30
+
+
+def test_huge_output_is_capped_where_it_is_written(sandboxed: Gateway) -> None:
+    """~140 MB of output used to fill the capture file's tmpfs and kill the kernel."""
+    code = "import sys\nchunk = 'x' * (1 << 20)\nfor _ in range(140): sys.stdout.write(chunk)\nprint('the end')"
+    response, _ = run(sandboxed, f"[[python keep = 7]][[python {code}]][[python keep]]")
+    _, flood, after = calls(response)
+    assert flood["status"] == "completed"
+    assert "[... output truncated:" in logs(flood) and logs(flood).rstrip().endswith("the end")
+    assert logs(after) == "7"  # the session survived
+
+
+def test_output_after_a_full_tmp_arrives(sandboxed: Gateway) -> None:
+    fill = (
+        "chunk = b'0' * (1 << 20)\n"
+        "with open('/tmp/fill', 'wb') as sink:\n"
+        "    try:\n"
+        "        while True: sink.write(chunk)\n"
+        "    except OSError as exc: print('full:', exc.errno)\n"
+        "print('y' * 50_000)\n"
+        "print('still talking')"
+    )
+    response, _ = run(sandboxed, f"[[python keep = 8]][[python {fill}]][[python keep]]")
+    _, filled, after = calls(response)
+    assert "full: 28" in logs(filled) and logs(filled).rstrip().endswith("still talking")
+    assert logs(after) == "8"
+
+
+@pytest.fixture(scope="module")
+def local_only(emulator: Process, workdir: Path, sandbox_image: str) -> Iterator[Gateway]:
+    instance = f"test-{os.getpid()}-bwrap"
+    config = gateway_config(emulator.url, workdir, sandbox=sandbox_section("local", instance, pool_size=2, timeout_s=4))
+    process = Gateway(config, workdir).start()
+    process.instance = instance  # type: ignore[attr-defined]
+    yield process
+    process.stop()
+    assert list(Path(tempfile.gettempdir()).glob(f"hg-sandbox-{instance}-*")) == [], "session files were left on disk"
+
+
+def test_local_sessions_see_only_their_own_files(local_only: Gateway, workdir: Path) -> None:
+    secret, _ = run(local_only, "[[python open('secret.txt', 'w').write('mine'); open('/tmp/t', 'w').write('tmp')]]")
+    probe = (
+        "import os, glob\n"
+        "print(os.getuid(), sorted(os.listdir('/')), os.listdir('.'), os.listdir('/tmp'))\n"
+        f"print([p for p in ('{workdir}/responses.sqlite3', '/root', '/home', '/var', '/work', '/etc/shadow') if os.path.exists(p)])\n"
+        "print(glob.glob('/tmp/*') + glob.glob('/mnt/*') + glob.glob('/opt/*/*'))"
+    )
+    other, _ = run(local_only, f"[[python {probe}]]")
+    lines = logs(calls(other)[0]).splitlines()
+    assert lines[0] == "1000 ['bin', 'dev', 'etc', 'lib', 'lib64', 'mnt', 'opt', 'proc', 'sbin', 'tmp', 'usr'] [] []", lines
+    assert lines[1] == "[]" and lines[2] == f"['/mnt/data', '/opt/hg-sandbox-{local_only.instance}-kernel/kernel.py']", lines  # type: ignore[attr-defined]
+
+
+def test_a_fork_bomb_does_not_starve_other_local_sessions(local_only: Gateway) -> None:
+    bomb = "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass"
+    bombing = threading.Thread(target=run, args=(local_only, f"[[python {bomb}]]"))
+    bombing.start()
+    time.sleep(1.5)  # the bomb has used up its own process limit by now
+    try:
+        response, _ = run(local_only, "[[python import subprocess; print(subprocess.run(['echo', 'ok'], capture_output=True, text=True).stdout)]]")
+    finally:
+        bombing.join()
+    assert logs(calls(response)[0]) == "ok"
