@@ -100,12 +100,8 @@ class Proxy:
             response = await _next_event(conn, docker)
             if not isinstance(response, h11.Response):
                 raise Refused("Docker gave an unexpected answer")
-            payload = bytearray()
-            while type(event := await _next_event(conn, docker)) is h11.Data:
-                payload += event.data
-                if len(payload) > MAX_INSPECT:
-                    raise Refused("Docker's answer is too large")
-            return response.status_code, bytes(payload)
+            payload = await _read_body(conn, docker, MAX_INSPECT, Refused("Docker's answer is too large"))
+            return response.status_code, payload
 
     async def _send(self, upstream: Upstream) -> tuple[ByteStream, h11.Connection]:
         docker = await anyio.connect_unix(self.socket_path)
@@ -152,12 +148,17 @@ async def _read_request(conn: h11.Connection, client: ByteStream) -> tuple[h11.R
     # smuggled past a proxy, so it is refused rather than interpreted.
     if _header(event, b"transfer-encoding") is not None and _header(event, b"content-length") is not None:
         raise _BadRequest("a request must not have both Content-Length and Transfer-Encoding")
+    return event, await _read_body(conn, client, MAX_BODY, _BadRequest("request body too large"))
+
+
+async def _read_body(conn: h11.Connection, stream: ByteStream, limit: int, too_large: Exception) -> bytes:
+    """A message's body, up to its end, refused past `limit` bytes."""
     body = bytearray()
-    while type(part := await _next_event(conn, client)) is h11.Data:
+    while type(part := await _next_event(conn, stream)) is h11.Data:
         body += part.data
-        if len(body) > MAX_BODY:
-            raise _BadRequest("request body too large")
-    return event, bytes(body)
+        if len(body) > limit:
+            raise too_large
+    return bytes(body)
 
 
 async def _next_event(conn: h11.Connection, stream: ByteStream) -> Any:

@@ -363,3 +363,48 @@ def test_a_call_whose_connection_dropped_is_not_sent_again(mcp_gateway: Gateway)
     (call,) = items(result, "mcp_call")
     assert call["status"] == "failed"
     assert call["error"]["type"] == "mcp_protocol_error" and "not sent again" in call["error"]["message"]
+
+
+def test_redirects_to_another_origin_are_not_followed(make_gateway: Any, emulator: Process) -> None:
+    """An allowed server that answers with a redirect elsewhere must not send the request's headers there."""
+    import http.server
+    import threading
+
+    seen: list[str] = []
+
+    class Elsewhere(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            seen.append(self.headers.get("X-Secret", ""))
+            self.send_response(500)
+            self.end_headers()
+
+        do_GET = do_POST
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    elsewhere = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Elsewhere)
+
+    class Redirecting(Elsewhere):
+        def do_POST(self) -> None:
+            self.send_response(307)
+            self.send_header("Location", f"http://127.0.0.1:{elsewhere.server_port}/mcp")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        do_GET = do_POST
+
+    allowed = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Redirecting)
+    for server in (elsewhere, allowed):
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{allowed.server_port}/mcp"
+        gateway = make_gateway(emulator.url, mcp={"allowed_urls": [url], "connect_wait_s": 3})
+        tool = mcp("mine", server_url=url, headers={"X-Secret": "do-not-forward"}, require_approval="never")
+        response, _ = run(gateway, '[call mine.add {"a": 1, "b": 2}]', [tool])
+        (listing,) = items(response, "mcp_list_tools")
+        assert "unavailable" in listing["error"]
+        assert seen == []
+    finally:
+        for server in (elsewhere, allowed):
+            server.shutdown()

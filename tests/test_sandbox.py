@@ -113,6 +113,14 @@ def test_state_persists_across_calls_and_turns(sandboxed: Gateway) -> None:
     assert calls(other)[0]["container_id"] != first["container_id"]
 
 
+def _host_address() -> str:
+    """This machine's own address on its main interface: reachable from the host's network namespace,
+    listened on by the test (never an address off this machine)."""
+    lines = subprocess.run(["ip", "-4", "-o", "addr", "show", "scope", "global"], capture_output=True, text=True).stdout.splitlines()
+    addresses = [line.split()[3].split("/")[0] for line in lines if "docker" not in line.split()[1]]
+    return addresses[0] if addresses else "172.17.0.1"
+
+
 def test_files_persist_in_the_data_directory(sandboxed: Gateway) -> None:
     write = "open('notes.txt', 'w').write('kept')"
     response, _ = run(sandboxed, f"[[python {write}]]")
@@ -140,7 +148,7 @@ def test_network_is_unreachable(sandboxed: Gateway) -> None:
     threading.Thread(target=accept, daemon=True).start()
     code = (
         "import socket\n"
-        f"for address in [('127.0.0.1', {port}), ('172.17.0.1', {port}), ('1.1.1.1', 80)]:\n"
+        f"for address in [('127.0.0.1', {port}), ('172.17.0.1', {port}), ('{_host_address()}', {port})]:\n"
         "    try:\n"
         "        socket.create_connection(address, timeout=2)\n"
         "        print('connected', address)\n"
