@@ -36,7 +36,7 @@ async def measure(image: str, runs: int) -> None:
     manager = SandboxManager(config)
     async with anyio.create_task_group() as tasks:
         await manager.start(tasks)
-        while len(manager.pooled) < config.pool_size:  # let the pool fill before measuring
+        while manager.pooled < config.pool_size:  # let the pool fill before measuring
             await anyio.sleep(0.05)
 
         warm = []
@@ -49,7 +49,7 @@ async def measure(image: str, runs: int) -> None:
 
         fresh = []
         for number in range(runs):
-            while len(manager.pooled) < config.pool_size:  # a new conversation arrives to a full pool
+            while manager.pooled < config.pool_size:  # a new conversation arrives to a full pool
                 await anyio.sleep(0.01)
             started = time.perf_counter()
             result = await manager.execute(f"new-{number}", "print(1)", resumed=False, tenant=f"bench-{number}")

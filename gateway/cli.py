@@ -49,7 +49,7 @@ def _serve(config: GatewayConfig, host: str | None, port: int | None) -> int:
     import uvicorn
 
     from .app import create_app
-    from .http_protocol import with_header_timeout
+    from .http_protocol import MAX_HEAD_BYTES, with_header_timeout
     from .logs import configure_logging
     from .shutdown import Drain
 
@@ -69,7 +69,7 @@ def _serve(config: GatewayConfig, host: str | None, port: int | None) -> int:
         access_log=False,  # the gateway's middleware logs requests, with their ids
         timeout_graceful_shutdown=int(config.server.shutdown_grace_s) + 5,
         http=with_header_timeout(config.server.header_timeout_s),
-        h11_max_incomplete_event_size=64 * 1024,  # a request head larger than this is a 400
+        h11_max_incomplete_event_size=MAX_HEAD_BYTES,  # where h11 serves: a larger request head is a 400
     )
     Server(uvicorn_config).run()
     return 0

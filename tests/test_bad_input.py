@@ -167,3 +167,13 @@ def test_request_heads_must_arrive_in_time(make_gateway, emulator) -> None:
         assert sock.recv(100) == b"", "the gateway kept a connection whose head never arrived"
         sock.close()
     assert httpx.get(gateway.url + "/health").status_code == 200
+    # A head that keeps growing is refused at its size limit, not held in memory.
+    with socket.create_connection(("127.0.0.1", gateway.port)) as sock:
+        sock.settimeout(5)
+        try:
+            sock.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n" + b"X-Pad: " + b"a" * (4 * 1024 * 1024) + b"\r\n\r\n")
+        except OSError:
+            pass  # closed while we were still sending
+        answer = sock.recv(100)
+        assert answer == b"" or answer.startswith(b"HTTP/1.1 400"), answer
+    assert httpx.get(gateway.url + "/health").status_code == 200
