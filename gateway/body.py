@@ -101,7 +101,7 @@ def check_text(data: dict[str, Any], limits: BodyLimits) -> None:
                     param=str(key),
                     code="input_too_large",
                 )
-            if len(text) > limits.max_unbroken_chars and _unbroken_run(limits.max_unbroken_chars).search(text):
+            if len(text) > limits.max_unbroken_chars and _has_unbroken_run(text, limits.max_unbroken_chars):
                 raise bad_request(
                     f"'{key}' has a run of more than {limits.max_unbroken_chars} characters without a space or "
                     "a change of character class, which the tokenizer cannot handle efficiently.",
@@ -124,8 +124,20 @@ def _strings(value: Any) -> Iterator[str]:
             stack.extend(item)
 
 
+def _has_unbroken_run(text: str, limit: int) -> bool:
+    """Whether `text` has a run longer than `limit`, searched in overlapping windows: `re` holds the GIL
+    for a whole search, and a window is short enough for the event loop's thread to get its turn."""
+    pattern = _unbroken_run(limit)
+    window = max(64 * 1024, 4 * (limit + 1))
+    step = window - limit - 1  # a run longer than limit lies whole in some window
+    return any(pattern.search(text, start, start + window) for start in range(0, max(len(text) - limit, 1), step))
+
+
 @functools.cache
 def _unbroken_run(limit: int) -> re.Pattern[str]:
     """Runs the tokenizer's pre-tokenizer keeps in one piece (letters; punctuation), longer than `limit`:
-    byte-pair encoding is quadratic in a piece's length."""
-    return re.compile(rf"[^\W\d_]{{{limit + 1},}}|[^\w\s]{{{limit + 1},}}")
+    byte-pair encoding is quadratic in a piece's length. Each alternative is anchored at the start of a
+    run (the lookbehind), so a run is tried once: an unanchored `{n,}` would retry from every position
+    inside a long run, which is quadratic too."""
+    letters, symbols = r"[^\W\d_]", r"[^\w\s]"
+    return re.compile(rf"(?<!{letters}){letters}{{{limit + 1}}}|(?<!{symbols}){symbols}{{{limit + 1}}}")

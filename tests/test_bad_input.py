@@ -131,10 +131,13 @@ def test_a_large_prompt_does_not_stall_other_requests(gateway) -> None:
     done = threading.Event()
 
     def poll() -> None:
-        with httpx.Client() as client:
+        with httpx.Client(timeout=30) as client:
             while not done.is_set():
                 started = time.monotonic()
-                client.get(gateway.url + "/health")
+                try:
+                    client.get(gateway.url + "/health")
+                except httpx.HTTPError:
+                    pass  # counted as the time it took to fail
                 latencies.append(time.monotonic() - started)
                 time.sleep(0.02)
 
@@ -147,7 +150,8 @@ def test_a_large_prompt_does_not_stall_other_requests(gateway) -> None:
     finally:
         done.set()
         poller.join()
-    assert response.status_code in (200, 400), response.text
+    # Tokenised for real: answered, or too long for the model's context, never a tokenizer failure.
+    assert response.status_code == 200 or response.json()["error"]["code"] == "context_length_exceeded", response.text
     assert elapsed > 0.5, "the prompt was too small to show a stall"
     assert max(latencies) < 0.3, f"/health waited {max(latencies):.2f} s while the prompt was tokenised"
 
