@@ -170,9 +170,14 @@ class ToolServerConfig(_Section):
 
 
 class MCPConfig(_Section):
-    # URL prefixes that request-level servers (`server_url`) may point at; none by default, so no
-    # request can make the gateway connect where the operator did not allow.
+    # URLs that request-level servers (`server_url`) may point at, matched by scheme, host, port and path
+    # segment (tools/urls.py); none by default, so no request can make the gateway connect where the
+    # operator did not allow.
     allowed_urls: list[str] = []
+    request_server_ttl_s: float = Field(600.0, gt=0, description="Idle request-level sessions are closed after this")
+    max_request_servers: int = Field(64, gt=0, description="Request-level sessions kept open in all")
+    max_request_servers_per_tenant: int = Field(8, gt=0, description="Request-level sessions one tenant may keep")
+    connect_wait_s: float = Field(5.0, ge=0, description="How long a request waits for a server that is connecting")
 
     @field_validator("allowed_urls")
     @classmethod
@@ -183,10 +188,6 @@ class MCPConfig(_Section):
             if parse(url) is None:
                 raise ValueError(f"{url!r} is not a plain http(s) URL (no user info, fragment or dot segments)")
         return value
-    request_server_ttl_s: float = Field(600.0, gt=0, description="Idle request-level sessions are closed after this")
-    max_request_servers: int = Field(64, gt=0, description="Request-level sessions kept open in all")
-    max_request_servers_per_tenant: int = Field(8, gt=0, description="Request-level sessions one tenant may keep")
-    connect_wait_s: float = Field(5.0, ge=0, description="How long a request waits for a server that is connecting")
 
 
 class GatewayConfig(_Section):

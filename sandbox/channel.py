@@ -16,6 +16,8 @@ import anyio.to_thread
 from anyio.abc import ByteReceiveStream, ByteSendStream
 from anyio.streams.buffered import BufferedByteReceiveStream
 
+from .kernel import MAX_IMAGE_CHARS, MAX_IMAGES
+
 MAX_REPLY_BYTES = 40 * 1024 * 1024  # output is capped by the kernel; images (16 of 8 MiB at most) can be large
 INLINE_PARSE_BYTES = 256 * 1024  # larger replies are parsed in a worker thread
 STATUSES = {"ready", "ok", "error", "timeout", "restarted"}
@@ -37,7 +39,7 @@ def check_reply(reply: Any, expected_id: int, max_output: int) -> dict[str, Any]
     output, images, reason = reply.get("output", ""), reply.get("images", []), reply.get("reason")
     if not isinstance(output, str) or len(output) > max_output + 4096:
         raise KernelProtocolError("the kernel's reply has an invalid output")
-    if not isinstance(images, list) or len(images) > 16 or not all(isinstance(i, str) and len(i) <= 8 << 20 for i in images):
+    if not isinstance(images, list) or len(images) > MAX_IMAGES or not all(isinstance(i, str) and len(i) <= MAX_IMAGE_CHARS for i in images):
         raise KernelProtocolError("the kernel's reply has invalid images")
     if reply["status"] == "restarted" and reason not in REASONS:
         raise KernelProtocolError("the kernel's reply has an invalid reason")

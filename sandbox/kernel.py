@@ -91,7 +91,7 @@ class Supervisor:
         for fd in (0, 1, 2):
             os.dup2(null, fd)
         os.close(null)
-        _not_dumpable()
+        _set_dumpable(False)
         self.pid = os.getpid()
         self.cmdline = _cmdline(self.pid)
         self.worker_pid = 0
@@ -192,7 +192,7 @@ class Supervisor:
                 keep = theirs.fileno()
                 os.closerange(3, keep)
                 os.closerange(keep + 1, os.sysconf("SC_OPEN_MAX"))
-                _not_dumpable(1)  # inherited from the supervisor; the worker has nothing to hide
+                _set_dumpable(True)  # inherited from the supervisor; the worker has nothing to hide
                 Worker(theirs).serve()
             finally:
                 os._exit(0)
@@ -217,10 +217,10 @@ def _valid_result(line: bytes) -> dict[str, object] | None:
     return {"status": result["status"], "images": images}
 
 
-def _not_dumpable(dumpable: int = 0) -> None:
-    """Processes of the same user may then neither read this one's /proc/PID/fd nor ptrace it."""
+def _set_dumpable(dumpable: bool) -> None:
+    """Not dumpable: processes of the same user may neither read this one's /proc/PID/fd nor ptrace it."""
     try:
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, dumpable, 0, 0, 0)
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, int(dumpable), 0, 0, 0)
     except (OSError, AttributeError):
         pass
 

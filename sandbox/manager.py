@@ -17,6 +17,7 @@ import docker.errors
 from anyio.abc import TaskGroup
 
 from gateway.config import SandboxConfig
+from gateway.quota import AllBusy, to_evict
 
 from .channel import KernelChannel, KernelDied, KernelProtocolError
 from .docker_backend import DockerBackend, SandboxUnavailable
@@ -200,21 +201,16 @@ class SandboxManager:
 
     def _make_room(self, tenant: str) -> None:
         """Below both caps, evicting least recently used idle sessions (the tenant's own first) if needed."""
-        config = self.config
-        while True:
-            mine = [(cid, s) for cid, s in self._sessions.items() if s.tenant == tenant]
-            if len(mine) >= config.max_sessions_per_tenant:
-                candidates, limit = mine, f"this tenant's limit of {config.max_sessions_per_tenant}"
-            elif len(self._sessions) >= config.max_sessions:
-                candidates, limit = list(self._sessions.items()), f"its limit of {config.max_sessions}"
-            else:
-                return
-            idle = [(s.last_used, cid) for cid, s in candidates if s.idle]
-            if not idle:
-                raise SandboxFull(f"the sandbox has reached {limit} live sessions, all busy; try again later")
-            _, victim = min(idle)
-            log.info("sandbox session %s evicted (least recently used) to make room", victim)
-            self._end(victim)
+        per_tenant, total = self.config.max_sessions_per_tenant, self.config.max_sessions
+        try:
+            while (victim := to_evict(self._sessions, tenant, per_tenant, total)) is not None:
+                log.info("sandbox session %s evicted (least recently used) to make room", victim)
+                self._end(victim)
+        except AllBusy as full:
+            whose = "this tenant's" if full.per_tenant else "its"
+            raise SandboxFull(
+                f"the sandbox has reached {whose} limit of {full.cap} live sessions, all busy; try again later"
+            ) from None
 
     def _end(self, container_id: str) -> None:
         session = self._sessions.pop(container_id)

@@ -18,6 +18,7 @@ from anyio.abc import TaskGroup
 from mcp_types import Tool
 
 from gateway.config import GatewayConfig, ToolServerConfig
+from gateway.quota import AllBusy, to_evict
 
 from .connection import MCPConnection, ServerSpec
 from .urls import is_allowed
@@ -40,6 +41,10 @@ class _RequestServer:
     connection: MCPConnection
     tenant: str
     last_used: float
+
+    @property
+    def idle(self) -> bool:
+        return self.connection.calls_in_flight == 0
 
 
 def needs_approval(rule: Any, name: str) -> bool:
@@ -159,24 +164,16 @@ class MCPServers:
 
     def _make_room(self, tenant: str, param: str) -> None:
         """Below both caps on kept request-level sessions, closing least recently used idle ones if needed."""
-        limits = self.config.mcp
-        while True:
-            mine = [(key, s) for key, s in self._requested.items() if s.tenant == tenant]
-            if len(mine) >= limits.max_request_servers_per_tenant:
-                candidates = mine
-            elif len(self._requested) >= limits.max_request_servers:
-                candidates = list(self._requested.items())
-            else:
-                return
-            idle = [(s.last_used, key) for key, s in candidates if s.connection.calls_in_flight == 0]
-            if not idle:
-                raise ServerRefused(
-                    "Too many MCP servers of your own are in use at once; try again when a call has finished.",
-                    f"{param}.server_url",
-                    status=429,
-                )
-            _, key = min(idle)
-            self._requested.pop(key).connection.close()
+        per_tenant, total = self.config.mcp.max_request_servers_per_tenant, self.config.mcp.max_request_servers
+        try:
+            while (key := to_evict(self._requested, tenant, per_tenant, total)) is not None:
+                self._requested.pop(key).connection.close()
+        except AllBusy:
+            raise ServerRefused(
+                "Too many MCP servers of your own are in use at once; try again when a call has finished.",
+                f"{param}.server_url",
+                status=429,
+            ) from None
 
     @property
     def request_sessions(self) -> int:
@@ -188,7 +185,7 @@ class MCPServers:
             await anyio.sleep(min(ttl / 4, 30.0))
             deadline = time.monotonic() - ttl
             for key, entry in list(self._requested.items()):
-                if entry.last_used < deadline and entry.connection.calls_in_flight == 0:
+                if entry.last_used < deadline and entry.idle:
                     del self._requested[key]
                     entry.connection.close()
 
