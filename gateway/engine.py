@@ -19,6 +19,9 @@ from .errors import APIError, server_error
 from .harmony import STOP_TOKEN_IDS
 
 
+MAX_LINE_BYTES = 16 * 1024 * 1024  # one stream chunk; real ones are a few hundred bytes
+
+
 @dataclass(frozen=True)
 class ModelInfo:
     id: str
@@ -156,11 +159,11 @@ class EngineStream:
     async def __aiter__(self) -> AsyncIterator[EngineChunk]:
         done = False
         try:
-            async for line in self._response.aiter_lines():
-                if not line.startswith("data: "):
+            async for line in self._lines():
+                if not line.startswith(b"data: "):
                     continue
                 payload = line[6:]
-                if payload == "[DONE]":
+                if payload == b"[DONE]":
                     # Read on to the end of the body, so the connection goes back to the pool.
                     done = True
                     continue
@@ -176,12 +179,30 @@ class EngineStream:
                     self._read_usage(chunk["usage"])
         except httpx.HTTPError as exc:
             raise transport_error(exc, self._url) from None
-        except ValueError:
-            raise server_error(502, "The engine sent a chunk that is not JSON.", "engine_error") from None
+        except (ValueError, AttributeError):
+            raise server_error(502, "The engine sent a chunk that is not a JSON object.", "engine_error") from None
         if done:
             return
         # The connection ended without [DONE]: the engine went away mid-stream.
         raise server_error(502, "The engine closed the stream before it finished.", "engine_error")
+
+    async def _lines(self) -> AsyncIterator[bytes]:
+        """The body's lines. vLLM writes raw UTF-8 JSON, so a line ends at CR or LF only: text decoders
+        (httpx's `aiter_lines` among them) also break at U+2028, U+2029 and U+0085, inside a chunk."""
+        pending = bytearray()
+        async for data in self._response.aiter_bytes():
+            end = max(data.rfind(b"\n"), data.rfind(b"\r"))
+            if end < 0:  # searched in the new bytes only, so a long line costs no rescans
+                pending += data
+                if len(pending) > MAX_LINE_BYTES:
+                    raise server_error(502, "The engine sent a line longer than the gateway accepts.", "engine_error")
+                continue
+            pending += data[: end + 1]
+            complete, pending = bytes(pending), bytearray(data[end + 1 :])
+            for line in complete.splitlines():  # bytes split at CR, LF and CRLF only
+                yield line
+        if pending:
+            yield bytes(pending)
 
     def _read_usage(self, usage: dict) -> None:
         details = usage.get("prompt_tokens_details") or {}

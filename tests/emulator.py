@@ -150,6 +150,11 @@ class Script:
         return Plan(f"{name} <|constrain|>json<|message|>{arguments}<|call|>")
 
 
+def raw_json(value: object) -> str:
+    """JSON as vLLM writes its stream chunks: raw UTF-8, so U+2028 and friends arrive unescaped."""
+    return json.dumps(value, ensure_ascii=False)
+
+
 def vllm_error(status: int, message: str, param: str | None = None) -> JSONResponse:
     kinds = {400: "BadRequestError", 404: "NotFoundError", 500: "InternalServerError"}
     return JSONResponse(
@@ -279,7 +284,7 @@ def create_emulator(max_model_len: int = 131072, chunk_delay: float = 0.0) -> St
                             choice["prompt_token_ids"] = prompt
                     first = False
                     chunk = {"id": completion_id, "object": "text_completion", "created": created, "model": MODEL, "choices": [choice], "usage": None}
-                    yield f"data: {json.dumps(chunk)}\n\n"
+                    yield f"data: {raw_json(chunk)}\n\n"
                     if plan.stall_after is not None and sent >= plan.stall_after:
                         await asyncio.sleep(3600)
                     if plan.drop_after is not None and sent >= plan.drop_after:
@@ -293,7 +298,7 @@ def create_emulator(max_model_len: int = 131072, chunk_delay: float = 0.0) -> St
                         await asyncio.sleep(delay)
                 if include_usage:
                     usage = {"prompt_tokens": len(prompt), "completion_tokens": len(generated), "total_tokens": len(prompt) + len(generated), "prompt_tokens_details": {"cached_tokens": 16}}
-                    yield f"data: {json.dumps({'id': completion_id, 'object': 'text_completion', 'created': created, 'model': MODEL, 'choices': [], 'usage': usage})}\n\n"
+                    yield f"data: {raw_json({'id': completion_id, 'object': 'text_completion', 'created': created, 'model': MODEL, 'choices': [], 'usage': usage})}\n\n"
                 yield "data: [DONE]\n\n"
                 finished = True
             finally:

@@ -63,6 +63,17 @@ def test_raw_sse_frames(gateway):
     assert text == "Héllo 你好世界 🎉🎉 — ok"
 
 
+@pytest.mark.parametrize("separator", ["\u2028", "\u2029", "\u0085", "\x1c"])
+def test_unicode_line_separators_in_model_output(gateway, separator):
+    """vLLM sends raw UTF-8; only CR and LF end an SSE line, whatever else Unicode calls a line break."""
+    said = f"one{separator}two"
+    events = stream_raw(gateway, {"input": said})
+    assert events[-1]["type"] == "response.completed"
+    text = "".join(e["delta"] for e in events if e["type"] == "response.output_text.delta")
+    assert text == f"You said: {said}"
+    assert gateway.client().responses.create(model=MODEL, input=said).output_text == f"You said: {said}"
+
+
 def test_preamble_without_analysis(gateway):
     response = gateway.client().responses.create(model=MODEL, input="x [noanalysis] [preamble]")
     assert [(i.type, i.phase) for i in response.output] == [("message", "commentary"), ("message", "final_answer")]
