@@ -26,6 +26,7 @@ from .middleware import GatewayMiddleware
 from .shutdown import Drain
 from .chat.routes import routes as chat_routes
 from .responses.routes import routes as response_routes
+from .responses.log import Runs
 from .responses.run import Services
 from .store import ResponseStore
 from sandbox.manager import SandboxManager, SandboxUnavailable
@@ -112,7 +113,7 @@ def create_app(config: GatewayConfig, drain: Drain | None = None) -> Starlette:
             app_metrics.watch(sandbox and (lambda: sandbox.live_sessions), mcp.health)
             app.state.services = Services(
                 config=config, engine=engine, store=store, drain=drain, metrics=app_metrics, renderer=renderer,
-                sandbox=sandbox, mcp=mcp,
+                runs=Runs(tasks), sandbox=sandbox, mcp=mcp,
             )
             log.info("gateway ready; engine at %s", config.engine.url)
             try:

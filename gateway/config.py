@@ -46,6 +46,9 @@ class ServerConfig(_Section):
     max_unbroken_chars: int = Field(4096, ge=256, description="Longest run the tokenizer gets in one piece")
     header_timeout_s: float = Field(10.0, gt=0, description="A request's head must arrive within this")
     body_timeout_s: float = Field(30.0, gt=0, description="A request's body must arrive within this")
+    # A stream whose client reads nothing for this long is closed and its response stopped (engine
+    # request aborted), as if the client had disconnected.
+    send_timeout_s: float = Field(60.0, gt=0)
 
     def body_limits(self) -> "BodyLimits":
         return BodyLimits(self.max_body_bytes, self.max_input_chars, self.max_unbroken_chars, self.body_timeout_s)

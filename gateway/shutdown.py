@@ -48,6 +48,10 @@ class Drain:
         finally:
             self._scopes.discard(scope)
 
+    def past_grace(self, extra_s: float) -> bool:
+        """Whether the grace period after SIGTERM ended more than `extra_s` ago."""
+        return self.draining and self._loop is not None and self._loop.time() > self._deadline + extra_s
+
     @property
     def running(self) -> int:
         return len(self._scopes)

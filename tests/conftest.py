@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -141,6 +142,33 @@ def make_gateway(tmp_path: Path) -> Iterator[Any]:
 
 def emulator_stats(emulator: Process) -> dict[str, Any]:
     return httpx.get(emulator.url + "/_emulator/stats").json()
+
+
+def open_stream(gateway: Process, body: dict[str, Any], receive_buffer: int = 4096) -> socket.socket:
+    """POST `body` on a raw socket with a small receive buffer and return the socket unread: a client that
+    reads as slowly as the test wants, or not at all."""
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer)
+    sock.connect(("127.0.0.1", gateway.port))
+    payload = json.dumps(body).encode()
+    head = f"POST /v1/responses HTTP/1.1\r\nHost: gateway\r\nContent-Type: application/json\r\nContent-Length: {len(payload)}\r\n\r\n"
+    sock.sendall(head.encode() + payload)
+    return sock
+
+
+def metric(text: str, name: str, default: float | None = None, **labels: str) -> float:
+    """One sample of a Prometheus exposition; `default` when it has none (a label set not yet counted)."""
+    for line in text.splitlines():
+        if line.startswith("#") or not line.startswith(name):
+            continue
+        series, value = line.rsplit(" ", 1)
+        if series.split("{")[0] != name:
+            continue
+        if all(f'{key}="{val}"' in series for key, val in labels.items()):
+            return float(value)
+    if default is not None:
+        return default
+    raise AssertionError(f"no {name} {labels} in metrics")
 
 
 def stream_raw(gateway: Process, body: dict[str, Any], timeout: float = 30) -> list[dict[str, Any]]:

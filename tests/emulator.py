@@ -65,8 +65,11 @@ class Script:
         return "".join(getattr(part, "text", "") for part in message.content)
 
     def plan(self) -> Plan:
-        if self.prefill:
-            return self._continue_prefill()
+        plan = self._continue_prefill() if self.prefill else self._write()
+        self._apply_faults(plan)
+        return plan
+
+    def _write(self) -> Plan:
         last = self.messages[-1]
         user_index = max(i for i, m in enumerate(self.messages) if m.author.role == Role.USER)
         # `[[python CODE]]` and `[[call RECIPIENT {json}]]` directives, in order: the k-th one is made
@@ -122,21 +125,33 @@ class Script:
                 body += f"<|channel|>commentary to={recipient} <|constrain|>json<|message|>{arguments}<|call|>"
             return Plan(body)
         body += f"<|channel|>final<|message|>{final}<|return|>"
-        plan = Plan(body)
-        if "[malformed]" in said:
-            plan.text = "<|channel|>final<|end|>"
-        if "[stall]" in said:
-            plan.stall_after = 6
-        if "[drop]" in said:
-            plan.drop_after = 6
-        if "[midstream-error]" in said:
-            plan.error_after = 6
-        if "[error500]" in said:
-            plan.status = 500
-        if m := re.search(r"\[slow (\d+)\]", said):
-            plan.chunk_delay = int(m.group(1)) / 1000
-        return plan
+        return Plan(body)
 
+    def _apply_faults(self, plan: Plan) -> None:
+        """Fault and delay directives, for any engine call of the turn: `[FAULT]` on every call, `[FAULT@K]`
+        on the K-th (1 = the first after the user's message, K = one more than the tool results since),
+        with a token count where it applies: `[drop@2 10]` drops the second call's stream after 10 tokens.
+        Faults: stall (silence forever), drop (connection closed without [DONE]), midstream-error,
+        error500 (HTTP 500 before the stream), malformed (invalid Harmony), slow MS (delay per chunk)."""
+        user_index = max(i for i, m in enumerate(self.messages) if m.author.role == Role.USER)
+        said = self._text_of(self.messages[user_index])
+        call = 1 + sum(1 for m in self.messages[user_index:] if m.author.role == Role.TOOL)
+        for name, at, count in re.findall(r"\[(stall|drop|midstream-error|error500|malformed|slow)(?:@(\d+))?(?: (\d+))?\]", said):
+            if at and int(at) != call:
+                continue
+            after = int(count) if count else 6
+            if name == "stall":
+                plan.stall_after = after
+            elif name == "drop":
+                plan.drop_after = after
+            elif name == "midstream-error":
+                plan.error_after = after
+            elif name == "error500":
+                plan.status = 500
+            elif name == "malformed":
+                plan.text = "<|channel|>final<|end|>"
+            elif count:
+                plan.chunk_delay = int(count) / 1000
 
     def _continue_prefill(self) -> Plan:
         """A forced tool call: the gateway wrote the header (or part of it); write the rest."""

@@ -10,7 +10,7 @@ import httpx
 import openai
 import pytest
 
-from .conftest import MODEL, emulator_stats, free_port, start_emulator, stream_raw
+from .conftest import MODEL, emulator_stats, free_port, metric as _metric, open_stream, start_emulator, stream_raw
 from .stream_checker import check_response_stream, parse_sse
 
 
@@ -100,6 +100,52 @@ def test_streaming_client_disconnect_aborts_engine_request(gateway, emulator):
                     break  # leave mid-stream
     wait_for(lambda: emulator_stats(emulator)["aborted"] == before + 1)
     assert emulator_stats(emulator)["active"] == 0
+
+
+def test_stalled_reader_is_dropped_and_its_engine_request_aborted(emulator, make_gateway):
+    """A client that stops reading is gone after server.send_timeout_s: its engine request is aborted."""
+    gateway = make_gateway(emulator.url, server={"send_timeout_s": 1})
+    before = emulator_stats(emulator)["aborted"]
+    # About 7 MB of events, more than the sockets buffer, then the engine goes silent, holding the request.
+    sock = open_stream(gateway, {"input": "[long 40000] [stall 100000]", "stream": True})
+    try:
+        assert sock.recv(1024).startswith(b"HTTP/1.1 200")
+        started = time.monotonic()  # from here on, the client reads nothing
+        wait_for(lambda: emulator_stats(emulator)["aborted"] == before + 1, timeout=20)
+        assert time.monotonic() - started < 15  # not the engine's read timeout (300 s)
+        sock.settimeout(10)
+        while sock.recv(65536):  # what was sent before it stalled, then the gateway closes the connection
+            pass
+    finally:
+        sock.close()
+    assert emulator_stats(emulator)["active"] == 0
+    assert "the client read nothing for 1 s" in gateway.log.read_text()
+
+
+def test_usage_is_counted_when_the_engine_fails(gateway):
+    before = _metric(httpx.get(gateway.url + "/metrics").text, "gateway_tokens_total", 0, direction="out")
+    events = stream_raw(gateway, {"input": "count me [drop]"})
+    final = events[-1]["response"]
+    assert final["status"] == "failed"
+    assert final["usage"]["input_tokens"] > 0
+    assert final["usage"]["output_tokens"] >= 6  # the emulator drops the connection after 6 tokens
+    assert final["usage"]["total_tokens"] == final["usage"]["input_tokens"] + final["usage"]["output_tokens"]
+    after = _metric(httpx.get(gateway.url + "/metrics").text, "gateway_tokens_total", 0, direction="out")
+    assert after - before == final["usage"]["output_tokens"]
+
+
+def test_usage_is_counted_when_the_client_goes_away(gateway, emulator):
+    before = _metric(httpx.get(gateway.url + "/metrics").text, "gateway_tokens_total", 0, direction="out")
+    aborted = emulator_stats(emulator)["aborted"]
+    with httpx.Client(timeout=10) as client:
+        with client.stream("POST", gateway.url + "/v1/responses", json={"input": "[long 500] [slow 20]", "stream": True}) as response:
+            deltas = 0
+            for line in response.iter_lines():
+                deltas += '"response.output_text.delta"' in line
+                if deltas >= 5:
+                    break
+    wait_for(lambda: emulator_stats(emulator)["aborted"] == aborted + 1)
+    wait_for(lambda: _metric(httpx.get(gateway.url + "/metrics").text, "gateway_tokens_total", 0, direction="out") - before >= 5)
 
 
 def test_deltas_arrive_as_tokens_arrive(gateway):

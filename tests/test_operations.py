@@ -12,11 +12,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+import h11
 import httpx
 import openai
 import pytest
 
-from .conftest import MODEL, ROOT, Process, free_port, sandbox_containers, sandbox_section
+from .conftest import MODEL, ROOT, Process, free_port, metric as _metric, open_stream, sandbox_containers, sandbox_section
 from .stream_checker import check_response_stream, parse_sse
 
 KEY = "sk-test-0b1c5e9f7d"
@@ -77,18 +78,6 @@ def test_readiness(make_gateway: Any, emulator: Process, tmp_path: Path) -> None
     not_ready = httpx.get(down.url + "/ready")
     assert not_ready.status_code == 503
     assert not_ready.json()["engine"] is False and not_ready.json()["tool_servers"] == {"gone": False}
-
-
-def _metric(text: str, name: str, **labels: str) -> float:
-    for line in text.splitlines():
-        if line.startswith("#") or not line.startswith(name):
-            continue
-        series, value = line.rsplit(" ", 1)
-        if series.split("{")[0] != name:
-            continue
-        if all(f'{key}="{val}"' in series for key, val in labels.items()):
-            return float(value)
-    raise AssertionError(f"no {name} {labels} in metrics")
 
 
 def test_metrics(make_gateway: Any, emulator: Process) -> None:
@@ -164,6 +153,53 @@ def test_shutdown_ends_running_streams_with_a_terminal_event(make_gateway: Any, 
             assert "shutting down" in events[-1]["response"]["error"]["message"]
     assert sorted(statuses) == ["completed", "failed", "failed", "failed"]
     assert sandbox_containers(instance) == []  # no container is left
+
+
+def test_shutdown_with_a_slow_reader(make_gateway: Any, emulator: Process) -> None:
+    """A client reads slowly when SIGTERM arrives, so slowly that the gateway's writes wait for it: the
+    gateway exits within the grace period plus a few seconds, with nothing failing inside it, and the
+    stream either ends with exactly one terminal event or is cut (never a complete body without one)."""
+    gateway = make_gateway(emulator.url, server={"shutdown_grace_s": 1})
+    assert gateway.proc is not None
+    # About 7 MB of events, more than the sockets buffer, then the engine goes silent (the run goes on).
+    sock = open_stream(gateway, {"model": MODEL, "input": "[long 40000] [stall 100000]", "stream": True})
+    received = bytearray()
+    started = time.monotonic()
+    while time.monotonic() - started < 2:  # about 40 KB/s: slower than the response is written
+        received += sock.recv(2048)
+        time.sleep(0.05)
+    gateway.proc.send_signal(signal.SIGTERM)
+    signalled = time.monotonic()
+    while gateway.proc.poll() is None and time.monotonic() - signalled < 15:
+        received += sock.recv(2048)
+        time.sleep(0.05)
+    assert gateway.proc.poll() is not None and time.monotonic() - signalled < 1 + 8
+    sock.settimeout(10)
+    while data := sock.recv(65536):  # what the gateway wrote before it exited
+        received += data
+    sock.close()
+    client = h11.Connection(h11.CLIENT)
+    client.send(h11.Request(method="POST", target="/v1/responses", headers=[("Host", "gateway"), ("Content-Length", "0")]))
+    client.send(h11.EndOfMessage())  # the request went out in open_stream: h11 parses the answer
+    client.receive_data(bytes(received))
+    client.receive_data(b"")
+    body = bytearray()
+    complete = False
+    try:
+        while not (complete := isinstance(event := client.next_event(), h11.EndOfMessage)):
+            if isinstance(event, h11.Data):
+                body += event.data
+    except h11.RemoteProtocolError:  # the connection was closed mid-body
+        pass
+    events = parse_sse(bytes(body)[: bytes(body).rfind(b"\n\n") + 2])
+    if complete:  # a complete body: exactly one terminal event, the last
+        check_response_stream(events)
+        assert events[-1]["type"] == "response.failed" and "shutting down" in events[-1]["response"]["error"]["message"]
+    else:  # cut: the events that arrived are in order, none of them terminal
+        assert [e["sequence_number"] for e in events] == list(range(len(events)))
+        assert not any(e["type"].startswith("response.") and "response" in e and e["type"] != "response.created" and e["type"] != "response.in_progress" for e in events)
+    log = gateway.log.read_text()
+    assert "Traceback" not in log and "cancel scope" not in log
 
 
 def test_check_config(tmp_path: Path) -> None:

@@ -18,9 +18,8 @@ from starlette.routing import Route
 
 from ..body import parse_body
 from ..responses.items import Delta, FunctionCallOutput, MessageOutput, ReasoningOutput
-from ..responses.routes import counted, refuse_while_draining, run_until_done_or_disconnect, tenant_of
+from ..responses.routes import event_stream, refuse_while_draining, tenant_of, wait_for_run
 from ..responses.run import ResponseRun, Services
-from ..sse import EventStream
 from .request import ChatRequest
 
 _DONE = b"data: [DONE]\n\n"
@@ -32,12 +31,13 @@ async def create_chat_completion(request: Request) -> Response:
     body = await parse_body(request, ChatRequest, services.config.server.body_limits())
     run = ResponseRun(services, body.to_responses(), tenant_of(request))
     await run.prepare()
+    run.start()
     completion_id = f"chatcmpl-{secrets.token_hex(12)}"
     if body.stream:
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
         chunks = ChatChunks(completion_id, int(time.time()), run.model_id, include_usage, body.include_reasoning)
-        return EventStream(counted(services, chunks.frames(run)), sep="\n", ping=15)
-    await run_until_done_or_disconnect(request, run)
+        return event_stream(services, run, chunks.frames(run))
+    await wait_for_run(request, run)
     if run.failure is not None:
         raise run.failure
     return JSONResponse(completion(completion_id, run, body.include_reasoning))
@@ -107,7 +107,7 @@ class ChatChunks:
 
     async def frames(self, run: ResponseRun) -> AsyncIterator[bytes]:
         yield self.chunk('{"role":"assistant","content":""}')
-        async for batch in run.events():
+        async for batch in run.log.follow():
             out = []
             for event in batch:
                 if type(event) is Delta:

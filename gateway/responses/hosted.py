@@ -12,7 +12,7 @@ import json
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any, AsyncIterator
+from typing import Any, Callable
 
 import anyio
 
@@ -26,11 +26,14 @@ from ..errors import APIError, bad_request
 from ..harmony import ToolDescription, ToolNamespaceConfig
 from .conversation import Dialog, PendingApproval, tool_result
 from .items import Event, Events, OutputItem, new_id
+from .log import Batch
 from .python_call import run_code
 from .request import CodeInterpreterTool, McpTool, ResponsesRequest
 from .tool_items import CodeInterpreterCallOutput, McpApprovalRequestOutput, McpCallOutput, McpListToolsOutput
 
 log = logging.getLogger("gateway.tools")
+
+Emit = Callable[[Batch], None]  # appends a batch of events to the response's log
 
 
 @dataclass
@@ -52,8 +55,11 @@ class ToolCall:
 
 
 class HostedTools:
-    def __init__(self, services: Any, request: ResponsesRequest, tenant: str, output: list[OutputItem], events: Events) -> None:
+    def __init__(
+        self, services: Any, request: ResponsesRequest, tenant: str, output: list[OutputItem], events: Events, emit: Emit
+    ) -> None:
         self.services = services
+        self.emit = emit
         self.request = request
         self.tenant = tenant
         self.output = output
@@ -135,7 +141,7 @@ class HostedTools:
 
     # -- before the first engine call: listings, and the calls the user approved or denied --------------------
 
-    async def before_engine(self) -> AsyncIterator[list[Event]]:
+    async def before_engine(self) -> None:
         for server in self._to_list:
             item = McpListToolsOutput(len(self.output), server.label)
             self.output.append(item)
@@ -143,7 +149,7 @@ class HostedTools:
             listing = [tool_listing(tool) for tool in server.tools()] if error is None else []
             if error is None and server.label not in self.dialog.mcp_listed:
                 self.dialog.mcp_listed.append(server.label)
-            yield item.listed(self.events, listing, error)
+            self.emit(item.listed(self.events, listing, error))
         decisions, self.dialog.decisions = self.dialog.decisions, []
         for decision in decisions:
             pending = decision.pending
@@ -155,9 +161,8 @@ class HostedTools:
             item = McpCallOutput(len(self.output), pending.server_label, pending.name, decision.approval_request_id)
             self.output.append(item)
             call = ToolCall(pending.recipient, pending.channel, "mcp", item, server, pending.name)
-            yield [*item.opened(self.events), item.delta(self.events, pending.arguments), *item.written(self.events)]
-            async for batch in self.run_call(call):
-                yield batch
+            self.emit([*item.opened(self.events), item.delta(self.events, pending.arguments), *item.written(self.events)])
+            await self.run_call(call)
             self.dialog.append(tool_result(call.recipient, call.channel, call.output or ""))
 
     # -- the model's calls ----------------------------------------------------------------------------------
@@ -224,16 +229,15 @@ class HostedTools:
             return item.written(self.events)  # open while it runs
         return []
 
-    async def run_call(self, call: ToolCall) -> AsyncIterator[list[Event]]:
+    async def run_call(self, call: ToolCall) -> None:
         """Run a claimed call; its output (or error) is left in `call.output` for the model."""
         started = time.perf_counter()
-        async for batch in self._run(call):
-            yield batch
+        await self._run(call)
         item = call.item
         outcome = getattr(item, "status", "failed")
         self.services.metrics.tool_call(call.kind, outcome, time.perf_counter() - started)
 
-    async def _run(self, call: ToolCall) -> AsyncIterator[list[Event]]:
+    async def _run(self, call: ToolCall) -> None:
         if call.kind == "python":
             item = call.item
             assert isinstance(item, CodeInterpreterCallOutput)
@@ -243,7 +247,7 @@ class HostedTools:
             self.dialog.container_id = item.container_id
             call.output = result.text
             item.outputs = result.outputs
-            yield item.finished(self.events, result.status)
+            self.emit(item.finished(self.events, result.status))
         elif call.kind == "mcp":
             item = call.item
             assert isinstance(item, McpCallOutput) and call.server is not None
@@ -265,7 +269,7 @@ class HostedTools:
                 item.error = protocol_error(INTERNAL_ERROR, f"{type(exc).__name__}: {exc}")
                 text = f"Error: the call failed ({type(exc).__name__})."
             call.output = text
-            yield item.finished(self.events, "failed" if item.error else "completed")
+            self.emit(item.finished(self.events, "failed" if item.error else "completed"))
 
 
 def protocol_error(code: int, message: str) -> dict[str, Any]:

@@ -22,9 +22,10 @@ async def create_response(request: Request) -> Response:
     body = await parse_body(request, ResponsesRequest, services.config.server.body_limits())
     run = ResponseRun(services, body, tenant_of(request))
     await run.prepare()
+    run.start()
     if body.stream:
-        return EventStream(counted(services, _frames(run)), sep="\n", ping=15)
-    await run_until_done_or_disconnect(request, run)
+        return event_stream(services, run, _frames(run))
+    await wait_for_run(request, run)
     if run.failure is not None:
         raise run.failure
     return JSONResponse(run.response)
@@ -40,8 +41,24 @@ def refuse_while_draining(services: Services) -> None:
         raise APIError(503, "The gateway is shutting down.", type="server_error", code="server_shutting_down")
 
 
-async def counted(services: Services, frames: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
-    """The frames of one stream, counted in the active-streams gauge while it lasts."""
+def event_stream(services: Services, run: ResponseRun, frames: AsyncIterator[bytes]) -> EventStream:
+    """The SSE response for a run's frames, counted while it lasts. It ends early when the client goes
+    away, reads nothing for `send_timeout_s`, or still reads a while after the shutdown grace period;
+    then the run is cancelled, aborting its engine request."""
+    drain = services.drain
+    return EventStream(
+        _reading(services, run, frames),
+        sep="\n",
+        ping=15,
+        send_timeout=services.config.server.send_timeout_s,
+        give_up=lambda: drain.past_grace(READER_GRACE_S),
+    )
+
+
+READER_GRACE_S = 2.0  # how long after the shutdown grace period a slow reader may go on reading
+
+
+async def _reading(services: Services, run: ResponseRun, frames: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
     gauge = services.metrics.active_streams
     gauge.inc()
     try:
@@ -49,28 +66,30 @@ async def counted(services: Services, frames: AsyncIterator[bytes]) -> AsyncIter
             yield frame
     finally:
         gauge.dec()
+        if not run.log.closed:
+            run.cancel()
 
 
 async def _frames(run: ResponseRun) -> AsyncIterator[bytes]:
-    async for batch in run.events():
+    async for batch in run.log.follow():
         yield b"".join(map(sse_frame, batch))
 
 
-async def run_until_done_or_disconnect(request: Request, run: ResponseRun) -> None:
-    """Drain the run; if the client goes away first, cancel it, which aborts the engine request."""
+async def wait_for_run(request: Request, run: ResponseRun) -> None:
+    """Wait for the run's end; if the client goes away first, cancel it, which aborts the engine request."""
     async with anyio.create_task_group() as group:
 
-        async def drain() -> None:
-            async for _ in run.events():
-                pass
+        async def wait() -> None:
+            await run.log.wait_closed()
             group.cancel_scope.cancel()
 
         async def watch() -> None:
             while (await request.receive())["type"] != "http.disconnect":
                 pass
+            run.cancel()
             group.cancel_scope.cancel()
 
-        group.start_soon(drain)
+        group.start_soon(wait)
         group.start_soon(watch)
 
 

@@ -3,8 +3,8 @@
 request → dialog (Harmony messages) → prompt tokens → engine → parser → output items and events.
 A tool call that the gateway runs loops back into the dialog and the engine is called again; a call
 to a client function ends the response, to be continued by the client's `function_call_output`.
-The same run serves streaming (every event is sent) and non-streaming (events are dropped and the
-final response is returned).
+The run is a task of its own (`start()`) that appends every event to the response's log (log.py);
+a streamed response is a reader of that log, a non-streamed one waits for its end.
 """
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
-from typing import Any, AsyncIterator
+import logging
+from typing import Any
 
 import anyio
 
@@ -29,8 +30,11 @@ from tools.servers import MCPServers
 
 from .conversation import Dialog, append_input, tool_result
 from .hosted import HostedTools, ToolCall
+from .log import EventLog, Runs
 from .items import Delta, Event, Events, FunctionCallOutput, MessageOutput, OutputItem, ReasoningOutput, new_id
 from .request import FunctionTool, McpTool, NamedFunction, ResponsesRequest
+
+logger = logging.getLogger("gateway.responses")
 
 
 @dataclass
@@ -41,6 +45,7 @@ class Services:
     drain: Drain
     metrics: Metrics
     renderer: PromptRenderer
+    runs: Runs
     sandbox: SandboxManager | None = None
     mcp: MCPServers | None = None
 
@@ -55,7 +60,8 @@ class ResponseRun:
         self.dialog = Dialog()
         self.input_items: list[dict[str, Any]] = []
         self.functions = {tool.name: tool for tool in request.tools if isinstance(tool, FunctionTool)}
-        self.hosted = HostedTools(services, request, tenant, self.output, self.events_log)
+        self.log = EventLog()
+        self.hosted = HostedTools(services, request, tenant, self.output, self.events_log, self.log.append)
         self.preamble = Preamble()
         self.usage = {"input": 0, "cached": 0, "output": 0, "reasoning": 0}
         self.model_id = ""
@@ -67,6 +73,8 @@ class ResponseRun:
         self._prefill: list[int] = []
         self._started = time.perf_counter()
         self._first_token_seen = False
+        self._tokens_counted = False
+        self._cancel = anyio.CancelScope()
 
     # -- before the first event: everything that can still be an HTTP error ------------------------------
 
@@ -128,101 +136,132 @@ class ResponseRun:
 
     # -- the events ---------------------------------------------------------------------------------------
 
-    async def events(self) -> AsyncIterator[list[Event | Delta]]:
-        """The response's events, in batches: the events one engine chunk gave rise to are sent together,
-        the moment the chunk arrives (one write per chunk instead of one per event)."""
-        log = self.events_log
-        yield [
+    def start(self) -> None:
+        """Hand the run to a task of its own; from here on it is read through `self.log`."""
+        self.services.runs.start(self.execute)
+
+    def cancel(self) -> None:
+        """The client went away or stopped reading: stop the run, which aborts its engine request."""
+        self._cancel.cancel()
+
+    async def execute(self) -> None:
+        """The run's task: every event goes to the log, which ends with exactly one terminal event
+        (unless the run was cancelled, when nobody is left to read it)."""
+        try:
+            await self._execute()
+        finally:
+            self._count_tokens()  # also when the app cancels the task at a hard shutdown
+            self.log.close()
+
+    async def _execute(self) -> None:
+        log, emit = self.events_log, self.log.append
+        emit([
             log.make("response.created", response=self.snapshot()),
             log.make("response.in_progress", response=self.snapshot()),
-        ]
+        ])
         status, error, incomplete = "completed", None, None
         try:
-            with self.services.drain.guard() as guard:
-                async for batch in self.hosted.before_engine():
-                    yield batch
-                if self._stream is None:
-                    self._stream = await self._open_stream()
-                while True:
-                    outcome = _Outcome()
-                    async for batch in self._generate(outcome):
-                        yield batch
-                    if outcome.finish_reason == "length":
-                        status, incomplete = "incomplete", {"reason": "max_output_tokens"}
-                        break
-                    call = outcome.call
-                    if call is None or call.ends_response:
-                        break
-                    async for batch in self.hosted.run_call(call):
-                        yield batch
-                    # The tool's output, or what went wrong (no such tool, bad arguments), goes to the model.
-                    self.dialog.append(tool_result(call.recipient, call.channel, call.output or ""))
-                    if self._turns >= self.services.config.loop.max_turns:
-                        status, incomplete = "incomplete", {"reason": "max_messages"}
-                        break
-                    self._stream = await self._open_stream()
+            with self.services.drain.guard() as guard, self._cancel:
+                status, incomplete = await self._loop()
             if guard.cancelled_caught:
                 raise APIError(
                     503, "The gateway is shutting down; the response was stopped.", type="server_error", code="server_shutting_down"
                 )
+            if self._cancel.cancelled_caught:
+                status = "cancelled"
         except (APIError, MalformedHarmony) as exc:
             status = "failed"
             self.failure = exc if isinstance(exc, APIError) else APIError(
                 502, str(exc), type="server_error", code="model_output_invalid"
             )
-            error = {"code": "server_error", "message": self.failure.message}
-            yield [event for item in self._open_items() for event in item.closed(log, "incomplete")]
+        except Exception:  # a fault of the gateway's own: this response fails, the others go on
+            logger.exception("response %s failed", self.response["id"])
+            status = "failed"
+            self.failure = APIError(500, "The gateway failed while running the response.", type="server_error", code="internal_error")
         finally:
             with anyio.CancelScope(shield=True):
                 if self._stream is not None:
                     await self._stream.aclose()
+        if status in ("failed", "cancelled"):
+            emit([event for item in self._open_items() for event in item.closed(log, "incomplete")])
+        if self.failure is not None:
+            error = {"code": "server_error", "message": self.failure.message}
         self.finish(status, error, incomplete)
         if self.request.store:
-            await self._save()
-        yield [log.make(f"response.{status}", response=self.response)]
+            with anyio.CancelScope(shield=True):
+                await self._save()
+        if status != "cancelled":
+            emit([log.make(f"response.{status}", response=self.response)])
 
-    async def _generate(self, outcome: "_Outcome") -> AsyncIterator[list[Event | Delta]]:
+    async def _loop(self) -> tuple[str, dict[str, str] | None]:
+        """Engine calls and tool calls, until the model answers or a limit is reached: the status."""
+        await self.hosted.before_engine()
+        if self._stream is None:
+            self._stream = await self._open_stream()
+        while True:
+            outcome = _Outcome()
+            await self._generate(outcome)
+            if outcome.finish_reason == "length":
+                return "incomplete", {"reason": "max_output_tokens"}
+            call = outcome.call
+            if call is None or call.ends_response:
+                return "completed", None
+            await self.hosted.run_call(call)
+            # The tool's output, or what went wrong (no such tool, bad arguments), goes to the model.
+            self.dialog.append(tool_result(call.recipient, call.channel, call.output or ""))
+            if self._turns >= self.services.config.loop.max_turns:
+                return "incomplete", {"reason": "max_messages"}
+            self._stream = await self._open_stream()
+
+    async def _generate(self, outcome: "_Outcome") -> None:
         """Stream one engine call: its tokens become items and events until the engine stops."""
         stream = self._stream
         assert stream is not None
         parser = HarmonyStreamParser()
-        log = self.events_log
+        log, emit = self.events_log, self.log.append
         item: OutputItem | None = None
         tokens = 0
         prefill = self._prefill
-        async for chunk in stream:
-            tokens += len(chunk.token_ids)
-            if not self._first_token_seen:
-                self._first_token_seen = True
-                self.services.metrics.time_to_first_token.observe(time.perf_counter() - self._started)
-            batch: list[Event | Delta] = []
-            if prefill:  # the forced header goes through the parser as if the model had written it
-                chunk.token_ids = prefill + chunk.token_ids
-                prefill = []
-            for parsed in parser.feed(chunk.token_ids):
-                if type(parsed) is TextDelta:
-                    if item is not None:
-                        batch.append(item.delta(log, parsed.text))
-                elif type(parsed) is MessageStarted:
-                    item = self._open_item(parsed, outcome)
-                    if item is not None:
-                        batch += item.opened(log)
-                else:
-                    assert isinstance(parsed, MessageFinished)
-                    self.dialog.append(parsed.message)
-                    call = outcome.call
-                    if call is not None and call.kind not in ("function", "unknown"):
-                        batch += self.hosted.call_written(call, _text(parsed.message))
-                    elif item is not None:
-                        batch += item.closed(log, self._call_status(item, outcome))
-                    item = None
-            if chunk.finish_reason is not None:
-                outcome.finish_reason = chunk.finish_reason
-            if batch:
-                yield batch
+        try:
+            async for chunk in stream:
+                tokens += len(chunk.token_ids)
+                if not self._first_token_seen:
+                    self._first_token_seen = True
+                    self.services.metrics.time_to_first_token.observe(time.perf_counter() - self._started)
+                batch: list[Event | Delta] = []
+                if prefill:  # the forced header goes through the parser as if the model had written it
+                    chunk.token_ids = prefill + chunk.token_ids
+                    prefill = []
+                for parsed in parser.feed(chunk.token_ids):
+                    if type(parsed) is TextDelta:
+                        if item is not None:
+                            batch.append(item.delta(log, parsed.text))
+                    elif type(parsed) is MessageStarted:
+                        item = self._open_item(parsed, outcome)
+                        if item is not None:
+                            batch += item.opened(log)
+                    else:
+                        assert isinstance(parsed, MessageFinished)
+                        self.dialog.append(parsed.message)
+                        call = outcome.call
+                        if call is not None and call.kind not in ("function", "unknown"):
+                            batch += self.hosted.call_written(call, _text(parsed.message))
+                        elif item is not None:
+                            batch += item.closed(log, self._call_status(item, outcome))
+                        item = None
+                if chunk.finish_reason is not None:
+                    outcome.finish_reason = chunk.finish_reason
+                emit(batch)
+        finally:
+            # What the engine did is counted however the call ended: done, failed, cancelled.
+            usage = stream.usage
+            self.usage["input"] += usage.prompt_tokens or len(self._prompt)
+            self.usage["cached"] += usage.cached_tokens
+            self.usage["output"] += max(usage.completion_tokens, tokens)
+            self.usage["reasoning"] += parser.reasoning_tokens
         # The engine stopped: anything still open was cut off by max_tokens.
         if item is not None:
-            yield item.closed(log, "incomplete")
+            emit(item.closed(log, "incomplete"))
         partial = parser.partial_message()
         if partial is not None:
             self.dialog.append(partial)
@@ -230,11 +269,6 @@ class ResponseRun:
             outcome.finish_reason = "stop"
         elif outcome.finish_reason == "abort":
             raise APIError(502, "The engine aborted the generation.", type="server_error", code="engine_error")
-        usage = stream.usage
-        self.usage["input"] += usage.prompt_tokens or len(self._prompt)
-        self.usage["cached"] += usage.cached_tokens
-        self.usage["output"] += usage.completion_tokens or tokens
-        self.usage["reasoning"] += parser.reasoning_tokens
         if outcome.call is not None and outcome.call.kind == "function":
             self._finish_function_call(outcome)
 
@@ -356,10 +390,16 @@ class ResponseRun:
     def snapshot(self) -> dict[str, Any]:
         return self.response | {"output": [item.as_dict() for item in self.output]}
 
+    def _count_tokens(self) -> None:
+        """Add the response's tokens to the metrics, once, however it ended."""
+        if not self._tokens_counted:
+            self._tokens_counted = True
+            self.services.metrics.tokens.labels("in").inc(self.usage["input"])
+            self.services.metrics.tokens.labels("out").inc(self.usage["output"])
+
     def finish(self, status: str, error: dict[str, str] | None, incomplete: dict[str, str] | None) -> None:
         usage = self.usage
-        self.services.metrics.tokens.labels("in").inc(usage["input"])
-        self.services.metrics.tokens.labels("out").inc(usage["output"])
+        self._count_tokens()
         self.response = self.snapshot() | {
             "status": status,
             "error": error,

@@ -1,0 +1,94 @@
+"""The event log of one response: its run appends, any number of readers follow.
+
+A response's run is a task of its own (`Runs`); it never waits for a reader, and a reader never holds
+the run back. Every way of reading a response is a reader of this log: the SSE stream, the
+non-streamed result (which waits for the end), and later a resumed stream. Readers hold no cancel
+scope and the run yields nothing to them, so a reader that goes away, at any point, leaves the run
+in a defined state (PEP 789's hazard of cancel scopes across `yield` cannot arise).
+
+The log holds what the response's own items hold (their text, each tool output once more in its
+event), so its size is bounded by the response's limits: max_output_tokens, max_turns and the tools'
+output caps.
+"""
+
+from __future__ import annotations
+
+from typing import AsyncIterator, Awaitable, Callable
+
+import anyio
+from anyio.abc import TaskGroup
+
+from .items import Delta, Event
+
+Batch = list[Event | Delta]
+
+MAX_MERGED_BATCHES = 256  # a reader that fell behind gets several batches in one write, up to this many
+
+
+class EventLog:
+    def __init__(self) -> None:
+        self.batches: list[Batch] = []
+        self.closed = False
+        self._wakeup: anyio.Event | None = None  # made only while a reader waits
+
+    def append(self, batch: Batch) -> None:
+        """Add the events one step of the run gave rise to; readers waiting for more wake up."""
+        if batch:
+            self.batches.append(batch)
+            self._wake()
+
+    def close(self) -> None:
+        """No more events: readers finish once they have read everything."""
+        self.closed = True
+        self._wake()
+
+    def _wake(self) -> None:
+        if self._wakeup is not None:
+            self._wakeup.set()
+            self._wakeup = None
+
+    async def wait_closed(self) -> None:
+        while not self.closed:
+            await self._wait()
+
+    async def _wait(self) -> None:
+        if self._wakeup is None:
+            self._wakeup = anyio.Event()
+        await self._wakeup.wait()
+
+    async def follow(self, start: int = 0) -> AsyncIterator[Batch]:
+        """Every batch from `start` on, as soon as it is appended, until the log is closed. A reader
+        that is behind gets what is waiting merged into one batch, so a slow client costs fewer writes."""
+        read = start
+        while True:
+            available = len(self.batches)
+            if read < available:
+                end = min(available, read + MAX_MERGED_BATCHES)
+                if end - read == 1:
+                    yield self.batches[read]
+                else:
+                    yield [event for batch in self.batches[read:end] for event in batch]
+                read = end
+            elif self.closed:
+                return
+            else:
+                await self._wait()
+
+
+class Runs:
+    """The running responses of this process, each executing as a task of the app's task group (not of
+    the request that started it), so that no client, fast, slow or gone, runs or stalls the loop."""
+
+    def __init__(self, tasks: TaskGroup) -> None:
+        self._tasks = tasks
+        self.active = 0
+
+    def start(self, execute: Callable[[], Awaitable[None]]) -> None:
+        self.active += 1
+        self._tasks.start_soon(self._run, execute)
+
+    async def _run(self, execute: Callable[[], Awaitable[None]]) -> None:
+        try:
+            await execute()
+        finally:
+            self.active -= 1
