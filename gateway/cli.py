@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import threading
 from types import FrameType
 
 from .config import ConfigError, GatewayConfig, load_config
@@ -57,9 +58,20 @@ def _serve(config: GatewayConfig, host: str | None, port: int | None) -> int:
     drain = Drain(config.server.shutdown_grace_s)
 
     class Server(uvicorn.Server):
+        stopping = False
+
         def handle_exit(self, sig: int, frame: FrameType | None) -> None:
             drain.request()  # running responses get the grace period, then end with response.failed
-            super().handle_exit(sig, frame)
+            delay = config.server.drain_delay_s
+            if self.stopping or delay == 0:  # a second signal stops listening at once
+                super().handle_exit(sig, frame)
+                return
+            # Keep listening a while, answering /ready and new requests with 503, so that load balancers
+            # see the replica leave before its port closes. A timer thread only sets uvicorn's flag.
+            self.stopping = True
+            timer = threading.Timer(delay, super().handle_exit, (sig, frame))
+            timer.daemon = True
+            timer.start()
 
     uvicorn_config = uvicorn.Config(
         create_app(config, drain),

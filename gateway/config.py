@@ -40,6 +40,8 @@ class ServerConfig(_Section):
     port: int = Field(8080, ge=0, le=65535)
     # On SIGTERM: stop accepting, let running responses finish this long, then end them with response.failed.
     shutdown_grace_s: float = Field(30.0, ge=0)
+    # After SIGTERM, keep the port open this long with /ready and new requests answered 503 (draining).
+    drain_delay_s: float = Field(0.0, ge=0, le=300)
     # Bounds on what a client can make the gateway hold or compute before it answers.
     max_body_bytes: int = Field(8 * 1024 * 1024, gt=0, description="Larger request bodies get a 413")
     max_input_chars: int = Field(1_000_000, gt=0, description="Characters of text one request may carry")

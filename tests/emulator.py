@@ -155,9 +155,11 @@ class Script:
 
     def _continue_prefill(self) -> Plan:
         """A forced tool call: the gateway wrote the header (or part of it); write the rest."""
-        user = next(m for m in reversed(self.messages) if m.author.role == Role.USER)
-        found = re.search(r"\[args (\{.*?\})\]", self._text_of(user))
-        arguments = found.group(1) if found else "{}"
+        user_index = max(i for i, m in enumerate(self.messages) if m.author.role == Role.USER)
+        # `[args {json}]` directives, in order: the k-th forced call writes the k-th (or the last).
+        found = re.findall(r"\[args (\{.*?\})\]", self._text_of(self.messages[user_index]))
+        calls = sum(1 for m in self.messages[user_index:] if m.author.role == Role.TOOL)
+        arguments = found[min(calls, len(found) - 1)] if found else "{}"
         if self.prefill.endswith("<|message|>"):
             return Plan(f"{arguments}<|call|>")
         developer = next(m for m in self.messages if m.author.role == Role.DEVELOPER)

@@ -73,6 +73,19 @@ def build(name: str) -> MCPServer:
         await ctx.session.send_tool_list_changed()  # older clients: the notification
         return "grown"
 
+    tallied = [0]
+
+    @server.tool()
+    def tally() -> int:
+        """Count one call; the count is the tool's side effect, for tests that must see whether it ran."""
+        tallied[0] += 1
+        return tallied[0]
+
+    @server.tool()
+    def tally_count() -> int:
+        """How many times `tally` ran."""
+        return tallied[0]
+
     @server.tool()
     def pid() -> int:
         """The server's process id."""

@@ -174,3 +174,55 @@ def test_openai_agents_sdk_with_a_function_tool(gateway):
     assert asyncio.run(run(OpenAIResponsesModel)) == "The tool said: sunny in Lima"
     assert asyncio.run(run(OpenAIChatCompletionsModel)) == "The tool said: sunny in Lima"
     assert seen == ["Lima", "Lima"]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_stop_sequences_end_the_visible_text(gateway, emulator, stream):
+    """`stop` cuts the answer before the first stop sequence and ends the generation; the reasoning,
+    which the client did not ask to stop, keeps the same words."""
+    said = "alpha Observation: beta gamma delta epsilon zeta eta theta [slow 20]"
+    body = {"messages": [{"role": "user", "content": said}], "stop": ["Observation:", "never"]}
+    before = emulator_stats(emulator)["aborted"]
+    if stream:
+        result = chat_stream(gateway, body)
+        content, reasoning, finish = result["content"], result["reasoning"], result["finish_reason"]
+    else:
+        completion = gateway.client().chat.completions.create(model=MODEL, **body)
+        choice = completion.choices[0]
+        content, reasoning, finish = choice.message.content, choice.message.model_extra["reasoning"], choice.finish_reason
+    assert content == "You said: alpha "
+    assert "Observation:" in reasoning
+    assert finish == "stop"
+    assert emulator_stats(emulator)["aborted"] == before + 1  # the rest was never generated
+
+
+def test_stop_sequence_that_never_completes_is_passed_on(gateway):
+    """Text held back because it could begin a stop sequence is sent once it turns out not to."""
+    completion = gateway.client().chat.completions.create(
+        model=MODEL, messages=[{"role": "user", "content": "ends with Obs"}], stop="Observation"
+    )
+    assert completion.choices[0].message.content == "You said: ends with Obs"
+
+
+@pytest.mark.parametrize("stop", [["a", "b", "c", "d", "e"], [""], ["x" * 300]])
+def test_bad_stop_is_a_400(gateway, stop):
+    response = httpx.post(gateway.url + "/v1/chat/completions", json={"messages": [{"role": "user", "content": "x"}], "stop": stop})
+    assert response.status_code == 400 and response.json()["error"]["param"] == "stop"
+
+
+def test_stop_matcher_at_every_split():
+    from gateway.responses.stops import StopMatcher
+
+    text, stops = "one two STOP three", ("STOP", "TOPS", "ne t")
+    for first in range(len(text) + 1):
+        for second in range(first, len(text) + 1):
+            matcher, out, stopped = StopMatcher(stops), "", False
+            for piece in (text[:first], text[first:second], text[second:]):
+                passed, stopped = matcher.feed(piece)
+                out += passed
+                if stopped:
+                    break
+            assert stopped and out == "o", (first, second, out)
+    matcher = StopMatcher(("abc",))
+    assert matcher.feed("xab") == ("x", False) and matcher.feed("d") == ("abd", False)
+    assert matcher.feed("ab") == ("", False) and matcher.flush() == "ab"

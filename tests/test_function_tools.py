@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 import openai
 import pytest
@@ -140,6 +141,60 @@ def test_tool_choice_required_forces_a_call(gateway):
     events = stream_sdk(gateway.client(), input='hi [args {"location":"Rome"}]', tools=[WEATHER], tool_choice="required")
     call = events[-1]["response"]["output"][0]
     assert call["name"] == "get_weather" and json.loads(call["arguments"]) == {"location": "Rome"}
+
+
+def test_strict_arguments_that_break_the_schema_are_called_again(gateway):
+    """A strict function's arguments are checked against its schema; a call that breaks it goes back to
+    the model, and `tool_choice: required` stays forced until a valid call is made."""
+    events = stream_sdk(
+        gateway.client(),
+        input='hi [args {"city":"Rome"}] [args {"location":"Rome","unit":"k"}] [args {"location":"Rome"}]',
+        tools=[WEATHER],
+        tool_choice="required",
+    )
+    final = events[-1]["response"]
+    calls = [item for item in final["output"] if item["type"] == "function_call"]
+    assert [call["status"] for call in calls] == ["incomplete", "incomplete", "completed"]
+    assert json.loads(calls[-1]["arguments"]) == {"location": "Rome"}
+    assert final["status"] == "completed"
+
+
+def test_strict_schema_errors_reach_the_model(gateway, emulator):
+    body = {"input": '[call functions.get_weather {"location": 3}]', "tools": [WEATHER]}
+    final = stream_raw(gateway, body)[-1]["response"]
+    call = next(item for item in final["output"] if item["type"] == "function_call")
+    assert call["status"] == "incomplete"
+    told = final["output"][-1]["content"][0]["text"]
+    assert "do not match the parameters of get_weather" in told and "is not of type 'string'" in told and "location" in told
+
+
+def test_non_strict_arguments_are_not_checked(gateway):
+    loose = WEATHER | {"strict": False}
+    response = gateway.client().responses.create(model=MODEL, input='[call functions.get_weather {"town": "Rome"}]', tools=[loose])
+    assert response.output[-1].type == "function_call" and response.output[-1].status == "completed"
+
+
+@pytest.mark.parametrize(
+    "parameters, why",
+    [
+        ({"type": "object", "properties": {"a": {"type": "strin"}}}, "not a valid JSON Schema"),
+        ({"type": "object", "properties": {"a": {"type": "string", "pattern": "(?=x)y"}}}, "is not supported"),
+    ],
+)
+def test_invalid_strict_schema_is_a_400(gateway, parameters, why):
+    with pytest.raises(openai.BadRequestError) as err:
+        gateway.client().responses.create(model=MODEL, input="x", tools=[WEATHER | {"parameters": parameters}])
+    assert err.value.body["param"] == "tools[0].parameters" and why in err.value.body["message"]
+
+
+def test_schema_patterns_run_in_linear_time(gateway):
+    """A backtracking pattern against the model's arguments: RE2 answers at once."""
+    evil = WEATHER | {"parameters": {"type": "object", "properties": {"location": {"type": "string", "pattern": "^(a+)+$"}}}}
+    arguments = json.dumps({"location": "a" * 3000 + "!"})
+    started = time.monotonic()
+    response = gateway.client().responses.create(model=MODEL, input=f"[call functions.get_weather {arguments}]", tools=[evil])
+    assert time.monotonic() - started < 5
+    assert response.output[-1].type == "message" and "does not match" in response.output[-1].content[0].text
 
 
 def test_tool_choice_unknown_name_is_a_400(gateway):

@@ -64,7 +64,7 @@ def servers_config(http_server: MCPProcess, sse_server: MCPProcess) -> list[dict
             "timeout_s": 1,
         },
         {"label": "events", "transport": "sse", "url": sse_server.url, "allowed_tools": ["add", "echo", "whoami"]},
-        {"label": "guarded", "transport": "stdio", "command": [PYTHON, "-m", "tests.mcp_server"], "cwd": str(ROOT), "require_approval": {"never": {"tool_names": ["echo"]}}},
+        {"label": "guarded", "transport": "stdio", "command": [PYTHON, "-m", "tests.mcp_server"], "cwd": str(ROOT), "require_approval": {"never": {"tool_names": ["echo", "tally_count"]}}},
         {"label": "time", "transport": "stdio", "command": [str(BIN / "mcp-server-time")]},
         {"label": "growing", "transport": "stdio", "command": [PYTHON, "-m", "tests.mcp_server"], "cwd": str(ROOT)},
     ]
@@ -191,6 +191,44 @@ def test_approval_denied(mcp_gateway: Gateway, emulator: Process) -> None:
     done, _ = run(mcp_gateway, "", tools, input=answer, previous_response_id=asked["id"])
     assert items(done, "mcp_call") == []
     assert final_text(done) == "The tool said: The user denied this call. Reason: not today"
+
+
+def tally_count(gateway: Gateway, label: str = "guarded", tools: list[dict[str, Any]] | None = None) -> int:
+    response, _ = run(gateway, f"[call {label}.tally_count {{}}]", tools or [mcp(label)])
+    return int(items(response, "mcp_call")[0]["output"])
+
+
+def test_a_denied_call_never_runs(mcp_gateway: Gateway) -> None:
+    before = tally_count(mcp_gateway)
+    asked, _ = run(mcp_gateway, "[call guarded.tally {}]", [mcp("guarded")])
+    request = items(asked, "mcp_approval_request")[0]
+    answer = [{"type": "mcp_approval_response", "approval_request_id": request["id"], "approve": False}]
+    done, _ = run(mcp_gateway, "", [mcp("guarded")], input=answer, previous_response_id=asked["id"])
+    assert items(done, "mcp_call") == [] and "denied" in final_text(done)
+    assert tally_count(mcp_gateway) == before  # the tool's side effect did not happen
+    approve = [answer[0] | {"approve": True}]
+    asked, _ = run(mcp_gateway, "[call guarded.tally {}]", [mcp("guarded")])
+    approve[0]["approval_request_id"] = items(asked, "mcp_approval_request")[0]["id"]
+    run(mcp_gateway, "", [mcp("guarded")], input=approve, previous_response_id=asked["id"])
+    assert tally_count(mcp_gateway) == before + 1  # and the approved one did
+
+
+def test_a_request_cannot_weaken_the_operators_approval(mcp_gateway: Gateway) -> None:
+    before = tally_count(mcp_gateway)
+    for rule in ("never", {"never": {"tool_names": ["tally"]}}):
+        response, _ = run(mcp_gateway, "[call guarded.tally {}]", [mcp("guarded", require_approval=rule)])
+        assert items(response, "mcp_call") == [] and len(items(response, "mcp_approval_request")) == 1
+    assert tally_count(mcp_gateway) == before
+
+
+def test_a_requests_own_server_asks_for_approval_by_default(mcp_gateway: Gateway, http_server: MCPProcess) -> None:
+    own = mcp("mine", server_url=http_server.url)
+    response, _ = run(mcp_gateway, '[call mine.add {"a": 1, "b": 2}]', [own])
+    assert items(response, "mcp_call") == []
+    (request,) = items(response, "mcp_approval_request")
+    assert (request["server_label"], request["name"]) == ("mine", "add")
+    response, _ = run(mcp_gateway, '[call mine.add {"a": 1, "b": 2}]', [own | {"require_approval": "never"}])
+    assert items(response, "mcp_call")[0]["output"] == "3"
 
 
 def test_tools_without_approval_in_a_filter(mcp_gateway: Gateway) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -153,6 +154,44 @@ def test_shutdown_ends_running_streams_with_a_terminal_event(make_gateway: Any, 
             assert "shutting down" in events[-1]["response"]["error"]["message"]
     assert sorted(statuses) == ["completed", "failed", "failed", "failed"]
     assert sandbox_containers(instance) == []  # no container is left
+
+
+def test_draining_answers_ready_and_new_requests_with_503(make_gateway: Any, emulator: Process) -> None:
+    gateway = make_gateway(emulator.url, server={"shutdown_grace_s": 5, "drain_delay_s": 2})
+    assert gateway.proc is not None
+    results: list[Any] = []
+    running = _stream_in_thread(gateway.url, {"model": MODEL, "input": "[long 60] [slow 30]"}, results)
+    time.sleep(0.3)
+    gateway.proc.send_signal(signal.SIGTERM)
+    time.sleep(0.3)
+    ready = httpx.get(gateway.url + "/ready")
+    assert ready.status_code == 503 and ready.json()["draining"] is True
+    refused = httpx.post(gateway.url + "/v1/responses", json={"model": MODEL, "input": "hi"})
+    assert refused.status_code == 503 and refused.json()["error"]["code"] == "server_shutting_down"
+    chat = httpx.post(gateway.url + "/v1/chat/completions", json={"messages": [{"role": "user", "content": "hi"}]})
+    assert chat.status_code == 503
+    running.join(30)
+    check_response_stream(results[0])  # the response that was running finishes normally
+    assert results[0][-1]["type"] == "response.completed"
+    assert gateway.proc.wait(15) is not None
+
+
+def test_a_body_completed_after_sigterm_is_refused(make_gateway: Any, emulator: Process) -> None:
+    gateway = make_gateway(emulator.url, server={"shutdown_grace_s": 3})
+    assert gateway.proc is not None
+    payload = json.dumps({"model": MODEL, "input": "late"}).encode()
+    with socket.create_connection(("127.0.0.1", gateway.port)) as sock:
+        head = f"POST /v1/responses HTTP/1.1\r\nHost: gateway\r\nContent-Type: application/json\r\nContent-Length: {len(payload)}\r\n\r\n"
+        sock.sendall(head.encode() + payload[:5])
+        time.sleep(0.3)
+        gateway.proc.send_signal(signal.SIGTERM)
+        time.sleep(0.3)
+        sock.sendall(payload[5:])
+        sock.settimeout(10)
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    assert answer.startswith(b"HTTP/1.1 503") and b"server_shutting_down" in answer
 
 
 def test_shutdown_with_a_slow_reader(make_gateway: Any, emulator: Process) -> None:

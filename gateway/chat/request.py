@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_validator, model_validator
 
 from ..errors import bad_request
 from ..responses.request import FunctionDefinition, ResponsesRequest
+from ..responses.stops import MAX_STOP_CHARS, MAX_STOPS
 
 
 class _Model(BaseModel):
@@ -132,6 +133,18 @@ class ChatRequest(_Model):
     response_format: ResponseFormat | None = None
     include_reasoning: bool = True
     user: str | None = None
+    # Applied by the gateway to the visible text (never the reasoning): see gateway/responses/stops.py.
+    stop: str | list[str] | None = None
+
+    @field_validator("stop")
+    @classmethod
+    def _stop_sequences(cls, value: str | list[str] | None) -> list[str]:
+        stops = [value] if isinstance(value, str) else list(value or [])
+        if len(stops) > MAX_STOPS:
+            raise ValueError(f"at most {MAX_STOPS} stop sequences are allowed")
+        if any(not 1 <= len(stop) <= MAX_STOP_CHARS for stop in stops):
+            raise ValueError(f"each stop sequence must have 1 to {MAX_STOP_CHARS} characters")
+        return stops
 
     @model_validator(mode="after")
     def _schema_present(self) -> "ChatRequest":
@@ -177,7 +190,11 @@ class ChatRequest(_Model):
             "instructions": "\n\n".join(instructions) or None,
             "store": False,
             "stream": self.stream,
-            "tools": [{"type": "function", **tool.function.model_dump(exclude_none=True)} for tool in self.tools],
+            # Chat Completions' functions are strict only when they say so (the Responses API's are by default).
+            "tools": [
+                {"type": "function", **tool.function.model_dump(exclude_none=True), "strict": bool(tool.function.strict)}
+                for tool in self.tools
+            ],
             "tool_choice": self.tool_choice
             if isinstance(self.tool_choice, str)
             else {"type": "function", "name": self.tool_choice.function.get("name", "")},

@@ -29,7 +29,8 @@ async def create_chat_completion(request: Request) -> Response:
     services: Services = request.app.state.services
     refuse_while_draining(services)
     body = await parse_body(request, ChatRequest, services.config.server.body_limits())
-    run = ResponseRun(services, body.to_responses(), tenant_of(request))
+    refuse_while_draining(services)  # again: the body may have finished arriving after SIGTERM
+    run = ResponseRun(services, body.to_responses(), tenant_of(request), stops=tuple(body.stop or ()))
     await run.prepare()
     run.start()
     completion_id = f"chatcmpl-{secrets.token_hex(12)}"

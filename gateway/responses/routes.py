@@ -20,6 +20,7 @@ async def create_response(request: Request) -> Response:
     services: Services = request.app.state.services
     refuse_while_draining(services)
     body = await parse_body(request, ResponsesRequest, services.config.server.body_limits())
+    refuse_while_draining(services)  # again: the body may have finished arriving after SIGTERM
     run = ResponseRun(services, body, tenant_of(request))
     await run.prepare()
     run.start()

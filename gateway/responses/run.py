@@ -32,6 +32,8 @@ from .conversation import Dialog, append_input, tool_result
 from .hosted import HostedTools, ToolCall
 from .log import EventLog, Runs
 from .items import Delta, Event, Events, FunctionCallOutput, MessageOutput, OutputItem, ReasoningOutput, new_id
+from .stops import StopMatcher
+from .schemas import InvalidSchema, argument_error, validator_for
 from .request import FunctionTool, McpTool, NamedFunction, ResponsesRequest
 
 logger = logging.getLogger("gateway.responses")
@@ -51,15 +53,17 @@ class Services:
 
 
 class ResponseRun:
-    def __init__(self, services: Services, request: ResponsesRequest, tenant: str) -> None:
+    def __init__(self, services: Services, request: ResponsesRequest, tenant: str, stops: tuple[str, ...] = ()) -> None:
         self.services = services
         self.request = request
+        self.stops = stops  # Chat Completions' stop sequences, applied to the visible text
         self.tenant = tenant
         self.events_log = Events()
         self.output: list[OutputItem] = []
         self.dialog = Dialog()
         self.input_items: list[dict[str, Any]] = []
         self.functions = {tool.name: tool for tool in request.tools if isinstance(tool, FunctionTool)}
+        self.validators: dict[str, Any] = {}  # strict functions' argument checkers, by name
         self.log = EventLog()
         self.hosted = HostedTools(services, request, tenant, self.output, self.events_log, self.log.append)
         self.preamble = Preamble()
@@ -104,9 +108,10 @@ class ResponseRun:
     async def _open_stream(self) -> EngineStream:
         self._turns += 1
         prompt = await self.services.renderer.render(self.preamble, self.dialog.messages)
-        # Harmony cannot force a tool call, but the prompt is ours: on the first turn, `tool_choice`
-        # `required` or a named function starts the assistant's message with the call's header.
-        self._prefill = self._forced_call_header() if self._turns == 1 else []
+        # Harmony cannot force a tool call, but the prompt is ours: `tool_choice` `required` or a named
+        # function starts the assistant's message with the call's header, on every turn until the model
+        # made a valid call to a declared function (which ends the response).
+        self._prefill = self._forced_call_header()
         prompt = prompt + self._prefill
         model = await self.services.engine.model()
         room = None if model.max_model_len is None else model.max_model_len - len(prompt)
@@ -220,6 +225,7 @@ class ResponseRun:
         parser = HarmonyStreamParser()
         log, emit = self.events_log, self.log.append
         item: OutputItem | None = None
+        stopper: StopMatcher | None = None  # the open message's stop sequences, when the request has any
         tokens = 0
         prefill = self._prefill
         try:
@@ -234,12 +240,24 @@ class ResponseRun:
                     prefill = []
                 for parsed in parser.feed(chunk.token_ids):
                     if type(parsed) is TextDelta:
-                        if item is not None:
+                        if item is None:
+                            pass
+                        elif stopper is None:
                             batch.append(item.delta(log, parsed.text))
+                        else:
+                            text, stopped = stopper.feed(parsed.text)
+                            if text:
+                                batch.append(item.delta(log, text))
+                            if stopped:  # the message ends here, and with it the generation
+                                batch += item.closed(log)
+                                item = stopper = None
+                                outcome.finish_reason, outcome.stopped = "stop", True
+                                break
                     elif type(parsed) is MessageStarted:
                         item = self._open_item(parsed, outcome)
                         if item is not None:
                             batch += item.opened(log)
+                        stopper = StopMatcher(self.stops) if self.stops and isinstance(item, MessageOutput) else None
                     else:
                         assert isinstance(parsed, MessageFinished)
                         self.dialog.append(parsed.message)
@@ -247,11 +265,14 @@ class ResponseRun:
                         if call is not None and call.kind not in ("function", "unknown"):
                             batch += self.hosted.call_written(call, _text(parsed.message))
                         elif item is not None:
-                            batch += item.closed(log, self._call_status(item, outcome))
-                        item = None
+                            batch += self._held_back(item, stopper)
+                            batch += item.closed(log, await self._call_status(item, outcome))
+                        item = stopper = None
                 if chunk.finish_reason is not None:
                     outcome.finish_reason = chunk.finish_reason
                 emit(batch)
+                if outcome.stopped:
+                    break  # a stop sequence: the engine request is aborted when the stream closes
         finally:
             # What the engine did is counted however the call ended: done, failed, cancelled.
             usage = stream.usage
@@ -261,7 +282,7 @@ class ResponseRun:
             self.usage["reasoning"] += parser.reasoning_tokens
         # The engine stopped: anything still open was cut off by max_tokens.
         if item is not None:
-            emit(item.closed(log, "incomplete"))
+            emit(self._held_back(item, stopper) + item.closed(log, "incomplete"))
         partial = parser.partial_message()
         if partial is not None:
             self.dialog.append(partial)
@@ -271,6 +292,11 @@ class ResponseRun:
             raise APIError(502, "The engine aborted the generation.", type="server_error", code="engine_error")
         if outcome.call is not None and outcome.call.kind == "function":
             self._finish_function_call(outcome)
+
+    def _held_back(self, item: OutputItem, stopper: StopMatcher | None) -> list[Event | Delta]:
+        """The end of a message that could have begun a stop sequence, once it is clear it did not."""
+        held = stopper.flush() if stopper is not None else ""
+        return [item.delta(self.events_log, held)] if held and isinstance(item, MessageOutput) else []
 
     def _open_item(self, header: MessageStarted, outcome: "_Outcome") -> OutputItem | None:
         index = len(self.output)
@@ -299,17 +325,29 @@ class ResponseRun:
             return None
         return self.hosted.open_call(index, call)
 
-    def _call_status(self, item: OutputItem, outcome: "_Outcome") -> str:
-        """A function call whose arguments are not JSON is not handed to the client: it is marked
-        incomplete and the model is told to write the call again."""
-        if not isinstance(item, FunctionCallOutput) or outcome.call is None:
+    async def _call_status(self, item: OutputItem, outcome: "_Outcome") -> str:
+        """A function call whose arguments are not JSON, or break a strict function's schema, is not
+        handed to the client: it is marked incomplete and the model is told to write the call again."""
+        call = outcome.call
+        if not isinstance(item, FunctionCallOutput) or call is None:
             return "completed"
         try:
-            json.loads(item.text)
+            arguments = json.loads(item.text)
         except ValueError as exc:
-            outcome.call.kind = "invalid"
-            outcome.call.output = f"Error: the arguments are not valid JSON ({exc}). Call the function again with a JSON object."
+            call.kind = "invalid"
+            call.output = f"Error: the arguments are not valid JSON ({exc}). Call the function again with a JSON object."
             return "incomplete"
+        validator = self.validators.get(item.name)
+        if validator is not None:
+            # In a worker thread: the client's schema decides how much work this is.
+            problem = await anyio.to_thread.run_sync(argument_error, validator, arguments)
+            if problem is not None:
+                call.kind = "invalid"
+                call.output = (
+                    f"Error: the arguments do not match the parameters of {item.name}: {problem}. "
+                    "Call the function again with arguments that do."
+                )
+                return "incomplete"
         return "completed"
 
     def _finish_function_call(self, outcome: "_Outcome") -> None:
@@ -341,6 +379,16 @@ class ResponseRun:
                 ToolDescription.new(tool.name, tool.description or "", parameters=tool.parameters)
                 for tool in self.functions.values()
             ]
+        for index, tool in enumerate(request.tools):
+            if isinstance(tool, FunctionTool) and tool.strict is not False:  # OpenAI's default is strict
+                try:
+                    self.validators[tool.name] = validator_for(tool.parameters)
+                except InvalidSchema as exc:
+                    raise bad_request(
+                        f"Invalid schema for function '{tool.name}': {exc}.",
+                        param=f"tools[{index}].parameters",
+                        code="invalid_function_parameters",
+                    ) from None
         choice = request.tool_choice
         if isinstance(choice, NamedFunction) and choice.name not in self.functions:
             raise bad_request(f"tool_choice names '{choice.name}', which is not in tools.", param="tool_choice.name")
@@ -423,6 +471,7 @@ class ResponseRun:
 @dataclass
 class _Outcome:
     finish_reason: str | None = None
+    stopped: bool = False  # a stop sequence ended the generation before the engine did
     call: ToolCall | None = None
 
 
