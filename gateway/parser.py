@@ -46,6 +46,7 @@ class HarmonyStreamParser:
         self._parser = StreamableParser(harmony.encoding(), Role.ASSISTANT, strict=False)._inner
         self._header: MessageStarted | None = None  # set while inside a message's content
         self._text: list[str] = []
+        self._reasoning = False  # whether the open message is reasoning: analysis, addressed to no tool
         self.reasoning_tokens = 0
 
     def feed(self, tokens: list[int]) -> list[ParsedEvent]:
@@ -62,6 +63,7 @@ class HarmonyStreamParser:
                 if token == MESSAGE:
                     header = MessageStarted(parser.current_channel, parser.current_recipient, parser.current_content_type)
                     self._header = header
+                    self._reasoning = header.channel == "analysis" and header.recipient is None
                     events.append(header)
                 elif token in _ENDS:
                     raise MalformedHarmony("the model ended a message before writing its header")
@@ -71,7 +73,7 @@ class HarmonyStreamParser:
                     pending = []
                 events.append(MessageFinished(self._finish(header)))
             else:
-                if header.channel == "analysis":
+                if self._reasoning:  # a python call's code is on the analysis channel too, but is no reasoning
                     self.reasoning_tokens += 1
                 delta = parser.last_content_delta
                 if delta:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 
+import httpx
 import openai
 import pytest
 
@@ -195,6 +196,37 @@ def test_schema_patterns_run_in_linear_time(gateway):
     response = gateway.client().responses.create(model=MODEL, input=f"[call functions.get_weather {arguments}]", tools=[evil])
     assert time.monotonic() - started < 5
     assert response.output[-1].type == "message" and "does not match" in response.output[-1].content[0].text
+
+
+LONG_ARGS = json.dumps({"location": " ".join(f"district{i}" for i in range(40))})
+
+
+def test_argument_deltas_arrive_as_the_model_writes_them(gateway):
+    """Not held back until the call is complete: with a chunk every 30 ms, deltas arrive spread out."""
+    arrivals = []
+    body = {"input": f"[call functions.get_weather {LONG_ARGS}] [slow 30]", "tools": [WEATHER], "stream": True}
+    with httpx.Client(timeout=30) as client:
+        with client.stream("POST", gateway.url + "/v1/responses", json=body) as response:
+            for line in response.iter_lines():
+                if line.startswith("data: ") and '"response.function_call_arguments.delta"' in line:
+                    arrivals.append(time.monotonic())
+                elif '"response.function_call_arguments.done"' in line:
+                    done = time.monotonic()
+    assert len(arrivals) >= 20
+    assert arrivals[-1] - arrivals[0] > 0.5  # about 40 chunks, 30 ms apart
+    assert done - arrivals[0] > 0.5
+
+
+def test_a_call_cut_by_an_engine_failure_is_incomplete(gateway):
+    # The step directive: a short analysis, then the call; the engine drops about 20 tokens into the arguments.
+    events = stream_raw(gateway, {"input": f"[[call functions.get_weather {LONG_ARGS}]] [drop 45]", "tools": [WEATHER]})
+    final = events[-1]["response"]
+    assert final["status"] == "failed"
+    call = next(item for item in final["output"] if item["type"] == "function_call")
+    assert call["status"] == "incomplete" and 0 < len(call["arguments"]) < len(LONG_ARGS)
+    assert all(item.get("status", "incomplete") == "incomplete" for item in final["output"])
+    done = [e for e in events if e["type"] == "response.output_item.done"]
+    assert done and all(e["item"].get("status", "incomplete") == "incomplete" for e in done)
 
 
 def test_tool_choice_unknown_name_is_a_400(gateway):

@@ -231,6 +231,30 @@ def test_a_requests_own_server_asks_for_approval_by_default(mcp_gateway: Gateway
     assert items(response, "mcp_call")[0]["output"] == "3"
 
 
+ECHO = json.dumps({"text": " ".join(f"word{i}" for i in range(40))})
+
+
+def test_engine_faults_around_a_tool_call(mcp_gateway: Gateway) -> None:
+    """Faults reach every point of a response: while the model writes the call, and on the engine call
+    after the tool ran. Items the fault cut are incomplete; the call that ran keeps its result."""
+    tools = [mcp("guarded")]
+    # Step directives: a short analysis, then the call (the drop comes about 20 tokens into its arguments).
+    cut, _ = run(mcp_gateway, f"[[call guarded.echo {ECHO}]] [drop@1 45]", tools)
+    assert cut["status"] == "failed"
+    (call,) = items(cut, "mcp_call")
+    assert call["status"] == "incomplete" and call.get("output") is None
+    ran, events = run(mcp_gateway, f"[[call guarded.echo {ECHO}]] [midstream-error@2 3]", tools)
+    assert ran["status"] == "failed"
+    (call,) = items(ran, "mcp_call")
+    assert call["status"] == "completed" and call["output"] == json.loads(ECHO)["text"]
+    assert ran["output"][-1]["type"] == "reasoning" and ran["output"][-1]["status"] == "incomplete"
+    refused, _ = run(mcp_gateway, f"[[call guarded.echo {ECHO}]] [error500@2]", tools)
+    assert refused["status"] == "failed" and items(refused, "mcp_call")[0]["status"] == "completed"
+    slow_started = time.monotonic()
+    delayed, _ = run(mcp_gateway, '[[call guarded.echo {"text": "hi"}]] [slow@1 40]', tools)
+    assert delayed["status"] == "completed" and time.monotonic() - slow_started > 0.4
+
+
 def test_tools_without_approval_in_a_filter(mcp_gateway: Gateway) -> None:
     response, _ = run(mcp_gateway, '[call guarded.echo {"text": "free"}]', [mcp("guarded")])
     assert items(response, "mcp_call")[0]["output"] == "free"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import openai
 import pytest
 
@@ -29,6 +31,27 @@ def test_create_non_streaming(gateway):
     assert usage.total_tokens == usage.input_tokens + usage.output_tokens
     assert usage.input_tokens_details.cached_tokens == 16  # the emulator reports 16 cached prompt tokens
     assert response.model == "openai/gpt-oss-20b"
+
+
+def test_completed_at_and_reasoning_tokens(gateway):
+    """`completed_at` is set when a response completes (and only then); `reasoning_tokens` are the tokens of
+    the analysis channel's text, nothing else (not the final answer, not a preamble, not message headers)."""
+    from gateway.harmony import encoding
+
+    before = int(time.time())
+    response = gateway.client().responses.create(model=MODEL, input="count [preamble]")
+    assert response.status == "completed"
+    assert response.created_at <= response.completed_at <= time.time() + 1 and response.completed_at >= before
+    analysis = response.output[0].content[0].text
+    assert response.usage.output_tokens_details.reasoning_tokens == len(encoding().encode(analysis, allowed_special=set()))
+    failed = stream_raw(gateway, {"input": "fail [drop]"})[-1]["response"]
+    assert failed["status"] == "failed" and failed["completed_at"] is None
+    # A python call is written on the analysis channel too; its code is not reasoning.
+    coded = gateway.client().responses.create(model=MODEL, input="[[python print('a fairly long line of code here')]]")
+    reasoning = [item.content[0].text for item in coded.output if item.type == "reasoning"]
+    assert len(reasoning) == 2
+    expected = sum(len(encoding().encode(text, allowed_special=set())) for text in reasoning)
+    assert coded.usage.output_tokens_details.reasoning_tokens == expected
 
 
 def test_create_streaming_events(gateway):

@@ -407,6 +407,50 @@ def test_a_container_id_names_a_live_session(sandboxed: Gateway) -> None:
     assert call["container_id"] == container and logs(call) == "'shared'"
 
 
+def test_one_call_at_a_time_in_a_session(sandboxed: Gateway) -> None:
+    """Two responses on one container: their calls run one after the other, never at once."""
+    response, _ = run(sandboxed, "[[python import time]]")
+    container = calls(response)[0]["container_id"]
+    tool = {"type": "code_interpreter", "container": container}
+    code = "s = time.time(); time.sleep(0.8); print(s, time.time())"
+    results: list[Any] = []
+
+    def one() -> None:
+        events = stream_raw(sandboxed, {"model": MODEL, "input": f"[[python {code}]]", "tools": [tool]}, timeout=60)
+        results.append(logs(calls(events[-1]["response"])[0]))
+
+    threads = [threading.Thread(target=one) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    (a_start, a_end), (b_start, b_end) = sorted(tuple(map(float, text.split())) for text in results)
+    assert a_end <= b_start, (a_start, a_end, b_start, b_end)
+
+
+def test_containers_are_created_hardened(sandboxed: Gateway) -> None:
+    """What the daemon was asked for, read back from the container itself."""
+    if sandboxed.backend != "docker":  # type: ignore[attr-defined]
+        pytest.skip("Docker containers only; the local backend's isolation is tested by what code can see")
+    import docker
+
+    run(sandboxed, "[[python 1]]")
+    client = docker.from_env().api
+    ids = sandbox_containers(sandboxed.instance)  # type: ignore[attr-defined]
+    assert ids
+    for container in ids:
+        attrs = client.inspect_container(container)
+        host = attrs["HostConfig"]
+        assert host["ReadonlyRootfs"] is True
+        assert host["CapDrop"] == ["ALL"] and not host["CapAdd"]
+        assert host["Privileged"] is False
+        assert any(option.replace("=", ":") in ("no-new-privileges", "no-new-privileges:true") for option in host["SecurityOpt"])
+        assert host["NetworkMode"] == "none"
+        assert host["Memory"] > 0 and host["MemorySwap"] == host["Memory"] and host["PidsLimit"] > 0
+        user = attrs["Config"]["User"].split(":")[0]
+        assert user.isdigit() and int(user) != 0
+
+
 # -- hostile code: the channel, the capture, and (local) what a session can see ------------------------------
 
 FORGE = (
