@@ -433,13 +433,17 @@ def test_containers_are_created_hardened(sandboxed: Gateway) -> None:
     if sandboxed.backend != "docker":  # type: ignore[attr-defined]
         pytest.skip("Docker containers only; the local backend's isolation is tested by what code can see")
     import docker
+    import docker.errors
 
     run(sandboxed, "[[python 1]]")
     client = docker.from_env().api
-    ids = sandbox_containers(sandboxed.instance)  # type: ignore[attr-defined]
-    assert ids
-    for container in ids:
-        attrs = client.inspect_container(container)
+    inspected = 0
+    for container in sandbox_containers(sandboxed.instance):  # type: ignore[attr-defined]
+        try:
+            attrs = client.inspect_container(container)
+        except docker.errors.NotFound:  # a session's container removed since it was listed
+            continue
+        inspected += 1
         host = attrs["HostConfig"]
         assert host["ReadonlyRootfs"] is True
         assert host["CapDrop"] == ["ALL"] and not host["CapAdd"]
@@ -449,6 +453,7 @@ def test_containers_are_created_hardened(sandboxed: Gateway) -> None:
         assert host["Memory"] > 0 and host["MemorySwap"] == host["Memory"] and host["PidsLimit"] > 0
         user = attrs["Config"]["User"].split(":")[0]
         assert user.isdigit() and int(user) != 0
+    assert inspected
 
 
 # -- hostile code: the channel, the capture, and (local) what a session can see ------------------------------
