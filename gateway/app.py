@@ -27,6 +27,7 @@ from .shutdown import Drain
 from .chat.routes import routes as chat_routes
 from .responses.routes import routes as response_routes
 from .responses.log import Runs
+from .responses.sealed import Sealer
 from .responses.run import Services
 from .store import ResponseStore
 from sandbox.manager import SandboxManager, SandboxUnavailable
@@ -113,7 +114,7 @@ def create_app(config: GatewayConfig, drain: Drain | None = None) -> Starlette:
             app_metrics.watch(sandbox and (lambda: sandbox.live_sessions), mcp.health)
             app.state.services = Services(
                 config=config, engine=engine, store=store, drain=drain, metrics=app_metrics, renderer=renderer,
-                runs=Runs(tasks), sandbox=sandbox, mcp=mcp,
+                runs=Runs(tasks), sealer=Sealer(config.server.reasoning_key), sandbox=sandbox, mcp=mcp,
             )
             log.info("gateway ready; engine at %s", config.engine.url)
             try:

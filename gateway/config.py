@@ -51,6 +51,11 @@ class ServerConfig(_Section):
     # A stream whose client reads nothing for this long is closed and its response stopped (engine
     # request aborted), as if the client had disconnected.
     send_timeout_s: float = Field(60.0, gt=0)
+    # Tools of OpenAI's that nothing here runs (web_search, file_search, ...): a 400 naming them, or, set
+    # true, dropped with a warning, for clients that always declare them.
+    drop_unavailable_tools: bool = False
+    # The key (32 bytes, base64) that seals reasoning.encrypted_content; unset: one per process.
+    reasoning_key: str | None = None
 
     def body_limits(self) -> "BodyLimits":
         return BodyLimits(self.max_body_bytes, self.max_input_chars, self.max_unbroken_chars, self.body_timeout_s)

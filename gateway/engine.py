@@ -36,6 +36,9 @@ class Sampling:
     temperature: float | None = None
     top_p: float | None = None
     seed: int | None = None
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
+    logit_bias: dict[str, int] | None = None
 
 
 @dataclass(slots=True)
@@ -116,7 +119,7 @@ class EngineClient:
             "stream": True,
             "stream_options": {"include_usage": True},
         }
-        for name in ("temperature", "top_p", "seed"):
+        for name in ("temperature", "top_p", "seed", "presence_penalty", "frequency_penalty", "logit_bias"):
             value = getattr(sampling, name)
             if value is not None:
                 body[name] = value

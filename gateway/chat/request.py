@@ -12,12 +12,13 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_validator, model_validator
 
 from ..errors import bad_request
-from ..responses.request import FunctionDefinition, ResponsesRequest
+from ..responses.request import FunctionDefinition, ResponsesRequest, unsupported
 from ..responses.stops import MAX_STOP_CHARS, MAX_STOPS
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="ignore", strict=True)
+    # An unknown field is a 400 that names it, as OpenAI answers it.
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class TextPart(_Model):
@@ -39,11 +40,13 @@ def text_of(content: Content | None) -> str:
 class SystemMessage(_Model):
     role: Literal["system", "developer"]
     content: Content
+    name: None = None  # Harmony has no names for participants: a name would be dropped, so it is refused
 
 
 class UserMessage(_Model):
     role: Literal["user"]
     content: Content
+    name: None = None
 
 
 class FunctionCall(_Model):
@@ -63,6 +66,11 @@ class AssistantMessage(_Model):
     tool_calls: list[ToolCall] | None = None
     reasoning: str | None = None
     reasoning_content: str | None = None  # the older name of `reasoning`
+    # What clients send back when they replay a completion's message as it came: empty is accepted.
+    refusal: None = None
+    annotations: list[Any] | None = Field(None, max_length=0)
+    audio: None = None
+    function_call: None = None
 
 
 class ToolMessage(_Model):
@@ -101,6 +109,7 @@ class NamedToolChoice(_Model):
 
 class StreamOptions(_Model):
     include_usage: bool = False
+    include_obfuscation: bool | None = None  # the gateway never pads its chunks: both values are the same stream
 
 
 class JSONSchemaFormat(_Model):
@@ -113,6 +122,21 @@ class JSONSchemaFormat(_Model):
 class ResponseFormat(_Model):
     type: Literal["text", "json_object", "json_schema"]
     json_schema: JSONSchemaFormat | None = None
+
+
+MAX_LOGIT_BIAS = 300  # OpenAI's limit
+VOCABULARY_SIZE = 201088  # gpt-oss's o200k_harmony
+
+UNSUPPORTED = {
+    "metadata": "chat completions are not stored here, so there is nothing to attach it to",
+    "functions": "the legacy `functions` field: declare them as `tools`",
+    "function_call": "the legacy `function_call` field: use `tool_choice`",
+    "audio": "gpt-oss reads and writes no audio",
+    "prediction": "predicted outputs are not supported",
+    "web_search_options": "this gateway has no web search",
+    "moderation": "moderation is OpenAI's own",
+    "prompt_cache_options": "vLLM caches prompt prefixes by itself; there is nothing to configure",
+}
 
 
 class ChatRequest(_Model):
@@ -133,6 +157,29 @@ class ChatRequest(_Model):
     response_format: ResponseFormat | None = None
     include_reasoning: bool = True
     user: str | None = None
+    # Sent to vLLM as they are.
+    presence_penalty: float | None = Field(None, ge=-2, le=2)
+    frequency_penalty: float | None = Field(None, ge=-2, le=2)
+    logit_bias: dict[str, int] | None = None
+    # Accepted with no effect here (README: "Compatibility"): one service tier, vLLM's prefix cache needs
+    # no key, nothing is moderated by OpenAI; `verbosity` has no Harmony counterpart.
+    service_tier: Literal["auto", "default"] | None = None
+    safety_identifier: str | None = Field(None, max_length=64)
+    prompt_cache_key: str | None = Field(None, max_length=256)
+    prompt_cache_retention: Literal["in_memory", "24h"] | None = None
+    verbosity: Literal["low", "medium", "high"] | None = None
+    modalities: list[Literal["text"]] | None = None  # text is all gpt-oss writes
+    store: Literal[False] | None = None  # chat completions are not stored here
+    logprobs: Literal[False] | None = None  # not supported yet
+    top_logprobs: Literal[0] | None = None
+    metadata: Any = None
+    functions: Any = None
+    function_call: Any = None
+    audio: Any = None
+    prediction: Any = None
+    web_search_options: Any = None
+    moderation: Any = None
+    prompt_cache_options: Any = None
     # Applied by the gateway to the visible text (never the reasoning): see gateway/responses/stops.py.
     stop: str | list[str] | None = None
 
@@ -145,6 +192,27 @@ class ChatRequest(_Model):
         if any(not 1 <= len(stop) <= MAX_STOP_CHARS for stop in stops):
             raise ValueError(f"each stop sequence must have 1 to {MAX_STOP_CHARS} characters")
         return stops
+
+    @field_validator("logit_bias")
+    @classmethod
+    def _logit_bias(cls, value: dict[str, int] | None) -> dict[str, int] | None:
+        if value is None:
+            return None
+        if len(value) > MAX_LOGIT_BIAS:
+            raise ValueError(f"at most {MAX_LOGIT_BIAS} tokens may be biased")
+        for token, bias in value.items():
+            if not token.isdigit() or int(token) >= VOCABULARY_SIZE:
+                raise ValueError(f"'{token}' is not a token id of the model's vocabulary")
+            if not -100 <= bias <= 100:
+                raise ValueError("each bias must be between -100 and 100")
+        return value
+
+    @model_validator(mode="after")
+    def _refuse_what_is_not_implemented(self) -> "ChatRequest":
+        for name, why in UNSUPPORTED.items():
+            if getattr(self, name) is not None:
+                raise unsupported(name, why)
+        return self
 
     @model_validator(mode="after")
     def _schema_present(self) -> "ChatRequest":

@@ -19,7 +19,7 @@ from starlette.routing import Route
 from ..body import parse_body
 from ..responses.items import Delta, FunctionCallOutput, MessageOutput, ReasoningOutput
 from ..responses.routes import event_stream, refuse_while_draining, tenant_of, wait_for_run
-from ..responses.run import ResponseRun, Services
+from ..responses.run import ChatOptions, ResponseRun, Services
 from .request import ChatRequest
 
 _DONE = b"data: [DONE]\n\n"
@@ -30,7 +30,8 @@ async def create_chat_completion(request: Request) -> Response:
     refuse_while_draining(services)
     body = await parse_body(request, ChatRequest, services.config.server.body_limits())
     refuse_while_draining(services)  # again: the body may have finished arriving after SIGTERM
-    run = ResponseRun(services, body.to_responses(), tenant_of(request), stops=tuple(body.stop or ()))
+    chat = ChatOptions(tuple(body.stop or ()), body.presence_penalty, body.frequency_penalty, body.logit_bias)
+    run = ResponseRun(services, body.to_responses(), tenant_of(request), chat)
     await run.prepare()
     run.start()
     completion_id = f"chatcmpl-{secrets.token_hex(12)}"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import secrets
-from typing import Any
+from typing import Any, Callable
 
 Event = dict[str, Any]
 
@@ -133,9 +133,18 @@ class ReasoningOutput(TextItem):
     delta_type = "response.reasoning_text.delta"
     done_type = "response.reasoning_text.done"
 
+    def __init__(self, output_index: int, seal: Callable[[str], str] | None = None) -> None:
+        super().__init__(output_index)
+        self.seal = seal  # set when the client asked for reasoning.encrypted_content
+        self._sealed: str | None = None
+
     def as_dict(self) -> Event:
         content = [self.part(self.text)] if self.status != "in_progress" else []
         item: Event = {"id": self.id, "type": "reasoning", "summary": [], "content": content}
+        if self.seal is not None and self.status != "in_progress":
+            if self._sealed is None:
+                self._sealed = self.seal(self.text)
+            item["encrypted_content"] = self._sealed
         if self.status == "incomplete":
             item["status"] = "incomplete"
         return item

@@ -1,17 +1,19 @@
-"""The body of `POST /v1/responses`, validated. Fields the gateway does not use are accepted and ignored,
-as OpenAI's SDKs send several of them by default; wrong types and unknown roles, item types and tool
-types are 400s that name the field."""
+"""The body of `POST /v1/responses`, validated. Every field of OpenAI's API is either honoured or refused
+with a 400 that names it (README: "Compatibility"); an unknown field is a 400 too, as OpenAI answers it.
+Wrong types and unknown roles, item types and tool types are 400s that name the field."""
 
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_validator
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_validator, model_validator
+
+from ..errors import APIError, bad_request
 
 
 class _Model(BaseModel):
-    # Strict: "yes" is not a boolean and "5" is not a number, as in OpenAI's API.
-    model_config = ConfigDict(extra="ignore", strict=True)
+    # Strict: "yes" is not a boolean and "5" is not a number, and an unknown field is refused by name.
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class InputText(_Model):
@@ -22,6 +24,8 @@ class InputText(_Model):
 class OutputText(_Model):
     type: Literal["output_text"]
     text: str
+    annotations: list[dict[str, Any]] = []  # sent back by clients that replay output items
+    logprobs: list[dict[str, Any]] | None = None
 
 
 class ReasoningText(_Model):
@@ -44,6 +48,7 @@ class MessageItem(_Model):
     content: str | list[ContentPart]
     # An assistant message's phase: "commentary" was a preamble, anything else a final answer.
     phase: Literal["commentary", "final_answer"] | None = None
+    status: Literal["in_progress", "completed", "incomplete"] | None = None
 
     def text(self) -> str:
         if isinstance(self.content, str):
@@ -56,6 +61,8 @@ class ReasoningItem(_Model):
     id: str | None = None
     summary: list[SummaryText] = []
     content: list[ReasoningText] | None = None
+    encrypted_content: str | None = None
+    status: Literal["in_progress", "completed", "incomplete"] | None = None
 
     def text(self) -> str:
         parts = self.content if self.content else self.summary
@@ -68,6 +75,7 @@ class FunctionCallItem(_Model):
     call_id: str
     name: str
     arguments: str
+    status: Literal["in_progress", "completed", "incomplete"] | None = None
 
 
 class FunctionCallOutputItem(_Model):
@@ -75,6 +83,7 @@ class FunctionCallOutputItem(_Model):
     id: str | None = None
     call_id: str
     output: str | list[InputText]
+    status: Literal["in_progress", "completed", "incomplete"] | None = None
 
     def text(self) -> str:
         if isinstance(self.output, str):
@@ -88,6 +97,7 @@ class McpApprovalRequestItem(_Model):
     server_label: str
     name: str
     arguments: str
+    status: str | None = None
 
 
 class McpApprovalResponseItem(_Model):
@@ -202,12 +212,37 @@ class McpTool(_Model):
         return self.model_dump(exclude={"authorization", "connector_id"}) | {"headers": None}
 
 
-Tool = Annotated[Union[FunctionTool, CodeInterpreterTool, McpTool], Field(discriminator="type")]
+class UnavailableTool(BaseModel):
+    """A tool of OpenAI's that nothing here runs. Refused by name, or dropped with a warning where the
+    operator set `server.drop_unavailable_tools` (for clients that always declare them); never declared
+    to the model."""
+
+    model_config = ConfigDict(extra="allow")
+    type: Literal[
+        "web_search",
+        "web_search_preview",
+        "web_search_preview_2025_03_11",
+        "web_search_2025_08_26",
+        "file_search",
+        "local_shell",
+        "shell",
+        "computer",
+        "computer_use_preview",
+        "image_generation",
+        "apply_patch",
+        "namespace",
+        "custom",
+    ]
+
+
+Tool = Annotated[Union[FunctionTool, CodeInterpreterTool, McpTool, UnavailableTool], Field(discriminator="type")]
 
 
 class Reasoning(_Model):
     effort: Literal["none", "minimal", "low", "medium", "high", "xhigh"] | None = None
-    summary: str | None = None
+    # Summaries are not written: the reasoning itself is returned (gpt-oss's is not hidden).
+    summary: Literal["auto", "concise", "detailed"] | None = None
+    generate_summary: Literal["auto", "concise", "detailed"] | None = None  # its older name
 
 
 class TextFormat(_Model):
@@ -220,12 +255,47 @@ class TextFormat(_Model):
 
 class TextConfig(_Model):
     format: TextFormat | None = None
-    verbosity: str | None = None
+    verbosity: Literal["low", "medium", "high"] | None = None
 
 
 class NamedFunction(_Model):
     type: Literal["function"]
     name: str
+
+
+class StreamOptions(_Model):
+    # OpenAI pads deltas with an `obfuscation` field unless told not to; the gateway never pads, so both
+    # values give the same stream (padding hides token lengths from on-path observers of OpenAI's traffic).
+    include_obfuscation: bool | None = None
+
+
+# `include` values: what each one adds, or why the gateway refuses it.
+INCLUDABLE = {
+    "reasoning.encrypted_content": None,  # honoured: gateway/responses/sealed.py
+    "code_interpreter_call.outputs": None,  # honoured: outputs are always included
+}
+NOT_INCLUDABLE = {
+    "message.output_text.logprobs": "logprobs are not supported yet",
+    "web_search_call.action.sources": "this gateway has no web_search tool",
+    "web_search_call.results": "this gateway has no web_search tool",
+    "file_search_call.results": "this gateway has no file_search tool",
+    "computer_call_output.output.image_url": "this gateway has no computer tool",
+    "message.input_image.image_url": "gpt-oss reads no images",
+}
+
+# Parameters of OpenAI's API the gateway does not implement: a 400 naming them unless they are absent or
+# carry their "off" value.
+UNSUPPORTED = {
+    "background": "background mode is not supported yet",
+    "conversation": "the Conversations API is not supported yet",
+    "prompt": "stored prompts are OpenAI's own",
+    "context_management": "server-side context management is not supported",
+    "moderation": "moderation is OpenAI's own",
+    "image": "gpt-oss reads no images",
+    "access_programs": "access programs are OpenAI's own",
+    "background_options": "background mode is not supported yet",
+    "prompt_cache_options": "vLLM caches prompt prefixes by itself; there is nothing to configure",
+}
 
 
 class ResponsesRequest(_Model):
@@ -242,11 +312,31 @@ class ResponsesRequest(_Model):
     store: bool = True
     previous_response_id: str | None = None
     stream: bool = False
+    stream_options: StreamOptions | None = None
     tools: list[Tool] = []
     tool_choice: Literal["auto", "none", "required"] | NamedFunction = "auto"
     parallel_tool_calls: bool = True
     text: TextConfig | None = None
     user: str | None = None
+    include: list[str] | None = None
+    # Accepted and echoed: identifiers OpenAI uses for abuse detection and cache routing. vLLM's prefix
+    # cache needs no key; they are kept on the response for the client's own bookkeeping.
+    safety_identifier: str | None = Field(None, max_length=64)
+    prompt_cache_key: str | None = Field(None, max_length=256)
+    prompt_cache_retention: Literal["in_memory", "24h"] | None = None
+    service_tier: Literal["auto", "default"] | None = None  # one tier here: flex and priority are refused
+    truncation: Literal["disabled"] | None = None  # "auto" is refused until it is implemented
+    top_logprobs: int | None = Field(None, ge=0, le=0)  # logprobs are not supported yet
+    client_metadata: dict[str, Any] | None = None  # Codex's, for OpenAI's telemetry: accepted, not used
+    background: bool | None = None
+    conversation: Any = None
+    prompt: Any = None
+    context_management: Any = None
+    moderation: Any = None
+    image: Any = None
+    access_programs: Any = None
+    background_options: Any = None
+    prompt_cache_options: Any = None
 
     @field_validator("metadata")
     @classmethod
@@ -254,3 +344,23 @@ class ResponsesRequest(_Model):
         if value is not None and len(value) > 16:
             raise ValueError("at most 16 metadata keys are allowed")
         return value
+
+    @model_validator(mode="after")
+    def _refuse_what_is_not_implemented(self) -> "ResponsesRequest":
+        for name, why in UNSUPPORTED.items():
+            value = getattr(self, name)
+            if value is not None and value is not False:
+                raise unsupported(name, why)
+        for index, value in enumerate(self.include or []):
+            if value in NOT_INCLUDABLE:
+                raise unsupported(f"include[{index}]", f"'{value}': {NOT_INCLUDABLE[value]}")
+            if value not in INCLUDABLE:
+                raise bad_request(f"Invalid value for 'include[{index}]': '{value}' is not an includable field.", param=f"include[{index}]")
+        return self
+
+    def includes(self, value: str) -> bool:
+        return value in (self.include or ())
+
+
+def unsupported(param: str, why: str) -> APIError:
+    return bad_request(f"'{param}' is not supported by this gateway: {why}.", param=param, code="unsupported_parameter")

@@ -10,9 +10,9 @@ a streamed response is a reader of that log, a non-streamed one waits for its en
 from __future__ import annotations
 
 import json
+import logging
 import time
 from dataclasses import dataclass
-import logging
 from typing import Any
 
 import anyio
@@ -30,11 +30,12 @@ from tools.servers import MCPServers
 
 from .conversation import Dialog, append_input, tool_result
 from .hosted import HostedTools, ToolCall
-from .log import EventLog, Runs
 from .items import Delta, Event, Events, FunctionCallOutput, MessageOutput, OutputItem, ReasoningOutput, new_id
+from .log import EventLog, Runs
+from .sealed import Sealer, Unsealable
 from .stops import StopMatcher
 from .schemas import InvalidSchema, argument_error, validator_for
-from .request import FunctionTool, McpTool, NamedFunction, ResponsesRequest
+from .request import FunctionTool, ReasoningItem, ReasoningText, UnavailableTool, unsupported, McpTool, NamedFunction, ResponsesRequest
 
 logger = logging.getLogger("gateway.responses")
 
@@ -48,20 +49,23 @@ class Services:
     metrics: Metrics
     renderer: PromptRenderer
     runs: Runs
+    sealer: Sealer
     sandbox: SandboxManager | None = None
     mcp: MCPServers | None = None
 
 
 class ResponseRun:
-    def __init__(self, services: Services, request: ResponsesRequest, tenant: str, stops: tuple[str, ...] = ()) -> None:
+    def __init__(self, services: Services, request: ResponsesRequest, tenant: str, chat: "ChatOptions | None" = None) -> None:
         self.services = services
         self.request = request
-        self.stops = stops  # Chat Completions' stop sequences, applied to the visible text
+        self.chat = chat or ChatOptions()
+        self.stops = self.chat.stops
         self.tenant = tenant
         self.events_log = Events()
         self.output: list[OutputItem] = []
         self.dialog = Dialog()
         self.input_items: list[dict[str, Any]] = []
+        request.tools = _available_tools(request.tools, services.config.server.drop_unavailable_tools)
         self.functions = {tool.name: tool for tool in request.tools if isinstance(tool, FunctionTool)}
         self.validators: dict[str, Any] = {}  # strict functions' argument checkers, by name
         self.log = EventLog()
@@ -95,6 +99,7 @@ class ResponseRun:
                     code="previous_response_not_found",
                 )
             self.dialog = Dialog.from_json(previous.dialog, previous.open_calls, previous.state)
+        self._unseal_reasoning()
         self.input_items = append_input(self.dialog, request.input)
         await self.hosted.prepare(self.dialog)
         self.preamble = self._preamble()
@@ -104,6 +109,24 @@ class ResponseRun:
         # Listings and approved calls come first; the engine is called after them, in events().
         if not self.hosted.has_work_before_engine:
             self._stream = await self._open_stream()
+
+    def _unseal_reasoning(self) -> None:
+        """Reasoning items sent back with `encrypted_content` carry the text the gateway sealed: that text
+        is what the model reads (a blob that does not open is a 400)."""
+        if isinstance(self.request.input, str):
+            return
+        for index, item in enumerate(self.request.input):
+            if isinstance(item, ReasoningItem) and item.encrypted_content is not None:
+                try:
+                    text = self.services.sealer.open(item.encrypted_content)
+                except Unsealable:
+                    raise bad_request(
+                        "The encrypted content of this reasoning item could not be verified: it was changed, or "
+                        "sealed by another gateway key.",
+                        param=f"input[{index}].encrypted_content",
+                        code="invalid_encrypted_content",
+                    ) from None
+                item.content = [ReasoningText(type="reasoning_text", text=text)]
 
     async def _open_stream(self) -> EngineStream:
         self._turns += 1
@@ -136,6 +159,9 @@ class ResponseRun:
             temperature=self.request.temperature,
             top_p=self.request.top_p,
             seed=self.request.seed,
+            presence_penalty=self.chat.presence_penalty,
+            frequency_penalty=self.chat.frequency_penalty,
+            logit_bias=self.chat.logit_bias,
         )
         return await self.services.engine.generate(prompt, sampling)
 
@@ -303,7 +329,7 @@ class ResponseRun:
         item: OutputItem | None
         if header.recipient is None:
             if header.channel == "analysis":
-                item = ReasoningOutput(index)
+                item = ReasoningOutput(index, self.services.sealer.seal if self.request.includes("reasoning.encrypted_content") else None)
             else:
                 item = MessageOutput(index, "commentary" if header.channel == "commentary" else "final_answer")
         else:
@@ -420,19 +446,28 @@ class ResponseRun:
             "output": [],
             "parallel_tool_calls": request.parallel_tool_calls,
             "previous_response_id": request.previous_response_id,
-            "reasoning": {"effort": request.reasoning.effort if request.reasoning else None, "summary": None},
+            "reasoning": {
+                "effort": request.reasoning.effort if request.reasoning else None,
+                "summary": (request.reasoning.summary or request.reasoning.generate_summary) if request.reasoning else None,
+            },
             "service_tier": "default",
             "store": request.store,
             "temperature": request.temperature if request.temperature is not None else 1.0,
-            "text": {"format": text_format, "verbosity": "medium"},
+            "text": {"format": text_format, "verbosity": (request.text.verbosity if request.text else None) or "medium"},
             "tool_choice": tool_choice,
-            "tools": [tool.echo() if isinstance(tool, McpTool) else tool.model_dump(exclude_none=True) for tool in request.tools],
+            "tools": [_echo_tool(tool) for tool in request.tools],
             "top_logprobs": 0,
             "top_p": request.top_p if request.top_p is not None else 1.0,
             "truncation": "disabled",
             "usage": None,
             "user": request.user,
             "metadata": request.metadata or {},
+            # Fields OpenAI's Response object always has; the gateway has no penalties on this API.
+            "presence_penalty": 0.0,
+            "frequency_penalty": 0.0,
+            "safety_identifier": request.safety_identifier,
+            "prompt_cache_key": request.prompt_cache_key,
+            "prompt_cache_retention": request.prompt_cache_retention,
         }
 
     def snapshot(self) -> dict[str, Any]:
@@ -468,11 +503,42 @@ class ResponseRun:
         await self.services.store.put(record)
 
 
+@dataclass(frozen=True)
+class ChatOptions:
+    """What only Chat Completions asks of a run: stop sequences (applied to the visible text by the
+    gateway) and sampling penalties (sent to vLLM)."""
+
+    stops: tuple[str, ...] = ()
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
+    logit_bias: dict[str, int] | None = None
+
+
 @dataclass
 class _Outcome:
     finish_reason: str | None = None
     stopped: bool = False  # a stop sequence ended the generation before the engine did
     call: ToolCall | None = None
+
+
+def _available_tools(tools: list[Any], drop_unavailable: bool) -> list[Any]:
+    """The request's tools without those nothing here runs: refused by name, or dropped if configured so."""
+    for index, tool in enumerate(tools):
+        if isinstance(tool, UnavailableTool):
+            if not drop_unavailable:
+                raise unsupported(f"tools[{index}]", f"the '{tool.type}' tool is not available here")
+            logger.warning("dropped the request's '%s' tool: nothing on this gateway runs it", tool.type)
+    return [tool for tool in tools if not isinstance(tool, UnavailableTool)]
+
+
+def _echo_tool(tool: Any) -> dict[str, Any]:
+    """A request's tool as the Response object shows it: MCP credentials left out, `strict` spelled out."""
+    if isinstance(tool, McpTool):
+        return tool.echo()
+    echoed = tool.model_dump(exclude_none=True)
+    if isinstance(tool, FunctionTool):
+        echoed |= {"strict": tool.strict is not False, "description": tool.description, "parameters": tool.parameters}
+    return echoed
 
 
 def _text(message: Any) -> str:

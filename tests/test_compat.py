@@ -1,0 +1,186 @@
+"""Every parameter of OpenAI's APIs is honoured or refused by name; unknown ones are refused as OpenAI does."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import openai
+import pytest
+
+from .conftest import MODEL, Process, emulator_stats
+
+WEATHER = {
+    "type": "function",
+    "name": "get_weather",
+    "parameters": {"type": "object", "properties": {"location": {"type": "string"}}, "required": ["location"]},
+}
+
+
+def post(gateway: Process, path: str, body: dict[str, Any]) -> httpx.Response:
+    return httpx.post(gateway.url + path, json=body, timeout=30)
+
+
+@pytest.mark.parametrize(
+    "body, param",
+    [
+        ({"input": "hi", "temprature": 0.5}, "temprature"),
+        ({"input": [{"role": "user", "content": "hi", "colour": "red"}]}, "input[0].colour"),
+        ({"input": "hi", "tools": [WEATHER | {"strictness": True}]}, "tools[0].strictness"),
+        ({"input": "hi", "reasoning": {"effort": "low", "budget": 5}}, "reasoning.budget"),
+    ],
+)
+def test_unknown_parameters_are_refused_by_name(gateway, body, param):
+    response = post(gateway, "/v1/responses", body)
+    assert response.status_code == 400
+    assert response.json()["error"] == {
+        "message": f"Unknown parameter: '{param}'.",
+        "type": "invalid_request_error",
+        "param": param,
+        "code": "unknown_parameter",
+    }
+
+
+@pytest.mark.parametrize(
+    "extra, param",
+    [
+        ({"background": True}, "background"),
+        ({"conversation": "conv_123"}, "conversation"),
+        ({"prompt": {"id": "pmpt_1"}}, "prompt"),
+        ({"context_management": [{"type": "compaction"}]}, "context_management"),
+        ({"include": ["message.output_text.logprobs"]}, "include[0]"),
+        ({"include": ["reasoning.encrypted_content", "file_search_call.results"]}, "include[1]"),
+        ({"tools": [{"type": "web_search"}]}, "tools[0]"),
+        ({"tools": [WEATHER, {"type": "file_search", "vector_store_ids": ["vs_1"]}]}, "tools[1]"),
+    ],
+)
+def test_unimplemented_parameters_are_refused_by_name(gateway, extra, param):
+    response = post(gateway, "/v1/responses", {"input": "hi"} | extra)
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert error["param"] == param and error["code"] == "unsupported_parameter"
+    assert "not supported by this gateway" in error["message"]
+
+
+@pytest.mark.parametrize(
+    "extra, param",
+    [
+        ({"include": ["everything"]}, "include[0]"),
+        ({"truncation": "auto"}, "truncation"),
+        ({"top_logprobs": 3}, "top_logprobs"),
+        ({"service_tier": "flex"}, "service_tier"),
+    ],
+)
+def test_values_not_implemented_are_refused(gateway, extra, param):
+    response = post(gateway, "/v1/responses", {"input": "hi"} | extra)
+    assert response.status_code == 400 and response.json()["error"]["param"] == param
+
+
+def test_accepted_identifiers_are_echoed_with_openais_fields(gateway):
+    response = gateway.client().responses.create(
+        model=MODEL,
+        input="hi",
+        tools=[WEATHER, WEATHER | {"name": "loose", "strict": False}],
+        safety_identifier="user-hash-1",
+        prompt_cache_key="thread-9",
+        prompt_cache_retention="24h",
+        service_tier="auto",
+        truncation="disabled",
+        top_logprobs=0,
+        reasoning={"effort": "low", "summary": "auto"},
+        text={"verbosity": "low"},
+        include=["code_interpreter_call.outputs"],
+        stream_options={"include_obfuscation": False},
+        stream=True,
+    )
+    final = [event for event in response][-1].response
+    data = final.to_dict()
+    assert data["presence_penalty"] == 0 and data["frequency_penalty"] == 0
+    assert data["safety_identifier"] == "user-hash-1" and data["prompt_cache_key"] == "thread-9"
+    assert data["reasoning"] == {"effort": "low", "summary": "auto"} and data["text"]["verbosity"] == "low"
+    assert [tool["strict"] for tool in data["tools"]] == [True, False]  # OpenAI's default is strict
+
+
+def test_unavailable_tools_can_be_dropped_by_the_operator(make_gateway, emulator):
+    gateway = make_gateway(emulator.url, server={"drop_unavailable_tools": True})
+    tools = [{"type": "web_search"}, {"type": "namespace", "name": "multi_agent_v1", "tools": []}, WEATHER]
+    response = gateway.client().responses.create(model=MODEL, input="hi", tools=tools)
+    assert response.status == "completed" and [tool.type for tool in response.tools] == ["function"]
+    prompt = emulator_stats(emulator)["last_prompt"]
+    assert "get_weather" in prompt and "browser" not in prompt and "multi_agent" not in prompt
+    gateway.stop()
+    assert "dropped the request's 'web_search' tool" in gateway.log.read_text()
+
+
+def test_output_items_replayed_as_they_came_are_accepted(gateway):
+    """Clients send a response's output back as input, with every field it had (status, annotations...)."""
+    client = gateway.client()
+    first = client.responses.create(model=MODEL, input="remember me", store=False)
+    history = [{"role": "user", "content": "remember me"}, *[item.to_dict() for item in first.output]]
+    history.append({"role": "user", "content": "[recall]"})
+    second = client.responses.create(model=MODEL, input=history, store=False)
+    assert "remember me" in second.output_text
+
+
+def test_reasoning_round_trips_sealed(gateway, emulator):
+    """include reasoning.encrypted_content with store false: the reasoning comes back sealed, and sent
+    back without its text, it is what the model reads; a changed blob is a 400."""
+    client = gateway.client()
+    first = client.responses.create(model=MODEL, input="secret plan", store=False, include=["reasoning.encrypted_content"])
+    reasoning = first.output[0]
+    assert reasoning.type == "reasoning" and reasoning.encrypted_content
+    thought = reasoning.content[0].text
+    assert reasoning.encrypted_content.find(thought) == -1  # sealed, not plain
+    sent_back = {"type": "reasoning", "id": reasoning.id, "summary": [], "encrypted_content": reasoning.encrypted_content}
+    client.responses.create(model=MODEL, input=[{"role": "user", "content": "secret plan"}, sent_back, {"role": "user", "content": "go on"}], store=False)
+    assert thought in emulator_stats(emulator)["last_prompt"]
+    blob = reasoning.encrypted_content
+    tampered = sent_back | {"encrypted_content": blob[:20] + ("A" if blob[20] != "A" else "B") + blob[21:]}
+    response = post(gateway, "/v1/responses", {"input": [{"role": "user", "content": "x"}, tampered], "store": False})
+    assert response.status_code == 400 and response.json()["error"]["param"] == "input[1].encrypted_content"
+
+
+def test_chat_sampling_parameters_reach_the_engine(gateway, emulator):
+    completion = gateway.client().chat.completions.create(
+        model=MODEL,
+        messages=[{"role": "user", "content": "hi"}],
+        presence_penalty=0.5,
+        frequency_penalty=-0.25,
+        logit_bias={"1234": -100, "99": 5},
+        service_tier="auto",
+        prompt_cache_key="k",
+        stream_options=None,
+    )
+    assert completion.choices[0].message.content == "You said: hi"
+    sent = emulator_stats(emulator)["last_request"]
+    assert sent["presence_penalty"] == 0.5 and sent["frequency_penalty"] == -0.25
+    assert sent["logit_bias"] == {"1234": -100, "99": 5}
+
+
+@pytest.mark.parametrize(
+    "extra, param, code",
+    [
+        ({"logprobs": True}, "logprobs", "invalid_value"),
+        ({"functions": [{"name": "f"}]}, "functions", "unsupported_parameter"),
+        ({"metadata": {"a": "b"}}, "metadata", "unsupported_parameter"),
+        ({"store": True}, "store", "invalid_value"),
+        ({"logit_bias": {"not-a-token": 1}}, "logit_bias", "invalid_value"),
+        ({"logit_bias": {"5": 101}}, "logit_bias", "invalid_value"),
+        ({"best_of": 2}, "best_of", "unknown_parameter"),
+    ],
+)
+def test_chat_parameters_refused_by_name(gateway, extra, param, code):
+    response = post(gateway, "/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}]} | extra)
+    assert response.status_code == 400, response.text
+    assert response.json()["error"]["param"] == param and response.json()["error"]["code"] == code
+
+
+def test_chat_messages_replayed_from_a_completion_are_accepted(gateway):
+    client = gateway.client()
+    messages: list[Any] = [{"role": "user", "content": "hi"}]
+    first = client.chat.completions.create(model=MODEL, messages=messages)
+    messages.append(first.choices[0].message.model_dump() | {"refusal": None, "annotations": [], "audio": None, "function_call": None})
+    messages.append({"role": "user", "content": "again"})
+    assert client.chat.completions.create(model=MODEL, messages=messages).choices[0].message.content == "You said: again"
+    with pytest.raises(openai.BadRequestError):
+        client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "x", "name": "bob"}])
