@@ -81,6 +81,25 @@ def test_function_loop_with_previous_response_id(gateway):
         )
 
 
+def test_a_thread_sent_again_with_previous_response_id(gateway, emulator):
+    """Semantic Kernel sends the whole thread again with previous_response_id: the call and its output that
+    are already in the history are skipped, not refused and not added twice."""
+    client = gateway.client()
+    first = client.responses.create(model=MODEL, input=ASK, tools=[WEATHER])
+    call = first.output[-1]
+    output = {"type": "function_call_output", "call_id": call.call_id, "output": "18 C and sunny"}
+    second = client.responses.create(model=MODEL, previous_response_id=first.id, tools=[WEATHER], input=[output])
+    thread = [{"role": "user", "content": ASK}, call.to_dict(), output, {"role": "user", "content": "thanks"}]
+    third = client.responses.create(model=MODEL, previous_response_id=second.id, tools=[WEATHER], input=thread)
+    assert third.output_text == "You said: thanks"
+    prompt = emulator_stats(emulator)["last_prompt"]
+    assert prompt.count("<|message|>18 C and sunny") == 1 and prompt.count("to=functions.get_weather") == 1
+    for wrong in ({"call_id": "call_never"}, {"output": "another answer"}):
+        with pytest.raises(openai.BadRequestError) as err:
+            client.responses.create(model=MODEL, previous_response_id=second.id, tools=[WEATHER], input=[output | wrong])
+        assert err.value.body["param"] == "input[0].call_id"
+
+
 def test_function_loop_with_history_sent_back(gateway):
     client = gateway.client()
     history = [{"role": "user", "content": ASK}]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -60,6 +61,9 @@ class Dialog:
     pending_approvals: dict[str, PendingApproval] = field(default_factory=dict)
     # Approval responses of the current request (not stored: carried out by this response).
     decisions: list[Decision] = field(default_factory=list)
+    # call_id → digest of the output the client gave, for calls answered earlier in the conversation:
+    # clients that send the whole thread again with previous_response_id repeat them.
+    answered: dict[str, str] = field(default_factory=dict)
 
     def append(self, message: Message) -> None:
         self.messages.append(message)
@@ -72,6 +76,7 @@ class Dialog:
             "container_id": self.container_id,
             "mcp_listed": self.mcp_listed,
             "pending_approvals": {key: asdict(value) for key, value in self.pending_approvals.items()},
+            "answered": self.answered,
         }
 
     @classmethod
@@ -82,6 +87,7 @@ class Dialog:
             state.get("container_id"),
             list(state.get("mcp_listed", [])),
             {key: PendingApproval(**value) for key, value in state.get("pending_approvals", {}).items()},
+            answered=dict(state.get("answered", {})),
         )
 
 
@@ -121,17 +127,25 @@ def append_input(dialog: Dialog, items: str | list[InputItem]) -> list[dict[str,
             dialog.append(Message.from_role_and_content(Role.ASSISTANT, item.text()).with_channel("analysis"))
             records.append(item.model_dump(exclude_none=True) | {"id": item.id or new_id("rs")})
         elif isinstance(item, FunctionCallItem):
+            if item.call_id in dialog.answered or dialog.open_calls.get(item.call_id) == item.name:
+                continue  # a call already in the history, sent again with the whole thread
             dialog.append(tool_call_message(f"functions.{item.name}", item.arguments))
             dialog.open_calls[item.call_id] = item.name
             records.append(item.model_dump() | {"id": item.id or new_id("fc"), "status": "completed"})
         elif isinstance(item, FunctionCallOutputItem):
+            output = item.text()
+            digest = hashlib.sha256(output.encode()).hexdigest()
             name = dialog.open_calls.pop(item.call_id, None)
             if name is None:
+                if dialog.answered.get(item.call_id) == digest:
+                    continue  # this very output is in the history already: sent again with the whole thread
+                already = "was answered with another output" if item.call_id in dialog.answered else "was not found"
                 raise bad_request(
-                    f"No tool call found for function call output with call_id {item.call_id}.",
+                    f"No tool call found for function call output with call_id {item.call_id}: the call {already}.",
                     param=f"input[{index}].call_id",
                 )
-            dialog.append(tool_result(f"functions.{name}", "commentary", item.text()))
+            dialog.answered[item.call_id] = digest
+            dialog.append(tool_result(f"functions.{name}", "commentary", output))
             records.append(item.model_dump() | {"id": item.id or new_id("fco"), "status": "completed"})
         elif isinstance(item, McpApprovalResponseItem):
             pending = dialog.pending_approvals.pop(item.approval_request_id, None)
