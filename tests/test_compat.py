@@ -184,3 +184,16 @@ def test_chat_messages_replayed_from_a_completion_are_accepted(gateway):
     assert client.chat.completions.create(model=MODEL, messages=messages).choices[0].message.content == "You said: again"
     with pytest.raises(openai.BadRequestError):
         client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "x", "name": "bob"}])
+
+
+def test_input_tokens_are_exact(gateway, emulator):
+    client = gateway.client()
+    body = {"input": "count these words", "instructions": "Be brief.", "tools": [WEATHER]}
+    counted = post(gateway, "/v1/responses/input_tokens", body | {"model": MODEL})
+    assert counted.status_code == 200 and counted.json()["object"] == "response.input_tokens"
+    response = client.responses.create(model=MODEL, **body)
+    assert counted.json()["input_tokens"] == response.usage.input_tokens  # the engine's own count
+    assert client.responses.input_tokens.count(model=MODEL, input="count these words").input_tokens > 0
+    follow_up = {"input": "more", "previous_response_id": response.id}
+    previous = post(gateway, "/v1/responses/input_tokens", follow_up).json()["input_tokens"]
+    assert previous == client.responses.create(model=MODEL, **follow_up).usage.input_tokens

@@ -94,6 +94,14 @@ async def wait_for_run(request: Request, run: ResponseRun) -> None:
         group.start_soon(watch)
 
 
+async def count_input_tokens(request: Request) -> Response:
+    """`POST /v1/responses/input_tokens`: exact, since the gateway renders the prompt itself."""
+    services: Services = request.app.state.services
+    body = await parse_body(request, ResponsesRequest, services.config.server.body_limits())
+    count = await ResponseRun(services, body, tenant_of(request)).input_tokens()
+    return JSONResponse({"object": "response.input_tokens", "input_tokens": count})
+
+
 async def retrieve_response(request: Request) -> Response:
     stored = await _stored(request)
     return JSONResponse(stored.response)
@@ -155,6 +163,7 @@ def _missing(response_id: str) -> APIError:
 
 routes = [
     Route("/v1/responses", create_response, methods=["POST"]),
+    Route("/v1/responses/input_tokens", count_input_tokens, methods=["POST"]),
     Route("/v1/responses/{response_id}", retrieve_response, methods=["GET"]),
     Route("/v1/responses/{response_id}", delete_response, methods=["DELETE"]),
     Route("/v1/responses/{response_id}/input_items", list_input_items, methods=["GET"]),

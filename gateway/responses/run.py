@@ -88,6 +88,21 @@ class ResponseRun:
 
     async def prepare(self) -> None:
         """Load the previous response, build the dialog, and open the first engine stream."""
+        await self._build_dialog()
+        model = await self.services.engine.model()
+        self.model_id = model.id
+        self.response = self._skeleton()
+        # Listings and approved calls come first; the engine is called after them, in execute().
+        if not self.hosted.has_work_before_engine:
+            self._stream = await self._open_stream()
+
+    async def input_tokens(self) -> int:
+        """The exact length of the prompt the first engine call of this request would get."""
+        await self._build_dialog()
+        prompt = await self.services.renderer.render(self.preamble, self.dialog.messages)
+        return len(prompt) + len(self._forced_call_header())
+
+    async def _build_dialog(self) -> None:
         request = self.request
         if request.previous_response_id:
             previous = await self.services.store.get(request.previous_response_id, self.tenant)
@@ -103,12 +118,6 @@ class ResponseRun:
         self.input_items = append_input(self.dialog, request.input)
         await self.hosted.prepare(self.dialog)
         self.preamble = self._preamble()
-        model = await self.services.engine.model()
-        self.model_id = model.id
-        self.response = self._skeleton()
-        # Listings and approved calls come first; the engine is called after them, in events().
-        if not self.hosted.has_work_before_engine:
-            self._stream = await self._open_stream()
 
     def _unseal_reasoning(self) -> None:
         """Reasoning items sent back with `encrypted_content` carry the text the gateway sealed: that text
