@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import os
 import re
@@ -56,6 +57,19 @@ class ServerConfig(_Section):
     drop_unavailable_tools: bool = False
     # The key (32 bytes, base64) that seals reasoning.encrypted_content; unset: one per process.
     reasoning_key: str | None = None
+
+    @field_validator("reasoning_key")
+    @classmethod
+    def _key_is_32_bytes(cls, value: str | None) -> str | None:
+        if not value:
+            return None
+        try:
+            key = base64.b64decode(value, validate=True)
+        except ValueError:
+            raise ValueError("must be base64") from None
+        if len(key) != 32:
+            raise ValueError("must be 32 bytes, base64-encoded (e.g. `openssl rand -base64 32`)")
+        return value
 
     def body_limits(self) -> "BodyLimits":
         return BodyLimits(self.max_body_bytes, self.max_input_chars, self.max_unbroken_chars, self.body_timeout_s)

@@ -67,6 +67,8 @@ class Preamble:
     instructions: str | None = None
     function_tools: list[ToolDescription] = field(default_factory=list)
     namespaces: list[ToolNamespaceConfig] = field(default_factory=list)
+    # The client's own namespaces of functions (`namespace` tools), declared after `functions`.
+    function_namespaces: list[ToolNamespaceConfig] = field(default_factory=list)
     response_format: tuple[str, dict] | None = None  # (name, JSON schema)
 
     def messages(self) -> list[Message]:
@@ -84,12 +86,14 @@ class Preamble:
             name, schema = self.response_format
             section = f"# Response Formats\n\n## {name}\n\n{json.dumps(schema, separators=(',', ':'))}"
             instructions = f"{instructions}\n\n{section}" if instructions else section
-        if instructions or self.function_tools:
+        if instructions or self.function_tools or self.function_namespaces:
             developer = DeveloperContent.new()
             if instructions:
                 developer = developer.with_instructions(instructions)
             if self.function_tools:
                 developer = developer.with_function_tools(self.function_tools)
+            for namespace in self.function_namespaces:
+                developer = developer.with_tools(namespace)
             result.append(Message.from_role_and_content(Role.DEVELOPER, developer))
         return result
 

@@ -70,3 +70,14 @@ def test_special_token_ids_match_the_encoding():
                         ("<|start|>", harmony.START), ("<|end|>", harmony.END), ("<|channel|>", harmony.CHANNEL)]:
         assert encoding.encode(text, allowed_special="all") == [token]
     assert sorted(encoding.stop_tokens_for_assistant_actions()) == sorted(harmony.STOP_TOKEN_IDS)
+
+
+def test_reasoning_key_is_checked(tmp_path):
+    from gateway.config import ConfigError, load_config
+
+    path = tmp_path / "gateway.yaml"
+    path.write_text('engine: {url: "http://e"}\nserver: {reasoning_key: "c2hvcnQ="}\n')
+    with pytest.raises(ConfigError, match="32 bytes"):
+        load_config(str(path))
+    path.write_text('engine: {url: "http://e"}\nserver: {reasoning_key: "' + "A" * 43 + '="}\n')
+    assert load_config(str(path)).server.reasoning_key

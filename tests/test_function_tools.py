@@ -265,3 +265,64 @@ def test_structured_output_schema_in_developer_message(gateway, emulator):
     assert "# Response Formats\n\n## reply\n\n" in prompt
     assert json.dumps(schema, separators=(",", ":")) in prompt
     assert response.text.format.type == "json_schema"
+
+
+CRM = {
+    "type": "namespace",
+    "name": "crm",
+    "description": "Customer records.",
+    "tools": [
+        {
+            "type": "function",
+            "name": "lookup",
+            "description": "Find a customer by id",
+            "parameters": {"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"]},
+        }
+    ],
+}
+
+
+def test_namespace_tools_end_to_end(gateway, emulator):
+    client = gateway.client()
+    events = stream_sdk(client, input='[call crm.lookup {"id":"c1"}]', tools=[WEATHER, CRM])
+    prompt = emulator_stats(emulator)["last_prompt"]
+    developer = prompt[prompt.index("<|start|>developer") :]
+    assert "// Customer records.\nnamespace crm {" in developer and "type lookup = (_: {" in developer
+    assert "namespace functions {" in developer
+    added = next(e for e in events if e["type"] == "response.output_item.added" and e["item"]["type"] == "function_call")
+    assert added["item"]["namespace"] == "crm" and added["item"]["name"] == "lookup"
+    call = events[-1]["response"]["output"][-1]
+    assert (call["name"], call["namespace"], call["arguments"], call["status"]) == ("lookup", "crm", '{"id":"c1"}', "completed")
+    answer = {"type": "function_call_output", "call_id": call["call_id"], "output": "Ada, since 2019"}
+    done = client.responses.create(model=MODEL, previous_response_id=events[-1]["response"]["id"], tools=[CRM], input=[answer])
+    assert done.output_text == "The tool said: Ada, since 2019"
+    assert "<|start|>crm.lookup to=assistant" in emulator_stats(emulator)["last_prompt"]
+    # Sent back as history instead, the call is rendered under its namespace too.
+    history = [{"role": "user", "content": "who?"}, call, answer]
+    client.responses.create(model=MODEL, input=history, tools=[CRM], store=False)
+    assert "to=crm.lookup" in emulator_stats(emulator)["last_prompt"]
+
+
+def test_namespace_functions_are_strict_and_known(gateway):
+    response = gateway.client().responses.create(model=MODEL, input='[call crm.lookup {"ident": 1}]', tools=[CRM])
+    call = next(item for item in response.output if item.type == "function_call")
+    assert call.status == "incomplete" and "do not match the parameters of lookup" in response.output_text
+    response = gateway.client().responses.create(model=MODEL, input="[call crm.erase {}]", tools=[CRM])
+    assert [item.type for item in response.output] == ["reasoning", "reasoning", "message"]
+    assert "no function named 'erase' is available in crm" in response.output_text
+
+
+@pytest.mark.parametrize(
+    "tools, param",
+    [
+        ([CRM | {"name": "functions"}], "tools[0].name"),
+        ([CRM | {"name": "python"}], "tools[0].name"),
+        ([CRM, CRM], "tools[1].name"),
+        ([CRM | {"tools": CRM["tools"] * 2}], "tools[0].tools"),
+        ([CRM | {"tools": [CRM["tools"][0] | {"defer_loading": True}]}], "tools[0].tools[0].defer_loading"),
+    ],
+)
+def test_bad_namespaces_are_400s(gateway, tools, param):
+    with pytest.raises(openai.BadRequestError) as err:
+        gateway.client().responses.create(model=MODEL, input="x", tools=tools)
+    assert err.value.body["param"] == param

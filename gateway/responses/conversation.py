@@ -52,7 +52,8 @@ class Dialog:
     the conversation's tool state."""
 
     messages: list[Message] = field(default_factory=list)
-    # call_id → function name, for calls whose output the client has not sent yet.
+    # call_id → the call's recipient (`functions.NAME`, `NAMESPACE.NAME`), for calls whose output the client
+    # has not sent yet. (Records stored before namespaces hold the bare function name.)
     open_calls: dict[str, str] = field(default_factory=dict)
     # The sandbox session the conversation's code has run in.
     container_id: str | None = None
@@ -127,16 +128,16 @@ def append_input(dialog: Dialog, items: str | list[InputItem]) -> list[dict[str,
             dialog.append(Message.from_role_and_content(Role.ASSISTANT, item.text()).with_channel("analysis"))
             records.append(item.model_dump(exclude_none=True) | {"id": item.id or new_id("rs")})
         elif isinstance(item, FunctionCallItem):
-            if item.call_id in dialog.answered or dialog.open_calls.get(item.call_id) == item.name:
+            if item.call_id in dialog.answered or item.call_id in dialog.open_calls:
                 continue  # a call already in the history, sent again with the whole thread
-            dialog.append(tool_call_message(f"functions.{item.name}", item.arguments))
-            dialog.open_calls[item.call_id] = item.name
+            dialog.append(tool_call_message(item.recipient, item.arguments))
+            dialog.open_calls[item.call_id] = item.recipient
             records.append(item.model_dump() | {"id": item.id or new_id("fc"), "status": "completed"})
         elif isinstance(item, FunctionCallOutputItem):
             output = item.text()
             digest = hashlib.sha256(output.encode()).hexdigest()
-            name = dialog.open_calls.pop(item.call_id, None)
-            if name is None:
+            recipient = dialog.open_calls.pop(item.call_id, None)
+            if recipient is None:
                 if dialog.answered.get(item.call_id) == digest:
                     continue  # this very output is in the history already: sent again with the whole thread
                 already = "was answered with another output" if item.call_id in dialog.answered else "was not found"
@@ -145,7 +146,9 @@ def append_input(dialog: Dialog, items: str | list[InputItem]) -> list[dict[str,
                     param=f"input[{index}].call_id",
                 )
             dialog.answered[item.call_id] = digest
-            dialog.append(tool_result(f"functions.{name}", "commentary", output))
+            if "." not in recipient:  # a record from before namespaces: a plain function
+                recipient = f"functions.{recipient}"
+            dialog.append(tool_result(recipient, "commentary", output))
             records.append(item.model_dump() | {"id": item.id or new_id("fco"), "status": "completed"})
         elif isinstance(item, McpApprovalResponseItem):
             pending = dialog.pending_approvals.pop(item.approval_request_id, None)

@@ -191,8 +191,9 @@ class FunctionCallOutput(TextItem):
     delta_type = "response.function_call_arguments.delta"
     done_type = "response.function_call_arguments.done"
 
-    def __init__(self, output_index: int, name: str) -> None:
+    def __init__(self, output_index: int, name: str, namespace: str | None = None) -> None:
         self.name = name
+        self.namespace = namespace  # set for a function of a `namespace` tool
         self.call_id = new_id("call")
         super().__init__(output_index)
         self.delta_prefix = (
@@ -216,8 +217,12 @@ class FunctionCallOutput(TextItem):
             self.done(events),
         ]
 
+    @property
+    def recipient(self) -> str:
+        return f"{self.namespace or 'functions'}.{self.name}"
+
     def as_dict(self) -> Event:
-        return {
+        item = {
             "id": self.id,
             "type": "function_call",
             "status": self.status,
@@ -225,4 +230,7 @@ class FunctionCallOutput(TextItem):
             "name": self.name,
             "arguments": self.text if self.status != "in_progress" else "",
         }
+        if self.namespace is not None:
+            item["namespace"] = self.namespace
+        return item
 

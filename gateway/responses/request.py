@@ -75,6 +75,11 @@ class FunctionCallItem(_Model):
     call_id: str
     name: str
     arguments: str
+    namespace: str | None = None
+
+    @property
+    def recipient(self) -> str:
+        return f"{self.namespace or 'functions'}.{self.name}"
     status: Literal["in_progress", "completed", "incomplete"] | None = None
 
 
@@ -161,6 +166,30 @@ class FunctionDefinition(_Model):
 class FunctionTool(FunctionDefinition):
     type: Literal["function"]
 
+    @property
+    def recipient(self) -> str:
+        return f"functions.{self.name}"
+
+
+class NamespaceFunction(FunctionDefinition):
+    """A function of a `namespace` tool; OpenAI's scheduling options for it are refused by name."""
+
+    type: Literal["function"]
+    defer_loading: Literal[False] | None = None
+    allowed_callers: list[Literal["direct"]] | None = None
+    output_schema: None = None
+    async_: Literal[False] | None = Field(None, alias="async")
+
+
+class NamespaceTool(_Model):
+    """Functions grouped under a name of their own: declared to the model as a Harmony namespace, called
+    as `NAME.function`, answered by the client like any function."""
+
+    type: Literal["namespace"]
+    name: str = Field(pattern=r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")
+    description: str = ""
+    tools: list[NamespaceFunction] = Field(min_length=1)
+
 
 class AutoContainer(_Model):
     type: Literal["auto"]
@@ -230,12 +259,11 @@ class UnavailableTool(BaseModel):
         "computer_use_preview",
         "image_generation",
         "apply_patch",
-        "namespace",
         "custom",
     ]
 
 
-Tool = Annotated[Union[FunctionTool, CodeInterpreterTool, McpTool, UnavailableTool], Field(discriminator="type")]
+Tool = Annotated[Union[FunctionTool, NamespaceTool, CodeInterpreterTool, McpTool, UnavailableTool], Field(discriminator="type")]
 
 
 class Reasoning(_Model):

@@ -20,7 +20,7 @@ import anyio
 from ..config import GatewayConfig
 from ..engine import EngineClient, EngineStream, Sampling
 from ..errors import APIError, bad_request
-from ..harmony import Preamble, PromptRenderer, ToolDescription, encoding
+from ..harmony import Preamble, PromptRenderer, ToolDescription, ToolNamespaceConfig, encoding
 from ..parser import HarmonyStreamParser, MalformedHarmony, MessageFinished, MessageStarted, TextDelta
 from ..metrics import Metrics
 from ..shutdown import Drain
@@ -35,7 +35,7 @@ from .log import EventLog, Runs
 from .sealed import Sealer, Unsealable
 from .stops import StopMatcher
 from .schemas import InvalidSchema, argument_error, validator_for
-from .request import FunctionTool, ReasoningItem, ReasoningText, UnavailableTool, unsupported, McpTool, NamedFunction, ResponsesRequest
+from .request import FunctionTool, NamespaceTool, ReasoningItem, ReasoningText, UnavailableTool, unsupported, McpTool, NamedFunction, ResponsesRequest
 
 logger = logging.getLogger("gateway.responses")
 
@@ -67,6 +67,11 @@ class ResponseRun:
         self.input_items: list[dict[str, Any]] = []
         request.tools = _available_tools(request.tools, services.config.server.drop_unavailable_tools)
         self.functions = {tool.name: tool for tool in request.tools if isinstance(tool, FunctionTool)}
+        # Every client function by the recipient the model addresses: `functions.NAME`, `NAMESPACE.NAME`.
+        self.callables: dict[str, tuple[Any, str | None]] = {tool.recipient: (tool, None) for tool in self.functions.values()}
+        for tool in request.tools:
+            if isinstance(tool, NamespaceTool):
+                self.callables |= {f"{tool.name}.{function.name}": (function, tool.name) for function in tool.tools}
         self.validators: dict[str, Any] = {}  # strict functions' argument checkers, by name
         self.log = EventLog()
         self.hosted = HostedTools(services, request, tenant, self.output, self.events_log, self.log.append)
@@ -350,13 +355,14 @@ class ResponseRun:
 
     def _open_tool_item(self, index: int, call: ToolCall) -> OutputItem | None:
         recipient = call.recipient
-        if recipient.startswith("functions."):
-            name = recipient.removeprefix("functions.")
-            if name in self.functions:
-                call.kind = "function"
-                call.item = FunctionCallOutput(index, name)
-                return call.item
-            call.output = f"Error: no function named '{name}' is available. Use only the declared functions."
+        if recipient in self.callables and self.request.tool_choice != "none":
+            function, namespace = self.callables[recipient]
+            call.kind = "function"
+            call.item = FunctionCallOutput(index, function.name, namespace)
+            return call.item
+        namespace, _, name = recipient.partition(".")
+        if namespace == "functions" or namespace in self.namespaces:
+            call.output = f"Error: no function named '{name}' is available in {namespace}. Use only the declared functions."
             return None
         return self.hosted.open_call(index, call)
 
@@ -372,7 +378,7 @@ class ResponseRun:
             call.kind = "invalid"
             call.output = f"Error: the arguments are not valid JSON ({exc}). Call the function again with a JSON object."
             return "incomplete"
-        validator = self.validators.get(item.name)
+        validator = self.validators.get(item.recipient)
         if validator is not None:
             # In a worker thread: the client's schema decides how much work this is.
             problem = await anyio.to_thread.run_sync(argument_error, validator, arguments)
@@ -388,7 +394,7 @@ class ResponseRun:
     def _finish_function_call(self, outcome: "_Outcome") -> None:
         call = outcome.call
         assert call is not None and isinstance(call.item, FunctionCallOutput)
-        self.dialog.open_calls[call.item.call_id] = call.item.name
+        self.dialog.open_calls[call.item.call_id] = call.item.recipient
 
     def _forced_call_header(self) -> list[int]:
         choice = self.request.tool_choice
@@ -414,14 +420,21 @@ class ResponseRun:
                 ToolDescription.new(tool.name, tool.description or "", parameters=tool.parameters)
                 for tool in self.functions.values()
             ]
+        self._check_namespaces()
         for index, tool in enumerate(request.tools):
-            if isinstance(tool, FunctionTool) and tool.strict is not False:  # OpenAI's default is strict
+            strict_candidates = [(f"tools[{index}]", tool)] if isinstance(tool, FunctionTool) else []
+            if isinstance(tool, NamespaceTool):
+                strict_candidates = [(f"tools[{index}].tools[{inner}]", function) for inner, function in enumerate(tool.tools)]
+            for param, function in strict_candidates:
+                if function.strict is False:  # OpenAI's default is strict
+                    continue
                 try:
-                    self.validators[tool.name] = validator_for(tool.parameters)
+                    recipient = f"{tool.name}.{function.name}" if isinstance(tool, NamespaceTool) else tool.recipient
+                    self.validators[recipient] = validator_for(function.parameters)
                 except InvalidSchema as exc:
                     raise bad_request(
-                        f"Invalid schema for function '{tool.name}': {exc}.",
-                        param=f"tools[{index}].parameters",
+                        f"Invalid schema for function '{function.name}': {exc}.",
+                        param=f"{param}.parameters",
                         code="invalid_function_parameters",
                     ) from None
         choice = request.tool_choice
@@ -433,7 +446,37 @@ class ResponseRun:
             if text_format.schema_ is None:
                 raise bad_request("A json_schema format needs a schema.", param="text.format.schema")
             response_format = (text_format.name or "response", text_format.schema_)
-        return Preamble(effort, request.instructions, functions, self.hosted.namespaces(), response_format)
+        declared = [
+            ToolNamespaceConfig(
+                name=tool.name,
+                description=tool.description,
+                tools=[ToolDescription.new(f.name, f.description or "", parameters=f.parameters) for f in tool.tools],
+            )
+            for tool in request.tools
+            if isinstance(tool, NamespaceTool) and request.tool_choice != "none"
+        ]
+        return Preamble(
+            effort, request.instructions, functions, self.hosted.namespaces(), function_namespaces=declared, response_format=response_format
+        )
+
+    @property
+    def namespaces(self) -> set[str]:
+        return {tool.name for tool in self.request.tools if isinstance(tool, NamespaceTool)}
+
+    def _check_namespaces(self) -> None:
+        """A namespace's name may not be one the model already knows another way."""
+        taken = {"functions", "python", "browser", "container", *self.hosted.servers}
+        for index, tool in enumerate(self.request.tools):
+            if not isinstance(tool, NamespaceTool):
+                continue
+            if tool.name in taken:
+                raise bad_request(
+                    f"The namespace '{tool.name}' clashes with another tool of that name.", param=f"tools[{index}].name"
+                )
+            taken.add(tool.name)
+            names = [function.name for function in tool.tools]
+            if len(set(names)) != len(names):
+                raise bad_request(f"The namespace '{tool.name}' declares a function twice.", param=f"tools[{index}].tools")
 
     def _skeleton(self) -> dict[str, Any]:
         request = self.request
