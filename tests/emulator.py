@@ -160,10 +160,16 @@ class Script:
         found = re.findall(r"\[args (\{.*?\})\]", self._text_of(self.messages[user_index]))
         calls = sum(1 for m in self.messages[user_index:] if m.author.role == Role.TOOL)
         arguments = found[min(calls, len(found) - 1)] if found else "{}"
+        if "to=python" in self.prefill:  # `[code ...]`: what a forced python call runs
+            code = re.search(r"\[code (.*?)\]", self._text_of(self.messages[user_index]))
+            return Plan(f"{code.group(1) if code else 'print(1)'}<|call|>")
         if self.prefill.endswith("<|message|>"):
             return Plan(f"{arguments}<|call|>")
-        developer = next(m for m in self.messages if m.author.role == Role.DEVELOPER)
-        name = re.search(r"type (\w+) = ", self._text_of(developer)).group(1)
+        # Only the recipient's namespace is written: pick its first tool, as declared in the prompt.
+        namespace = self.prefill.rsplit("to=", 1)[1].rstrip(".")
+        declared = "".join(self._text_of(m) for m in self.messages if m.author.role in (Role.SYSTEM, Role.DEVELOPER))
+        section = declared[declared.index(f"namespace {namespace} {{") :]
+        name = re.search(r"type (\w+) = ", section).group(1)
         return Plan(f"{name} <|constrain|>json<|message|>{arguments}<|call|>")
 
 

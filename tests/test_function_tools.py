@@ -326,3 +326,34 @@ def test_bad_namespaces_are_400s(gateway, tools, param):
     with pytest.raises(openai.BadRequestError) as err:
         gateway.client().responses.create(model=MODEL, input="x", tools=tools)
     assert err.value.body["param"] == param
+
+
+def test_allowed_tools_narrow_what_the_model_sees(gateway, emulator):
+    other = WEATHER | {"name": "get_time", "description": "Get the time"}
+    choice = {"type": "allowed_tools", "mode": "required", "tools": [{"type": "function", "name": "get_weather"}]}
+    response = gateway.client().responses.create(
+        model=MODEL, input='hi [args {"location":"Oslo"}]', tools=[other, WEATHER], tool_choice=choice
+    )
+    prompt = emulator_stats(emulator)["last_prompt"]
+    assert "type get_weather" in prompt and "get_time" not in prompt
+    assert response.output[0].type == "function_call" and response.output[0].name == "get_weather"
+    assert [tool.name for tool in response.tools] == ["get_time", "get_weather"]  # echoed as sent
+    assert response.tool_choice.type == "allowed_tools"
+    with pytest.raises(openai.BadRequestError) as err:
+        gateway.client().responses.create(
+            model=MODEL, input="x", tools=[WEATHER], tool_choice=choice | {"tools": [{"type": "function", "name": "nope"}]}
+        )
+    assert err.value.body["param"] == "tool_choice.tools[0]"
+
+
+@pytest.mark.parametrize(
+    "choice, param",
+    [
+        ({"type": "mcp", "server_label": "absent"}, "tool_choice.server_label"),
+        ({"type": "code_interpreter"}, "tool_choice.type"),
+    ],
+)
+def test_tool_choice_naming_a_missing_tool_is_a_400(gateway, choice, param):
+    with pytest.raises(openai.BadRequestError) as err:
+        gateway.client().responses.create(model=MODEL, input="x", tools=[WEATHER], tool_choice=choice)
+    assert err.value.body["param"] == param

@@ -255,6 +255,19 @@ def test_engine_faults_around_a_tool_call(mcp_gateway: Gateway) -> None:
     assert delayed["status"] == "completed" and time.monotonic() - slow_started > 0.4
 
 
+@pytest.mark.parametrize("choice", [{"type": "mcp", "server_label": "guarded", "name": "echo"}, {"type": "mcp", "server_label": "events"}])
+def test_tool_choice_forces_an_mcp_call_once(mcp_gateway: Gateway, choice: dict[str, Any]) -> None:
+    """The forced call is made, and once it ran the model answers freely (no forcing loop)."""
+    label = choice["server_label"]
+    arguments = '{"text": "forced"}' if label == "guarded" else '{"a": 2, "b": 3}'
+    response, _ = run(mcp_gateway, f"hi [args {arguments}]", [mcp(label)], tool_choice=choice)
+    (call,) = items(response, "mcp_call")
+    assert call["server_label"] == label
+    if label == "guarded":  # named: that tool; unnamed: the model picked one of the server's tools
+        assert call["name"] == "echo" and call["output"] == "forced"
+    assert response["status"] == "completed" and final_text(response).startswith("The tool said:")
+
+
 def test_tools_without_approval_in_a_filter(mcp_gateway: Gateway) -> None:
     response, _ = run(mcp_gateway, '[call guarded.echo {"text": "free"}]', [mcp("guarded")])
     assert items(response, "mcp_call")[0]["output"] == "free"

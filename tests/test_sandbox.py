@@ -407,6 +407,13 @@ def test_a_container_id_names_a_live_session(sandboxed: Gateway) -> None:
     assert call["container_id"] == container and logs(call) == "'shared'"
 
 
+def test_tool_choice_forces_a_python_call(sandboxed: Gateway) -> None:
+    response, _ = run(sandboxed, "answer [code print(6 * 7)]", tool_choice={"type": "code_interpreter"})
+    (call,) = calls(response)
+    assert call["code"] == "print(6 * 7)" and logs(call) == "42"
+    assert final_text(response) == "The tool said: 42"
+
+
 def test_one_call_at_a_time_in_a_session(sandboxed: Gateway) -> None:
     """Two responses on one container: their calls run one after the other, never at once."""
     response, _ = run(sandboxed, "[[python import time]]")

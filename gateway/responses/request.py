@@ -291,6 +291,29 @@ class NamedFunction(_Model):
     name: str
 
 
+class NamedMcp(_Model):
+    """Call this MCP server (the model picks the tool) or this tool of it."""
+
+    type: Literal["mcp"]
+    server_label: str
+    name: str | None = None
+
+
+class NamedCodeInterpreter(_Model):
+    type: Literal["code_interpreter"]
+
+
+class AllowedTools(_Model):
+    """Only these of the request's tools are offered to the model; `required`: it must call one."""
+
+    type: Literal["allowed_tools"]
+    mode: Literal["auto", "required"]
+    tools: list[dict[str, Any]] = Field(min_length=1)
+
+
+NamedChoice = Annotated[Union[NamedFunction, NamedMcp, NamedCodeInterpreter, AllowedTools], Field(discriminator="type")]
+
+
 class StreamOptions(_Model):
     # OpenAI pads deltas with an `obfuscation` field unless told not to; the gateway never pads, so both
     # values give the same stream (padding hides token lengths from on-path observers of OpenAI's traffic).
@@ -342,7 +365,7 @@ class ResponsesRequest(_Model):
     stream: bool = False
     stream_options: StreamOptions | None = None
     tools: list[Tool] = []
-    tool_choice: Literal["auto", "none", "required"] | NamedFunction = "auto"
+    tool_choice: Literal["auto", "none", "required"] | NamedChoice = "auto"
     parallel_tool_calls: bool = True
     text: TextConfig | None = None
     user: str | None = None

@@ -33,9 +33,10 @@ from .hosted import HostedTools, ToolCall
 from .items import Delta, Event, Events, FunctionCallOutput, MessageOutput, OutputItem, ReasoningOutput, new_id
 from .log import EventLog, Runs
 from .sealed import Sealer, Unsealable
+from .choice import check_choice, forced_header, offered_tools
 from .stops import StopMatcher
 from .schemas import InvalidSchema, argument_error, validator_for
-from .request import FunctionTool, NamespaceTool, ReasoningItem, ReasoningText, UnavailableTool, unsupported, McpTool, NamedFunction, ResponsesRequest
+from .request import FunctionTool, McpTool, NamespaceTool, ReasoningItem, ReasoningText, ResponsesRequest, UnavailableTool, unsupported
 
 logger = logging.getLogger("gateway.responses")
 
@@ -66,6 +67,10 @@ class ResponseRun:
         self.dialog = Dialog()
         self.input_items: list[dict[str, Any]] = []
         request.tools = _available_tools(request.tools, services.config.server.drop_unavailable_tools)
+        self.echoed_tools = [_echo_tool(tool) for tool in request.tools]
+        self.echoed_choice = request.tool_choice if isinstance(request.tool_choice, str) else request.tool_choice.model_dump(exclude_none=True)
+        request.tools, request.tool_choice = offered_tools(request.tools, request.tool_choice)
+        self._tool_called = False  # a declared tool was called: a forced choice is satisfied
         self.functions = {tool.name: tool for tool in request.tools if isinstance(tool, FunctionTool)}
         # Every client function by the recipient the model addresses: `functions.NAME`, `NAMESPACE.NAME`.
         self.callables: dict[str, tuple[Any, str | None]] = {tool.recipient: (tool, None) for tool in self.functions.values()}
@@ -252,6 +257,8 @@ class ResponseRun:
             if call is None or call.ends_response:
                 return "completed", None
             await self.hosted.run_call(call)
+            if call.kind in ("python", "mcp"):
+                self._tool_called = True
             # The tool's output, or what went wrong (no such tool, bad arguments), goes to the model.
             self.dialog.append(tool_result(call.recipient, call.channel, call.output or ""))
             if self._turns >= self.services.config.loop.max_turns:
@@ -397,14 +404,8 @@ class ResponseRun:
         self.dialog.open_calls[call.item.call_id] = call.item.recipient
 
     def _forced_call_header(self) -> list[int]:
-        choice = self.request.tool_choice
-        if not self.functions or choice in ("auto", "none"):
-            return []
-        if isinstance(choice, NamedFunction):
-            header = f"<|channel|>commentary to=functions.{choice.name} <|constrain|>json<|message|>"
-        else:  # required: the model still picks the function
-            header = "<|channel|>commentary to=functions."
-        return encoding().encode(header, allowed_special="all")
+        header = None if self._tool_called else forced_header(self.request.tool_choice, self.functions)
+        return encoding().encode(header, allowed_special="all") if header else []
 
     def _open_items(self) -> list[OutputItem]:
         return [item for item in self.output if item.status in ("in_progress", "interpreting")]
@@ -437,9 +438,7 @@ class ResponseRun:
                         param=f"{param}.parameters",
                         code="invalid_function_parameters",
                     ) from None
-        choice = request.tool_choice
-        if isinstance(choice, NamedFunction) and choice.name not in self.functions:
-            raise bad_request(f"tool_choice names '{choice.name}', which is not in tools.", param="tool_choice.name")
+        check_choice(request.tool_choice, self.functions, self.hosted.servers, self.hosted.code_interpreter is not None)
         response_format = None
         text_format = request.text.format if request.text else None
         if text_format is not None and text_format.type == "json_schema":
@@ -481,7 +480,6 @@ class ResponseRun:
     def _skeleton(self) -> dict[str, Any]:
         request = self.request
         text_format = request.text.format.model_dump(by_alias=True, exclude_none=True) if request.text and request.text.format else {"type": "text"}
-        tool_choice = request.tool_choice if isinstance(request.tool_choice, str) else request.tool_choice.model_dump()
         return {
             "id": new_id("resp"),
             "object": "response",
@@ -506,8 +504,8 @@ class ResponseRun:
             "store": request.store,
             "temperature": request.temperature if request.temperature is not None else 1.0,
             "text": {"format": text_format, "verbosity": (request.text.verbosity if request.text else None) or "medium"},
-            "tool_choice": tool_choice,
-            "tools": [_echo_tool(tool) for tool in request.tools],
+            "tool_choice": self.echoed_choice,
+            "tools": self.echoed_tools,
             "top_logprobs": 0,
             "top_p": request.top_p if request.top_p is not None else 1.0,
             "truncation": "disabled",
