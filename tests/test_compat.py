@@ -103,11 +103,11 @@ def test_accepted_identifiers_are_echoed_with_openais_fields(gateway):
 
 def test_unavailable_tools_can_be_dropped_by_the_operator(make_gateway, emulator):
     gateway = make_gateway(emulator.url, server={"drop_unavailable_tools": True})
-    tools = [{"type": "web_search"}, {"type": "namespace", "name": "multi_agent_v1", "tools": []}, WEATHER]
+    tools = [{"type": "web_search", "external_web_access": True}, {"type": "file_search", "vector_store_ids": ["vs_1"]}, WEATHER]
     response = gateway.client().responses.create(model=MODEL, input="hi", tools=tools)
     assert response.status == "completed" and [tool.type for tool in response.tools] == ["function"]
     prompt = emulator_stats(emulator)["last_prompt"]
-    assert "get_weather" in prompt and "browser" not in prompt and "multi_agent" not in prompt
+    assert "get_weather" in prompt and "browser" not in prompt and "file_search" not in prompt
     gateway.stop()
     assert "dropped the request's 'web_search' tool" in gateway.log.read_text()
 
