@@ -66,7 +66,7 @@ def test_unimplemented_parameters_are_refused_by_name(gateway, extra, param):
     "extra, param",
     [
         ({"include": ["everything"]}, "include[0]"),
-        ({"truncation": "auto"}, "truncation"),
+        ({"truncation": "middle"}, "truncation"),
         ({"top_logprobs": 3}, "top_logprobs"),
         ({"service_tier": "flex"}, "service_tier"),
     ],

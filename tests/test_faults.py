@@ -175,6 +175,32 @@ def test_context_overflow_is_a_400(workdir, make_gateway):
         small.stop()
 
 
+def test_truncation_auto_drops_the_oldest_turns(workdir, make_gateway):
+    small = start_emulator(workdir, "--max-model-len", "400")
+    try:
+        client = make_gateway(small.url).client()
+        previous = None
+        for turn in range(8):  # each turn adds ~40 tokens: past the context by the last ones
+            text = f"turn {turn} " + "word " * 25
+            try:
+                response = client.responses.create(model=MODEL, input=text, previous_response_id=previous, max_output_tokens=40)
+            except openai.BadRequestError as err:
+                assert err.body["code"] == "context_length_exceeded"
+                break
+            previous = response.id
+        else:
+            raise AssertionError("the conversation never outgrew the context")
+        response = client.responses.create(
+            model=MODEL, input=text, previous_response_id=previous, max_output_tokens=40, truncation="auto"
+        )
+        assert response.status in ("completed", "incomplete") and response.truncation == "auto"
+        prompt = emulator_stats(small)["last_prompt"]
+        assert f"turn {turn} " in prompt and "turn 0 " not in prompt  # the oldest turns are gone, this one is kept
+        assert response.usage.input_tokens < 400
+    finally:
+        small.stop()
+
+
 def test_32_concurrent_streams(gateway):
     async def one(client: openai.AsyncOpenAI, n: int) -> list[dict]:
         stream = await client.responses.create(model=MODEL, input=f"stream {n} [long 60]", stream=True)

@@ -376,7 +376,7 @@ class ResponsesRequest(_Model):
     prompt_cache_key: str | None = Field(None, max_length=256)
     prompt_cache_retention: Literal["in_memory", "24h"] | None = None
     service_tier: Literal["auto", "default"] | None = None  # one tier here: flex and priority are refused
-    truncation: Literal["disabled"] | None = None  # "auto" is refused until it is implemented
+    truncation: Literal["auto", "disabled"] | None = None
     top_logprobs: int | None = Field(None, ge=0, le=0)  # logprobs are not supported yet
     client_metadata: dict[str, Any] | None = None  # Codex's, for OpenAI's telemetry: accepted, not used
     background: bool | None = None

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import anyio
+from openai_harmony import Role
 
 from ..config import GatewayConfig
 from ..engine import EngineClient, EngineStream, Sampling
@@ -129,6 +130,30 @@ class ResponseRun:
         await self.hosted.prepare(self.dialog)
         self.preamble = self._preamble()
 
+    async def _render(self, max_model_len: int | None) -> list[int]:
+        """The prompt; with `truncation: "auto"`, without as many of the oldest turns as it takes to fit
+        the context (the preamble, developer messages and the turn in progress are always kept)."""
+        render, messages = self.services.renderer.render, self.dialog.messages
+        prompt = await render(self.preamble, messages) + self._prefill
+        if max_model_len is None or len(prompt) < max_model_len or self.request.truncation != "auto":
+            return prompt
+        # Turns start at user messages; cutting at the last one keeps only the turn in progress. The
+        # fewest turns to drop is found by bisection, so the prompt is rendered a few times, not per turn.
+        cuts = [index for index, message in enumerate(messages) if message.author.role == Role.USER and index > 0]
+        low, high, best = 0, len(cuts) - 1, prompt
+        while low <= high:
+            middle = (low + high) // 2
+            cut = cuts[middle]
+            kept = [m for m in messages[:cut] if m.author.role == Role.DEVELOPER] + messages[cut:]
+            candidate = await render(self.preamble, kept) + self._prefill
+            if len(candidate) < max_model_len:
+                best, high = candidate, middle - 1
+            else:
+                low = middle + 1
+                if len(candidate) < len(best):
+                    best = candidate
+        return best  # still too long when even the turn in progress does not fit: the caller says so
+
     def _unseal_reasoning(self) -> None:
         """Reasoning items sent back with `encrypted_content` carry the text the gateway sealed: that text
         is what the model reads (a blob that does not open is a 400)."""
@@ -149,13 +174,11 @@ class ResponseRun:
 
     async def _open_stream(self) -> EngineStream:
         self._turns += 1
-        prompt = await self.services.renderer.render(self.preamble, self.dialog.messages)
-        # Harmony cannot force a tool call, but the prompt is ours: `tool_choice` `required` or a named
-        # function starts the assistant's message with the call's header, on every turn until the model
-        # made a valid call to a declared function (which ends the response).
+        # Harmony cannot force a tool call, but the prompt is ours: a forced `tool_choice` starts the
+        # assistant's message with the call's header (choice.py).
         self._prefill = self._forced_call_header()
-        prompt = prompt + self._prefill
         model = await self.services.engine.model()
+        prompt = await self._render(model.max_model_len)
         room = None if model.max_model_len is None else model.max_model_len - len(prompt)
         if room is not None and room <= 0:
             raise APIError(
@@ -508,7 +531,7 @@ class ResponseRun:
             "tools": self.echoed_tools,
             "top_logprobs": 0,
             "top_p": request.top_p if request.top_p is not None else 1.0,
-            "truncation": "disabled",
+            "truncation": request.truncation or "disabled",
             "usage": None,
             "user": request.user,
             "metadata": request.metadata or {},
