@@ -1,5 +1,9 @@
+"""`python -m gateway`. Imports are absolute and the command runs only as the main module: worker
+processes (anyio's, for grammar checks) import this file again under another name."""
+
 import sys
 
-from .cli import main
+from gateway.cli import main
 
-sys.exit(main())
+if __name__ == "__main__":
+    sys.exit(main())

@@ -117,6 +117,9 @@ class Script:
             body += f"<|channel|>analysis<|message|>{analysis}<|end|><|start|>assistant"
         if "[preamble]" in said:
             body += "<|channel|>commentary<|message|>Let me think about that.<|end|><|start|>assistant"
+        if m := re.search(r"\[freeform (\S+?) (.*?)\]\]", said, re.DOTALL):  # a raw-text (custom tool) call
+            body += f"<|channel|>commentary to={m.group(1)}<|message|>{m.group(2)}<|call|>"
+            return Plan(body)
         if m := re.search(r"\[call (\S+?) (\{.*?\})( recipient-first)?\]", said):
             recipient, arguments = m.group(1), m.group(2)
             if m.group(3):

@@ -30,6 +30,7 @@ ITEM_EVENTS = {
         "response.output_text.done",
     },
     "function_call": {"response.function_call_arguments.delta", "response.function_call_arguments.done"},
+    "custom_tool_call": {"response.custom_tool_call_input.delta", "response.custom_tool_call_input.done"},
     "code_interpreter_call": {
         "response.code_interpreter_call.in_progress",
         "response.code_interpreter_call_code.delta",

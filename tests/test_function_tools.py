@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import threading
 import time
+from typing import Any
 
 import httpx
 import openai
@@ -357,3 +359,83 @@ def test_tool_choice_naming_a_missing_tool_is_a_400(gateway, choice, param):
     with pytest.raises(openai.BadRequestError) as err:
         gateway.client().responses.create(model=MODEL, input="x", tools=[WEATHER], tool_choice=choice)
     assert err.value.body["param"] == param
+
+
+PATCH_TOOL = {"type": "custom", "name": "apply_patch", "description": "Apply a patch to the workspace."}
+PATCH = "*** Begin Patch\n*** Add File: hello.txt\n+hi\n*** End Patch"
+
+
+def test_custom_tool_end_to_end(gateway, emulator):
+    client = gateway.client()
+    events = stream_sdk(client, input=f"[freeform functions.apply_patch {PATCH}]]", tools=[PATCH_TOOL])
+    prompt = emulator_stats(emulator)["last_prompt"]
+    assert "type apply_patch = (_: string) => any;" in prompt and "raw text, not JSON" in prompt
+    deltas = [e["delta"] for e in events if e["type"] == "response.custom_tool_call_input.delta"]
+    assert len(deltas) > 1 and "".join(deltas) == PATCH
+    done = next(e for e in events if e["type"] == "response.custom_tool_call_input.done")
+    assert done["input"] == PATCH
+    call = events[-1]["response"]["output"][-1]
+    assert (call["type"], call["name"], call["input"], call["status"]) == ("custom_tool_call", "apply_patch", PATCH, "completed")
+    answer = {"type": "custom_tool_call_output", "call_id": call["call_id"], "output": "Done: added hello.txt"}
+    second = client.responses.create(model=MODEL, previous_response_id=events[-1]["response"]["id"], tools=[PATCH_TOOL], input=[answer])
+    assert second.output_text == "The tool said: Done: added hello.txt"
+    history = [{"role": "user", "content": "patch it"}, call, answer]  # stateless: sent back as items
+    third = client.responses.create(model=MODEL, input=history, tools=[PATCH_TOOL], store=False)
+    assert third.output_text == "The tool said: Done: added hello.txt"
+
+
+LARK = 'start: "hello" NAME\n%import common.CNAME -> NAME\n%ignore " "'
+
+
+@pytest.mark.parametrize(
+    "grammar, good, bad",
+    [
+        ({"syntax": "regex", "definition": "[a-z]+"}, "abc", "abc1"),
+        ({"syntax": "lark", "definition": LARK}, "hello world", "goodbye world"),
+    ],
+)
+def test_custom_tool_grammar_is_checked(gateway, grammar, good, bad):
+    tool = {"type": "custom", "name": "word", "format": {"type": "grammar", **grammar}}
+    client = gateway.client()
+    fine = client.responses.create(model=MODEL, input=f"[freeform functions.word {good}]]", tools=[tool])
+    assert fine.output[-1].type == "custom_tool_call" and fine.output[-1].input == good
+    wrong = client.responses.create(model=MODEL, input=f"[freeform functions.word {bad}]]", tools=[tool])
+    call = next(item for item in wrong.output if item.type == "custom_tool_call")
+    assert call.status == "incomplete" and "is not valid" in wrong.output_text
+
+
+@pytest.mark.parametrize(
+    "grammar",
+    [{"syntax": "regex", "definition": "(?=a)b"}, {"syntax": "lark", "definition": "start: undefined_rule"}],
+)
+def test_unusable_grammars_are_400s(gateway, grammar):
+    tool = {"type": "custom", "name": "word", "format": {"type": "grammar", **grammar}}
+    with pytest.raises(openai.BadRequestError) as err:
+        gateway.client().responses.create(model=MODEL, input="x", tools=[tool])
+    assert err.value.body["param"] == "tools[0].format.definition"
+
+
+def test_tool_choice_forces_a_custom_tool(gateway, emulator):
+    response = gateway.client().responses.create(
+        model=MODEL, input="go", tools=[WEATHER, PATCH_TOOL], tool_choice={"type": "custom", "name": "apply_patch"}
+    )
+    assert response.output[0].type == "custom_tool_call" and response.output[0].name == "apply_patch"
+    assert emulator_stats(emulator)["last_prompt"].endswith("<|start|>assistant<|channel|>commentary to=functions.apply_patch<|message|>")
+
+
+def test_a_backtracking_lark_terminal_cannot_stall_the_gateway(gateway):
+    """Lark matches terminals with Python's re: the check runs in a worker process with a time limit."""
+    tool = {"type": "custom", "name": "word", "format": {"type": "grammar", "syntax": "lark", "definition": "start: A\nA: /(a+)+$/"}}
+    result: list[Any] = []
+    worker = threading.Thread(
+        target=lambda: result.append(
+            gateway.client(timeout=60).responses.create(model=MODEL, input=f"[freeform functions.word {'a' * 40}!]]", tools=[tool])
+        )
+    )
+    started = time.monotonic()
+    worker.start()
+    time.sleep(1)
+    assert httpx.get(gateway.url + "/health", timeout=2).status_code == 200  # the event loop serves meanwhile
+    worker.join(60)
+    assert time.monotonic() - started < 30
+    assert "could not be checked against the grammar" in result[0].output_text

@@ -11,7 +11,18 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import bad_request
-from .request import AllowedTools, CodeInterpreterTool, FunctionTool, McpTool, NamedCodeInterpreter, NamedFunction, NamedMcp, NamespaceTool
+from .request import (
+    AllowedTools,
+    CodeInterpreterTool,
+    CustomTool,
+    FunctionTool,
+    McpTool,
+    NamedCodeInterpreter,
+    NamedCustom,
+    NamedFunction,
+    NamedMcp,
+    NamespaceTool,
+)
 
 
 def offered_tools(tools: list[Any], choice: Any) -> tuple[list[Any], Any]:
@@ -35,6 +46,8 @@ def _matches(tool: Any, ref: dict[str, Any]) -> bool:
     kind = ref.get("type")
     if isinstance(tool, FunctionTool):
         return kind == "function" and ref.get("name") == tool.name
+    if isinstance(tool, CustomTool):
+        return kind == "custom" and ref.get("name") == tool.name
     if isinstance(tool, NamespaceTool):
         return kind == "namespace" and ref.get("name") == tool.name
     if isinstance(tool, McpTool):
@@ -46,8 +59,10 @@ def _matches(tool: Any, ref: dict[str, Any]) -> bool:
 
 def check_choice(choice: Any, functions: dict[str, Any], servers: dict[str, Any], has_python: bool) -> None:
     """A choice that names a tool the request does not have is a 400."""
-    if isinstance(choice, NamedFunction) and choice.name not in functions:
+    if isinstance(choice, NamedFunction) and not isinstance(functions.get(choice.name), FunctionTool):
         raise bad_request(f"tool_choice names '{choice.name}', which is not in tools.", param="tool_choice.name")
+    if isinstance(choice, NamedCustom) and not isinstance(functions.get(choice.name), CustomTool):
+        raise bad_request(f"tool_choice names the custom tool '{choice.name}', which is not in tools.", param="tool_choice.name")
     if isinstance(choice, NamedMcp):
         server = servers.get(choice.server_label)
         if server is None:
@@ -62,6 +77,8 @@ def forced_header(choice: Any, functions: dict[str, Any]) -> str | None:
     """The start of the call the model must make, or None when it chooses freely."""
     if isinstance(choice, NamedFunction):
         return f"<|channel|>commentary to=functions.{choice.name} <|constrain|>json<|message|>"
+    if isinstance(choice, NamedCustom):
+        return f"<|channel|>commentary to=functions.{choice.name}<|message|>"
     if isinstance(choice, NamedMcp):
         if choice.name is None:
             return f"<|channel|>commentary to={choice.server_label}."

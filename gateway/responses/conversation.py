@@ -11,6 +11,8 @@ from openai_harmony import Author, Message, Role
 from ..errors import bad_request
 from .items import new_id
 from .request import (
+    CustomToolCallItem,
+    CustomToolCallOutputItem,
     FunctionCallItem,
     FunctionCallOutputItem,
     InputItem,
@@ -133,7 +135,14 @@ def append_input(dialog: Dialog, items: str | list[InputItem]) -> list[dict[str,
             dialog.append(tool_call_message(item.recipient, item.arguments))
             dialog.open_calls[item.call_id] = item.recipient
             records.append(item.model_dump() | {"id": item.id or new_id("fc"), "status": "completed"})
-        elif isinstance(item, FunctionCallOutputItem):
+        elif isinstance(item, CustomToolCallItem):
+            if item.call_id in dialog.answered or item.call_id in dialog.open_calls:
+                continue  # sent again with the whole thread
+            message = Message.from_role_and_content(Role.ASSISTANT, item.input)
+            dialog.append(message.with_channel("commentary").with_recipient(item.recipient))
+            dialog.open_calls[item.call_id] = item.recipient
+            records.append(item.model_dump() | {"id": item.id or new_id("ctc"), "status": "completed"})
+        elif isinstance(item, (FunctionCallOutputItem, CustomToolCallOutputItem)):
             output = item.text()
             digest = hashlib.sha256(output.encode()).hexdigest()
             recipient = dialog.open_calls.pop(item.call_id, None)

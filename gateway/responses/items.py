@@ -234,3 +234,45 @@ class FunctionCallOutput(TextItem):
             item["namespace"] = self.namespace
         return item
 
+
+
+class CustomToolCallOutput(TextItem):
+    """A call to a custom tool: its raw text input streams while the model writes it."""
+
+    type = "custom_tool_call"
+    id_prefix = "ctc"
+    part_type = ""
+    delta_type = "response.custom_tool_call_input.delta"
+    done_type = "response.custom_tool_call_input.done"
+
+    def __init__(self, output_index: int, name: str) -> None:
+        self.name = name
+        self.namespace = None
+        self.call_id = new_id("call")
+        super().__init__(output_index)
+        self.delta_prefix = (
+            f'event: {self.delta_type}\ndata: {{"type":"{self.delta_type}","item_id":"{self.id}",'
+            f'"output_index":{output_index},"sequence_number":'
+        )
+
+    @property
+    def recipient(self) -> str:
+        return f"functions.{self.name}"
+
+    def opened(self, events: Events) -> list[Event]:
+        return [self.added(events)]
+
+    def closed(self, events: Events, status: str = "completed") -> list[Event]:
+        self.status = status
+        ids = {"item_id": self.id, "output_index": self.output_index}
+        return [events.make(self.done_type, **ids, input=self.text), self.done(events)]
+
+    def as_dict(self) -> Event:
+        return {
+            "id": self.id,
+            "type": "custom_tool_call",
+            "status": self.status,
+            "call_id": self.call_id,
+            "name": self.name,
+            "input": self.text if self.status != "in_progress" else "",
+        }

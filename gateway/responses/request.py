@@ -83,6 +83,29 @@ class FunctionCallItem(_Model):
     status: Literal["in_progress", "completed", "incomplete"] | None = None
 
 
+class CustomToolCallItem(_Model):
+    type: Literal["custom_tool_call"]
+    id: str | None = None
+    call_id: str
+    name: str
+    input: str
+    status: Literal["in_progress", "completed", "incomplete"] | None = None
+
+    @property
+    def recipient(self) -> str:
+        return f"functions.{self.name}"
+
+
+class CustomToolCallOutputItem(_Model):
+    type: Literal["custom_tool_call_output"]
+    id: str | None = None
+    call_id: str
+    output: str | list[InputText]
+
+    def text(self) -> str:
+        return self.output if isinstance(self.output, str) else "".join(part.text for part in self.output)
+
+
 class FunctionCallOutputItem(_Model):
     type: Literal["function_call_output"]
     id: str | None = None
@@ -145,6 +168,8 @@ InputItem = Annotated[
         Annotated[ReasoningItem, Tag("reasoning")],
         Annotated[FunctionCallItem, Tag("function_call")],
         Annotated[FunctionCallOutputItem, Tag("function_call_output")],
+        Annotated[CustomToolCallItem, Tag("custom_tool_call")],
+        Annotated[CustomToolCallOutputItem, Tag("custom_tool_call_output")],
         Annotated[McpApprovalRequestItem, Tag("mcp_approval_request")],
         Annotated[McpApprovalResponseItem, Tag("mcp_approval_response")],
         Annotated[McpListToolsItem, Tag("mcp_list_tools")],
@@ -165,6 +190,35 @@ class FunctionDefinition(_Model):
 
 class FunctionTool(FunctionDefinition):
     type: Literal["function"]
+
+    @property
+    def recipient(self) -> str:
+        return f"functions.{self.name}"
+
+
+class TextInput(_Model):
+    type: Literal["text"]
+
+
+class GrammarInput(_Model):
+    """What a custom tool's input must match: a Lark grammar (LALR) or a regular expression (RE2)."""
+
+    type: Literal["grammar"]
+    syntax: Literal["lark", "regex"]
+    definition: str = Field(min_length=1, max_length=64 * 1024)
+
+
+class CustomTool(_Model):
+    """A client tool that takes raw text, not JSON (Codex's freeform apply_patch is one): declared to the
+    model as a function of one string, streamed as a `custom_tool_call`."""
+
+    type: Literal["custom"]
+    name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")
+    description: str | None = None
+    format: Annotated[Union[TextInput, GrammarInput], Field(discriminator="type")] | None = None
+    defer_loading: Literal[False] | None = None
+    allowed_callers: list[Literal["direct"]] | None = None
+    async_: Literal[False] | None = Field(None, alias="async")
 
     @property
     def recipient(self) -> str:
@@ -259,11 +313,12 @@ class UnavailableTool(BaseModel):
         "computer_use_preview",
         "image_generation",
         "apply_patch",
-        "custom",
     ]
 
 
-Tool = Annotated[Union[FunctionTool, NamespaceTool, CodeInterpreterTool, McpTool, UnavailableTool], Field(discriminator="type")]
+Tool = Annotated[
+    Union[FunctionTool, CustomTool, NamespaceTool, CodeInterpreterTool, McpTool, UnavailableTool], Field(discriminator="type")
+]
 
 
 class Reasoning(_Model):
@@ -303,6 +358,11 @@ class NamedCodeInterpreter(_Model):
     type: Literal["code_interpreter"]
 
 
+class NamedCustom(_Model):
+    type: Literal["custom"]
+    name: str
+
+
 class AllowedTools(_Model):
     """Only these of the request's tools are offered to the model; `required`: it must call one."""
 
@@ -311,7 +371,7 @@ class AllowedTools(_Model):
     tools: list[dict[str, Any]] = Field(min_length=1)
 
 
-NamedChoice = Annotated[Union[NamedFunction, NamedMcp, NamedCodeInterpreter, AllowedTools], Field(discriminator="type")]
+NamedChoice = Annotated[Union[NamedFunction, NamedCustom, NamedMcp, NamedCodeInterpreter, AllowedTools], Field(discriminator="type")]
 
 
 class StreamOptions(_Model):

@@ -31,13 +31,14 @@ from tools.servers import MCPServers
 
 from .conversation import Dialog, append_input, tool_result
 from .hosted import HostedTools, ToolCall
-from .items import Delta, Event, Events, FunctionCallOutput, MessageOutput, OutputItem, ReasoningOutput, new_id
+from .items import CustomToolCallOutput, Delta, Event, Events, FunctionCallOutput, MessageOutput, OutputItem, ReasoningOutput, new_id
 from .log import EventLog, Runs
 from .sealed import Sealer, Unsealable
 from .choice import check_choice, forced_header, offered_tools
 from .stops import StopMatcher
 from .schemas import InvalidSchema, argument_error, validator_for
-from .request import FunctionTool, McpTool, NamespaceTool, ReasoningItem, ReasoningText, ResponsesRequest, UnavailableTool, unsupported
+from .grammars import InvalidGrammar, check_grammar, input_problem
+from .request import CustomTool, FunctionTool, GrammarInput, McpTool, NamespaceTool, ReasoningItem, ReasoningText, ResponsesRequest, UnavailableTool, unsupported
 
 logger = logging.getLogger("gateway.responses")
 
@@ -72,7 +73,8 @@ class ResponseRun:
         self.echoed_choice = request.tool_choice if isinstance(request.tool_choice, str) else request.tool_choice.model_dump(exclude_none=True)
         request.tools, request.tool_choice = offered_tools(request.tools, request.tool_choice)
         self._tool_called = False  # a declared tool was called: a forced choice is satisfied
-        self.functions = {tool.name: tool for tool in request.tools if isinstance(tool, FunctionTool)}
+        # The client's own tools the model calls as `functions.NAME`: JSON functions and raw-text custom tools.
+        self.functions = {tool.name: tool for tool in request.tools if isinstance(tool, (FunctionTool, CustomTool))}
         # Every client function by the recipient the model addresses: `functions.NAME`, `NAMESPACE.NAME`.
         self.callables: dict[str, tuple[Any, str | None]] = {tool.recipient: (tool, None) for tool in self.functions.values()}
         for tool in request.tools:
@@ -129,6 +131,7 @@ class ResponseRun:
         self.input_items = append_input(self.dialog, request.input)
         await self.hosted.prepare(self.dialog)
         self.preamble = self._preamble()
+        await self._check_grammars()
 
     async def _render(self, max_model_len: int | None) -> list[int]:
         """The prompt; with `truncation: "auto"`, without as many of the oldest turns as it takes to fit
@@ -388,7 +391,10 @@ class ResponseRun:
         if recipient in self.callables and self.request.tool_choice != "none":
             function, namespace = self.callables[recipient]
             call.kind = "function"
-            call.item = FunctionCallOutput(index, function.name, namespace)
+            if isinstance(function, CustomTool):
+                call.item = CustomToolCallOutput(index, function.name)
+            else:
+                call.item = FunctionCallOutput(index, function.name, namespace)
             return call.item
         namespace, _, name = recipient.partition(".")
         if namespace == "functions" or namespace in self.namespaces:
@@ -400,6 +406,8 @@ class ResponseRun:
         """A function call whose arguments are not JSON, or break a strict function's schema, is not
         handed to the client: it is marked incomplete and the model is told to write the call again."""
         call = outcome.call
+        if isinstance(item, CustomToolCallOutput) and call is not None:
+            return await self._custom_call_status(item, call)
         if not isinstance(item, FunctionCallOutput) or call is None:
             return "completed"
         try:
@@ -421,9 +429,29 @@ class ResponseRun:
                 return "incomplete"
         return "completed"
 
+    async def _custom_call_status(self, item: CustomToolCallOutput, call: ToolCall) -> str:
+        """A custom tool's input that breaks its grammar goes back to the model, like bad JSON arguments."""
+        grammar = self.functions[item.name].format
+        if not isinstance(grammar, GrammarInput):
+            return "completed"
+        problem = await input_problem(grammar.syntax, grammar.definition, item.text)
+        if problem is None:
+            return "completed"
+        call.kind = "invalid"
+        call.output = f"Error: the input of {item.name} is not valid: {problem}. Call the tool again with input that is."
+        return "incomplete"
+
+    async def _check_grammars(self) -> None:
+        for index, tool in enumerate(self.request.tools):
+            if isinstance(tool, CustomTool) and isinstance(tool.format, GrammarInput):
+                try:
+                    await check_grammar(tool.format.syntax, tool.format.definition)
+                except InvalidGrammar as exc:
+                    raise bad_request(f"Invalid grammar for custom tool '{tool.name}': {exc}.", param=f"tools[{index}].format.definition") from None
+
     def _finish_function_call(self, outcome: "_Outcome") -> None:
         call = outcome.call
-        assert call is not None and isinstance(call.item, FunctionCallOutput)
+        assert call is not None and isinstance(call.item, (FunctionCallOutput, CustomToolCallOutput))
         self.dialog.open_calls[call.item.call_id] = call.item.recipient
 
     def _forced_call_header(self) -> list[int]:
@@ -440,10 +468,7 @@ class ResponseRun:
         effort = request.reasoning.effort if request.reasoning else None
         functions = []
         if request.tool_choice != "none":
-            functions = [
-                ToolDescription.new(tool.name, tool.description or "", parameters=tool.parameters)
-                for tool in self.functions.values()
-            ]
+            functions = [_describe(tool) for tool in self.functions.values()]
         self._check_namespaces()
         for index, tool in enumerate(request.tools):
             strict_candidates = [(f"tools[{index}]", tool)] if isinstance(tool, FunctionTool) else []
@@ -592,6 +617,17 @@ class _Outcome:
     finish_reason: str | None = None
     stopped: bool = False  # a stop sequence ended the generation before the engine did
     call: ToolCall | None = None
+
+
+def _describe(tool: Any) -> ToolDescription:
+    """A client tool as the model reads it in the `functions` namespace; a custom tool takes one string."""
+    if not isinstance(tool, CustomTool):
+        return ToolDescription.new(tool.name, tool.description or "", parameters=tool.parameters)
+    description = (tool.description or "") + "\nWrite the input as raw text, not JSON."
+    if isinstance(tool.format, GrammarInput):
+        kind = "Lark grammar" if tool.format.syntax == "lark" else "regular expression"
+        description += f" It must match this {kind}:\n{tool.format.definition}"
+    return ToolDescription.new(tool.name, description.strip(), parameters={"type": "string"})
 
 
 def _available_tools(tools: list[Any], drop_unavailable: bool) -> list[Any]:
