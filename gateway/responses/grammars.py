@@ -13,7 +13,8 @@ from typing import Any
 
 import anyio
 import anyio.to_process
-import re2
+
+from .schemas import UnsupportedRegex, re2_pattern
 
 CHECK_TIMEOUT_S = 5.0
 MAX_MESSAGE_CHARS = 300
@@ -23,12 +24,11 @@ class InvalidGrammar(ValueError):
     """The grammar cannot be used: the client's 400."""
 
 
-@lru_cache(maxsize=256)
 def _regex(definition: str) -> Any:
     try:
-        return re2.compile(definition)
-    except re2.error as exc:
-        raise InvalidGrammar(f"the regex is not supported (RE2 syntax): {exc}") from None
+        return re2_pattern(definition)
+    except UnsupportedRegex as exc:
+        raise InvalidGrammar(f"the regex {exc}") from None
 
 
 @lru_cache(maxsize=32)

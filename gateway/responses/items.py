@@ -236,31 +236,13 @@ class FunctionCallOutput(TextItem):
 
 
 
-class CustomToolCallOutput(TextItem):
+class CustomToolCallOutput(FunctionCallOutput):
     """A call to a custom tool: its raw text input streams while the model writes it."""
 
     type = "custom_tool_call"
     id_prefix = "ctc"
-    part_type = ""
     delta_type = "response.custom_tool_call_input.delta"
     done_type = "response.custom_tool_call_input.done"
-
-    def __init__(self, output_index: int, name: str) -> None:
-        self.name = name
-        self.namespace = None
-        self.call_id = new_id("call")
-        super().__init__(output_index)
-        self.delta_prefix = (
-            f'event: {self.delta_type}\ndata: {{"type":"{self.delta_type}","item_id":"{self.id}",'
-            f'"output_index":{output_index},"sequence_number":'
-        )
-
-    @property
-    def recipient(self) -> str:
-        return f"functions.{self.name}"
-
-    def opened(self, events: Events) -> list[Event]:
-        return [self.added(events)]
 
     def closed(self, events: Events, status: str = "completed") -> list[Event]:
         self.status = status

@@ -25,12 +25,24 @@ class InvalidSchema(ValueError):
     """The schema is not a JSON Schema the gateway can check arguments against."""
 
 
+class UnsupportedRegex(ValueError):
+    """A regular expression RE2 cannot run (lookaround, backreferences)."""
+
+
 @lru_cache(maxsize=1024)
-def _pattern(regex: str) -> Any:
+def re2_pattern(regex: str) -> Any:
+    """A client's regular expression, compiled for RE2 (linear time in the text it is matched against)."""
     try:
         return re2.compile(regex)
     except re2.error as exc:
-        raise InvalidSchema(f"the pattern {regex!r} is not supported (RE2 syntax, no lookaround or backreferences): {exc}") from None
+        raise UnsupportedRegex(f"{regex!r} is not supported (RE2 syntax, no lookaround or backreferences): {exc}") from None
+
+
+def _pattern(regex: str) -> Any:
+    try:
+        return re2_pattern(regex)
+    except UnsupportedRegex as exc:
+        raise InvalidSchema(f"the pattern {exc}") from None
 
 
 def _pattern_keyword(validator: Any, pattern: str, instance: Any, schema: dict[str, Any]) -> Iterator[ValidationError]:
