@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_validator, model_validator
 
 from ..errors import bad_request
-from ..responses.request import FunctionDefinition, ResponsesRequest, unsupported
+from ..responses.request import FunctionDefinition, ResponsesRequest, refuse_unsupported
 from ..responses.stops import MAX_STOP_CHARS, MAX_STOPS
 
 
@@ -209,9 +209,7 @@ class ChatRequest(_Model):
 
     @model_validator(mode="after")
     def _refuse_what_is_not_implemented(self) -> "ChatRequest":
-        for name, why in UNSUPPORTED.items():
-            if getattr(self, name) is not None:
-                raise unsupported(name, why)
+        refuse_unsupported(self, UNSUPPORTED)
         return self
 
     @model_validator(mode="after")

@@ -81,14 +81,6 @@ class Runs:
 
     def __init__(self, tasks: TaskGroup) -> None:
         self._tasks = tasks
-        self.active = 0
 
     def start(self, execute: Callable[[], Awaitable[None]]) -> None:
-        self.active += 1
-        self._tasks.start_soon(self._run, execute)
-
-    async def _run(self, execute: Callable[[], Awaitable[None]]) -> None:
-        try:
-            await execute()
-        finally:
-            self.active -= 1
+        self._tasks.start_soon(execute)

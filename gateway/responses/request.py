@@ -458,10 +458,7 @@ class ResponsesRequest(_Model):
 
     @model_validator(mode="after")
     def _refuse_what_is_not_implemented(self) -> "ResponsesRequest":
-        for name, why in UNSUPPORTED.items():
-            value = getattr(self, name)
-            if value is not None and value is not False:
-                raise unsupported(name, why)
+        refuse_unsupported(self, UNSUPPORTED)
         for index, value in enumerate(self.include or []):
             if value in NOT_INCLUDABLE:
                 raise unsupported(f"include[{index}]", f"'{value}': {NOT_INCLUDABLE[value]}")
@@ -471,6 +468,13 @@ class ResponsesRequest(_Model):
 
     def includes(self, value: str) -> bool:
         return value in (self.include or ())
+
+
+def refuse_unsupported(request: BaseModel, table: dict[str, str]) -> None:
+    """A 400 for the first of the table's parameters the request sets to anything but absent or off."""
+    for name, why in table.items():
+        if getattr(request, name) not in (None, False):
+            raise unsupported(name, why)
 
 
 def unsupported(param: str, why: str) -> APIError:

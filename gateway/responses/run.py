@@ -62,7 +62,6 @@ class ResponseRun:
         self.services = services
         self.request = request
         self.chat = chat or ChatOptions()
-        self.stops = self.chat.stops
         self.tenant = tenant
         self.events_log = Events()
         self.output: list[OutputItem] = []
@@ -112,8 +111,8 @@ class ResponseRun:
     async def input_tokens(self) -> int:
         """The exact length of the prompt the first engine call of this request would get."""
         await self._build_dialog()
-        prompt = await self.services.renderer.render(self.preamble, self.dialog.messages)
-        return len(prompt) + len(self._forced_call_header())
+        self._prefill = self._forced_call_header()
+        return len(await self._render(max_model_len=None))
 
     async def _build_dialog(self) -> None:
         request = self.request
@@ -330,7 +329,7 @@ class ResponseRun:
                         item = self._open_item(parsed, outcome)
                         if item is not None:
                             batch += item.opened(log)
-                        stopper = StopMatcher(self.stops) if self.stops and isinstance(item, MessageOutput) else None
+                        stopper = StopMatcher(self.chat.stops) if self.chat.stops and isinstance(item, MessageOutput) else None
                     else:
                         assert isinstance(parsed, MessageFinished)
                         self.dialog.append(parsed.message)
@@ -368,8 +367,8 @@ class ResponseRun:
 
     def _held_back(self, item: OutputItem, stopper: StopMatcher | None) -> list[Event | Delta]:
         """The end of a message that could have begun a stop sequence, once it is clear it did not."""
-        held = stopper.flush() if stopper is not None else ""
-        return [item.delta(self.events_log, held)] if held and isinstance(item, MessageOutput) else []
+        held = stopper.flush() if stopper is not None else ""  # a stopper watches messages only
+        return [item.delta(self.events_log, held)] if held else []
 
     def _open_item(self, header: MessageStarted, outcome: "_Outcome") -> OutputItem | None:
         index = len(self.output)
@@ -497,7 +496,7 @@ class ResponseRun:
             ToolNamespaceConfig(
                 name=tool.name,
                 description=tool.description,
-                tools=[ToolDescription.new(f.name, f.description or "", parameters=f.parameters) for f in tool.tools],
+                tools=[_describe(function) for function in tool.tools],
             )
             for tool in request.tools
             if isinstance(tool, NamespaceTool) and request.tool_choice != "none"
