@@ -62,7 +62,9 @@ class EngineClient:
             base_url=config.url.rstrip("/"),
             headers=headers,
             timeout=httpx.Timeout(config.read_timeout_s, connect=config.connect_timeout_s),
-            limits=httpx.Limits(max_connections=config.max_connections, max_keepalive_connections=64),
+            # vLLM's server (uvicorn) closes idle connections after 5 s, httpx's default pool expiry: a request
+            # sent on a connection the engine is closing at that instant fails. Idle ones go well before.
+            limits=httpx.Limits(max_connections=config.max_connections, max_keepalive_connections=64, keepalive_expiry=2.0),
         )
         self._model: ModelInfo | None = None
 
