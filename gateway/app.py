@@ -29,7 +29,9 @@ from .responses.routes import routes as response_routes
 from .responses.log import Runs
 from .responses.sealed import Sealer
 from .responses.run import Services
-from .store import ResponseStore
+from .store import ResponseStore, SQLite
+from .conversations.store import ConversationStore
+from .conversations.routes import routes as conversation_routes
 from sandbox.manager import SandboxManager, SandboxUnavailable
 from tools.servers import MCPServers
 
@@ -104,7 +106,8 @@ def create_app(config: GatewayConfig, drain: Drain | None = None) -> Starlette:
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         harmony.encoding()  # load the vocabulary before the first request, not during it
         engine = EngineClient(config.engine)
-        store = ResponseStore(config.storage.path)
+        database = SQLite(config.storage.path)
+        store, conversations = ResponseStore(database), ConversationStore(database)
         renderer = PromptRenderer()
         async with anyio.create_task_group() as tasks:
             sandbox = await _start_sandbox(config, tasks)
@@ -113,7 +116,7 @@ def create_app(config: GatewayConfig, drain: Drain | None = None) -> Starlette:
             drain.bind()
             app_metrics.watch(sandbox and (lambda: sandbox.live_sessions), mcp.health)
             app.state.services = Services(
-                config=config, engine=engine, store=store, drain=drain, metrics=app_metrics, renderer=renderer,
+                config=config, engine=engine, store=store, conversations=conversations, drain=drain, metrics=app_metrics, renderer=renderer,
                 runs=Runs(tasks), sealer=Sealer(config.server.reasoning_key), sandbox=sandbox, mcp=mcp,
             )
             log.info("gateway ready; engine at %s", config.engine.url)
@@ -125,7 +128,7 @@ def create_app(config: GatewayConfig, drain: Drain | None = None) -> Starlette:
                     await sandbox.close()
                 await engine.aclose()
                 renderer.close()
-                store.close()
+                database.close()
                 tasks.cancel_scope.cancel()
 
     return Starlette(
@@ -136,6 +139,7 @@ def create_app(config: GatewayConfig, drain: Drain | None = None) -> Starlette:
             Route("/v1/models", list_models, methods=["GET"]),
             *response_routes,
             *chat_routes,
+            *conversation_routes,
         ],
         exception_handlers={
             APIError: handle_api_error,

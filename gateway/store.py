@@ -10,9 +10,11 @@ import sqlite3
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, TypeVar
 
 import anyio.to_thread
+
+T = TypeVar("T")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS responses (
@@ -28,6 +30,60 @@ CREATE TABLE IF NOT EXISTS responses (
 """
 
 
+class SQLite:
+    """One SQLite database file, shared by the stores: statements run in a worker thread, one at a time."""
+
+    def __init__(self, path: str) -> None:
+        if path != ":memory:":
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+        self._lock = threading.Lock()
+        with self._lock:
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.execute("PRAGMA foreign_keys=ON")
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+    def setup(self, *statements: str) -> None:
+        """Schema statements, run at start-up."""
+        with self._lock:
+            for statement in statements:
+                self._db.execute(statement)
+
+    async def rows(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        return await anyio.to_thread.run_sync(self._rows, sql, params)
+
+    async def count(self, sql: str, params: tuple[Any, ...] = ()) -> int:
+        """How many rows a statement changed."""
+        return await anyio.to_thread.run_sync(self._count, sql, params)
+
+    async def transaction(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """Run `work` on the connection inside one transaction: all of it lands, or none."""
+        return await anyio.to_thread.run_sync(self._transaction, work)
+
+    def _rows(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        with self._lock:
+            return self._db.execute(sql, params).fetchall()
+
+    def _count(self, sql: str, params: tuple[Any, ...]) -> int:
+        with self._lock:
+            return self._db.execute(sql, params).rowcount
+
+    def _transaction(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                result = work(self._db)
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+            return result
+
+
 @dataclass
 class StoredResponse:
     response: dict[str, Any]
@@ -39,24 +95,14 @@ class StoredResponse:
 
 
 class ResponseStore:
-    def __init__(self, path: str) -> None:
-        if path != ":memory:":
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
-        self._lock = threading.Lock()
-        with self._lock:
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.execute(_SCHEMA)
-            columns = {row[1] for row in self._db.execute("PRAGMA table_info(responses)")}
-            if "state" not in columns:  # a database from before tool state was kept
-                self._db.execute("ALTER TABLE responses ADD COLUMN state TEXT NOT NULL DEFAULT '{}'")
-            if "tenant" not in columns:  # a database from before tenants
-                self._db.execute("ALTER TABLE responses ADD COLUMN tenant TEXT NOT NULL DEFAULT 'default'")
-
-    def close(self) -> None:
-        with self._lock:
-            self._db.close()
+    def __init__(self, db: SQLite) -> None:
+        self._db = db
+        db.setup(_SCHEMA)
+        columns = {row[1] for row in db._rows("PRAGMA table_info(responses)", ())}
+        if "state" not in columns:  # a database from before tool state was kept
+            db.setup("ALTER TABLE responses ADD COLUMN state TEXT NOT NULL DEFAULT '{}'")
+        if "tenant" not in columns:  # a database from before tenants
+            db.setup("ALTER TABLE responses ADD COLUMN tenant TEXT NOT NULL DEFAULT 'default'")
 
     async def put(self, record: StoredResponse) -> None:
         row = (
@@ -70,12 +116,11 @@ class ResponseStore:
             record.tenant,
         )
         sql = "INSERT OR REPLACE INTO responses (id, created_at, response, input_items, dialog, open_calls, state, tenant) VALUES (?,?,?,?,?,?,?,?)"
-        await anyio.to_thread.run_sync(self._execute, sql, row)
+        await self._db.rows(sql, row)
 
     async def get(self, response_id: str, tenant: str) -> StoredResponse | None:
         """The tenant's stored response; another tenant's is as absent as one that never existed."""
-        rows = await anyio.to_thread.run_sync(
-            self._execute,
+        rows = await self._db.rows(
             "SELECT response, input_items, dialog, open_calls, state FROM responses WHERE id = ? AND tenant = ?",
             (response_id, tenant),
         )
@@ -87,13 +132,4 @@ class ResponseStore:
         )
 
     async def delete(self, response_id: str, tenant: str) -> bool:
-        sql = "DELETE FROM responses WHERE id = ? AND tenant = ?"
-        return bool(await anyio.to_thread.run_sync(self._execute_count, sql, (response_id, tenant)))
-
-    def _execute(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
-        with self._lock:
-            return self._db.execute(sql, params).fetchall()
-
-    def _execute_count(self, sql: str, params: tuple[Any, ...]) -> int:
-        with self._lock:
-            return self._db.execute(sql, params).rowcount
+        return bool(await self._db.count("DELETE FROM responses WHERE id = ? AND tenant = ?", (response_id, tenant)))

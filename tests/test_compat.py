@@ -45,7 +45,6 @@ def test_unknown_parameters_are_refused_by_name(gateway, body, param):
     "extra, param",
     [
         ({"background": True}, "background"),
-        ({"conversation": "conv_123"}, "conversation"),
         ({"prompt": {"id": "pmpt_1"}}, "prompt"),
         ({"context_management": [{"type": "compaction"}]}, "context_management"),
         ({"include": ["message.output_text.logprobs"]}, "include[0]"),
@@ -74,6 +73,20 @@ def test_unimplemented_parameters_are_refused_by_name(gateway, extra, param):
 def test_values_not_implemented_are_refused(gateway, extra, param):
     response = post(gateway, "/v1/responses", {"input": "hi"} | extra)
     assert response.status_code == 400 and response.json()["error"]["param"] == param
+
+
+def test_retrieving_a_stream_again_is_refused_by_name(gateway):
+    """`GET /v1/responses/{id}?stream=true` is refused (never answered with JSON the SDK's stream would
+    read as nothing); so are unknown `include` values on retrieval."""
+    client = gateway.client()
+    response = client.responses.create(model=MODEL, input="hi")
+    with pytest.raises(openai.BadRequestError) as err:
+        client.responses.retrieve(response.id, stream=True)
+    assert err.value.body["param"] == "stream" and err.value.body["code"] == "unsupported_parameter"
+    with pytest.raises(openai.BadRequestError) as err:
+        client.responses.retrieve(response.id, include=["bogus"])
+    assert err.value.body["param"] == "include[0]"
+    assert client.responses.retrieve(response.id, include=["reasoning.encrypted_content"]).id == response.id
 
 
 def test_accepted_identifiers_are_echoed_with_openais_fields(gateway):

@@ -57,6 +57,32 @@ def test_stored_responses_belong_to_the_tenant(tenants_gateway: Gateway) -> None
     assert follow["status"] == "completed"
 
 
+def test_conversations_belong_to_the_tenant(tenants_gateway: Gateway) -> None:
+    """Another tenant's conversation is as absent as one that never existed; the owner's python state
+    follows the conversation from response to response."""
+    created = call(tenants_gateway, "sk-acme-1", "POST", "/v1/conversations", {"metadata": {"owner": "acme"}}).json()
+    path = f"/v1/conversations/{created['id']}"
+    first = respond(tenants_gateway, "sk-acme-1", input="[[python counter = 41]]", tools=[CODE_TOOL], conversation=created["id"])
+    item = next(item for item in first["output"] if item["type"] == "code_interpreter_call")
+    for attempt in (
+        call(tenants_gateway, "sk-solo", "GET", path),
+        call(tenants_gateway, "sk-solo", "POST", path, {"metadata": {}}),
+        call(tenants_gateway, "sk-solo", "DELETE", path),
+        call(tenants_gateway, "sk-solo", "GET", path + "/items"),
+        call(tenants_gateway, "sk-solo", "GET", f"{path}/items/{item['id']}"),
+        call(tenants_gateway, "sk-solo", "POST", path + "/items", {"items": [{"role": "user", "content": "x"}]}),
+        call(tenants_gateway, "sk-solo", "POST", "/v1/responses", {"model": MODEL, "input": "x", "conversation": created["id"]}),
+    ):
+        assert attempt.status_code == 404, attempt.text
+    assert call(tenants_gateway, "sk-acme-2", "GET", path).json()["metadata"] == {"owner": "acme"}
+    # The conversation's code ran in one session: the next response of the conversation finds its variables.
+    second = respond(tenants_gateway, "sk-acme-2", input="[[python counter + 1]]", tools=[CODE_TOOL], conversation=created["id"])
+    again = next(item for item in second["output"] if item["type"] == "code_interpreter_call")
+    assert again["container_id"] == item["container_id"] and again["outputs"][0]["logs"] == "42"
+    items = call(tenants_gateway, "sk-acme-1", "GET", path + "/items?order=asc").json()["data"]
+    assert [entry["type"] for entry in items].count("code_interpreter_call") == 2
+
+
 def test_sandbox_sessions_belong_to_the_tenant(tenants_gateway: Gateway) -> None:
     first = respond(tenants_gateway, "sk-acme-1", input="[[python secret = 'acme-only']]", tools=[CODE_TOOL])
     container = next(item for item in first["output"] if item["type"] == "code_interpreter_call")["container_id"]

@@ -67,9 +67,36 @@ class Dialog:
     # call_id → digest of the output the client gave, for calls answered earlier in the conversation:
     # clients that send the whole thread again with previous_response_id repeat them.
     answered: dict[str, str] = field(default_factory=dict)
+    # The item each message belongs to (parallel to `messages`; None where none does yet), and the item
+    # the messages appended now belong to: a conversation keeps each item with its messages.
+    owners: list[str | None] = field(default_factory=list)
+    owner: str | None = None
 
     def append(self, message: Message) -> None:
         self.messages.append(message)
+        self.owners.append(self.owner)
+
+    def claim(self, start: int, item_id: str) -> None:
+        """The messages from `start` on belong to this item."""
+        self.owners[start:] = [item_id] * (len(self.messages) - start)
+
+    def by_owner(self, start: int) -> dict[str, list[Message]]:
+        """The messages from `start` on, grouped by the item each belongs to. A message of no item (a call
+        to a tool that does not exist, and the error the model read) goes with the item that follows it,
+        the model's next try, or with the last item when none follows."""
+        groups: dict[str, list[Message]] = {}
+        waiting: list[Message] = []
+        last: str | None = None
+        for message, owner in zip(self.messages[start:], self.owners[start:]):
+            if owner is None:
+                waiting.append(message)
+                continue
+            groups.setdefault(owner, []).extend(waiting)
+            groups[owner].append(message)
+            waiting, last = [], owner
+        if waiting and last is not None:
+            groups[last].extend(waiting)
+        return groups
 
     def to_json(self) -> list[dict[str, Any]]:
         return [message.to_dict() for message in self.messages]
@@ -91,6 +118,7 @@ class Dialog:
             list(state.get("mcp_listed", [])),
             {key: PendingApproval(**value) for key, value in state.get("pending_approvals", {}).items()},
             answered=dict(state.get("answered", {})),
+            owners=[None] * len(data),
         )
 
 
@@ -114,76 +142,86 @@ def append_input(dialog: Dialog, items: str | list[InputItem]) -> list[dict[str,
     """Add a request's input to the dialog; return the input items as `input_items` lists them."""
     if isinstance(items, str):
         dialog.append(Message.from_role_and_content(Role.USER, items))
-        return [_message_record(None, "user", items)]
+        record = _message_record(None, "user", items)
+        dialog.claim(len(dialog.messages) - 1, record["id"])
+        return [record]
 
     records: list[dict[str, Any]] = []
     for index, item in enumerate(items):
-        if isinstance(item, MessageItem):
-            text = item.text()
-            if item.role == "assistant":
-                channel = "commentary" if item.phase == "commentary" else "final"
-                dialog.append(Message.from_role_and_content(Role.ASSISTANT, text).with_channel(channel))
-            else:
-                dialog.append(Message.from_role_and_content(_ROLES[item.role], text))
-            records.append(_message_record(item.id, item.role, text))
-        elif isinstance(item, ReasoningItem):
-            dialog.append(Message.from_role_and_content(Role.ASSISTANT, item.text()).with_channel("analysis"))
-            records.append(item.model_dump(exclude_none=True) | {"id": item.id or new_id("rs")})
-        elif isinstance(item, FunctionCallItem):
-            if item.call_id in dialog.answered or item.call_id in dialog.open_calls:
-                continue  # a call already in the history, sent again with the whole thread
-            dialog.append(tool_call_message(item.recipient, item.arguments))
-            dialog.open_calls[item.call_id] = item.recipient
-            records.append(item.model_dump() | {"id": item.id or new_id("fc"), "status": "completed"})
-        elif isinstance(item, CustomToolCallItem):
-            if item.call_id in dialog.answered or item.call_id in dialog.open_calls:
-                continue  # sent again with the whole thread
-            message = Message.from_role_and_content(Role.ASSISTANT, item.input)
-            dialog.append(message.with_channel("commentary").with_recipient(item.recipient))
-            dialog.open_calls[item.call_id] = item.recipient
-            records.append(item.model_dump() | {"id": item.id or new_id("ctc"), "status": "completed"})
-        elif isinstance(item, (FunctionCallOutputItem, CustomToolCallOutputItem)):
-            output = item.text()
-            digest = hashlib.sha256(output.encode()).hexdigest()
-            recipient = dialog.open_calls.pop(item.call_id, None)
-            if recipient is None:
-                if dialog.answered.get(item.call_id) == digest:
-                    continue  # this very output is in the history already: sent again with the whole thread
-                already = "was answered with another output" if item.call_id in dialog.answered else "was not found"
-                raise bad_request(
-                    f"No tool call found for function call output with call_id {item.call_id}: the call {already}.",
-                    param=f"input[{index}].call_id",
-                )
-            dialog.answered[item.call_id] = digest
-            if "." not in recipient:  # a record from before namespaces: a plain function
-                recipient = f"functions.{recipient}"
-            dialog.append(tool_result(recipient, "commentary", output))
-            records.append(item.model_dump() | {"id": item.id or new_id("fco"), "status": "completed"})
-        elif isinstance(item, McpApprovalResponseItem):
-            pending = dialog.pending_approvals.pop(item.approval_request_id, None)
-            if pending is None:
-                raise bad_request(
-                    f"No pending MCP approval request with id {item.approval_request_id}.",
-                    param=f"input[{index}].approval_request_id",
-                )
-            dialog.decisions.append(Decision(item.approval_request_id, pending, item.approve, item.reason))
-            records.append(item.model_dump(exclude_none=True) | {"id": item.id or new_id("mcpa")})
-        elif isinstance(item, McpApprovalRequestItem):  # history sent back by the client
-            recipient = f"{item.server_label}.{item.name}"
-            dialog.append(tool_call_message(recipient, item.arguments))
-            dialog.pending_approvals[item.id] = PendingApproval(item.server_label, item.name, item.arguments, recipient, "commentary")
-            records.append(item.model_dump())
-        elif isinstance(item, McpCallItem):
-            recipient = f"{item.server_label}.{item.name}"
-            dialog.append(tool_call_message(recipient, item.arguments))
-            result = item.output if item.error is None else f"Error: {item.error}"
-            dialog.append(tool_result(recipient, "commentary", result or ""))
-            records.append(item.model_dump() | {"id": item.id or new_id("mcp")})
-        elif isinstance(item, McpListToolsItem):
-            if item.error is None and item.server_label not in dialog.mcp_listed:
-                dialog.mcp_listed.append(item.server_label)
-            records.append(item.model_dump(exclude_none=True) | {"id": item.id or new_id("mcpl")})
+        start, recorded = len(dialog.messages), len(records)
+        _append_item(dialog, index, item, records)
+        if len(records) > recorded:
+            dialog.claim(start, records[-1]["id"])
     return records
+
+
+def _append_item(dialog: Dialog, index: int, item: InputItem, records: list[dict[str, Any]]) -> None:
+    """One input item's messages into the dialog, and its record (none for an item sent again)."""
+    if isinstance(item, MessageItem):
+        text = item.text()
+        if item.role == "assistant":
+            channel = "commentary" if item.phase == "commentary" else "final"
+            dialog.append(Message.from_role_and_content(Role.ASSISTANT, text).with_channel(channel))
+        else:
+            dialog.append(Message.from_role_and_content(_ROLES[item.role], text))
+        records.append(_message_record(item.id, item.role, text))
+    elif isinstance(item, ReasoningItem):
+        dialog.append(Message.from_role_and_content(Role.ASSISTANT, item.text()).with_channel("analysis"))
+        records.append(item.model_dump(exclude_none=True) | {"id": item.id or new_id("rs")})
+    elif isinstance(item, FunctionCallItem):
+        if item.call_id in dialog.answered or item.call_id in dialog.open_calls:
+            return  # a call already in the history, sent again with the whole thread
+        dialog.append(tool_call_message(item.recipient, item.arguments))
+        dialog.open_calls[item.call_id] = item.recipient
+        records.append(item.model_dump() | {"id": item.id or new_id("fc"), "status": "completed"})
+    elif isinstance(item, CustomToolCallItem):
+        if item.call_id in dialog.answered or item.call_id in dialog.open_calls:
+            return  # sent again with the whole thread
+        message = Message.from_role_and_content(Role.ASSISTANT, item.input)
+        dialog.append(message.with_channel("commentary").with_recipient(item.recipient))
+        dialog.open_calls[item.call_id] = item.recipient
+        records.append(item.model_dump() | {"id": item.id or new_id("ctc"), "status": "completed"})
+    elif isinstance(item, (FunctionCallOutputItem, CustomToolCallOutputItem)):
+        output = item.text()
+        digest = hashlib.sha256(output.encode()).hexdigest()
+        recipient = dialog.open_calls.pop(item.call_id, None)
+        if recipient is None:
+            if dialog.answered.get(item.call_id) == digest:
+                return  # this very output is in the history already: sent again with the whole thread
+            already = "was answered with another output" if item.call_id in dialog.answered else "was not found"
+            raise bad_request(
+                f"No tool call found for function call output with call_id {item.call_id}: the call {already}.",
+                param=f"input[{index}].call_id",
+            )
+        dialog.answered[item.call_id] = digest
+        if "." not in recipient:  # a record from before namespaces: a plain function
+            recipient = f"functions.{recipient}"
+        dialog.append(tool_result(recipient, "commentary", output))
+        records.append(item.model_dump() | {"id": item.id or new_id("fco"), "status": "completed"})
+    elif isinstance(item, McpApprovalResponseItem):
+        pending = dialog.pending_approvals.pop(item.approval_request_id, None)
+        if pending is None:
+            raise bad_request(
+                f"No pending MCP approval request with id {item.approval_request_id}.",
+                param=f"input[{index}].approval_request_id",
+            )
+        dialog.decisions.append(Decision(item.approval_request_id, pending, item.approve, item.reason))
+        records.append(item.model_dump(exclude_none=True) | {"id": item.id or new_id("mcpa")})
+    elif isinstance(item, McpApprovalRequestItem):  # history sent back by the client
+        recipient = f"{item.server_label}.{item.name}"
+        dialog.append(tool_call_message(recipient, item.arguments))
+        dialog.pending_approvals[item.id] = PendingApproval(item.server_label, item.name, item.arguments, recipient, "commentary")
+        records.append(item.model_dump())
+    elif isinstance(item, McpCallItem):
+        recipient = f"{item.server_label}.{item.name}"
+        dialog.append(tool_call_message(recipient, item.arguments))
+        result = item.output if item.error is None else f"Error: {item.error}"
+        dialog.append(tool_result(recipient, "commentary", result or ""))
+        records.append(item.model_dump() | {"id": item.id or new_id("mcp")})
+    elif isinstance(item, McpListToolsItem):
+        if item.error is None and item.server_label not in dialog.mcp_listed:
+            dialog.mcp_listed.append(item.server_label)
+        records.append(item.model_dump(exclude_none=True) | {"id": item.id or new_id("mcpl")})
 
 
 def _message_record(item_id: str | None, role: str, text: str) -> dict[str, Any]:

@@ -160,6 +160,7 @@ class HostedTools:
             server = self.servers[pending.server_label]
             item = McpCallOutput(len(self.output), pending.server_label, pending.name, decision.approval_request_id)
             self.output.append(item)
+            self.dialog.owner = item.id
             call = ToolCall(pending.recipient, pending.channel, "mcp", item, server, pending.name)
             self.emit([*item.opened(self.events), item.delta(self.events, pending.arguments), *item.written(self.events)])
             await self.run_call(call)
@@ -221,6 +222,7 @@ class HostedTools:
             assert call.server is not None
             request = McpApprovalRequestOutput(len(self.output), call.server.label, call.tool_name, arguments)
             self.output.append(request)
+            self.dialog.claim(len(self.dialog.messages) - 1, request.id)  # the call's message, just appended
             self.dialog.pending_approvals[request.id] = PendingApproval(
                 call.server.label, call.tool_name, arguments, call.recipient, call.channel or "commentary"
             )

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
 
 from ..errors import APIError, bad_request
 
@@ -398,7 +398,6 @@ NOT_INCLUDABLE = {
 # carry their "off" value.
 UNSUPPORTED = {
     "background": "background mode is not supported yet",
-    "conversation": "the Conversations API is not supported yet",
     "prompt": "stored prompts are OpenAI's own",
     "context_management": "server-side context management is not supported",
     "moderation": "moderation is OpenAI's own",
@@ -407,6 +406,13 @@ UNSUPPORTED = {
     "background_options": "background mode is not supported yet",
     "prompt_cache_options": "vLLM caches prompt prefixes by itself; there is nothing to configure",
 }
+
+
+Metadata = Annotated[dict[str, str], AfterValidator(lambda value: metadata_limits(value))]
+
+
+class ConversationRef(_Model):
+    id: str = Field(min_length=1, max_length=128)
 
 
 class ResponsesRequest(_Model):
@@ -419,7 +425,7 @@ class ResponsesRequest(_Model):
     temperature: float | None = Field(None, ge=0, le=2)
     top_p: float | None = Field(None, gt=0, le=1)
     seed: int | None = None
-    metadata: dict[str, str] | None = None
+    metadata: Metadata | None = None
     store: bool = True
     previous_response_id: str | None = None
     stream: bool = False
@@ -440,7 +446,8 @@ class ResponsesRequest(_Model):
     top_logprobs: int | None = Field(None, ge=0, le=0)  # logprobs are not supported yet
     client_metadata: dict[str, Any] | None = None  # Codex's, for OpenAI's telemetry: accepted, not used
     background: bool | None = None
-    conversation: Any = None
+    # The conversation the input and output are added to, and whose items the model reads first.
+    conversation: Annotated[str, Field(min_length=1, max_length=128)] | ConversationRef | None = None
     prompt: Any = None
     context_management: Any = None
     moderation: Any = None
@@ -449,25 +456,43 @@ class ResponsesRequest(_Model):
     background_options: Any = None
     prompt_cache_options: Any = None
 
-    @field_validator("metadata")
-    @classmethod
-    def _metadata_limits(cls, value: dict[str, str] | None) -> dict[str, str] | None:
-        if value is not None and len(value) > 16:
-            raise ValueError("at most 16 metadata keys are allowed")
-        return value
-
     @model_validator(mode="after")
     def _refuse_what_is_not_implemented(self) -> "ResponsesRequest":
         refuse_unsupported(self, UNSUPPORTED)
-        for index, value in enumerate(self.include or []):
-            if value in NOT_INCLUDABLE:
-                raise unsupported(f"include[{index}]", f"'{value}': {NOT_INCLUDABLE[value]}")
-            if value not in INCLUDABLE:
-                raise bad_request(f"Invalid value for 'include[{index}]': '{value}' is not an includable field.", param=f"include[{index}]")
+        if self.conversation is not None and self.previous_response_id is not None:
+            raise bad_request(
+                "Mutually exclusive parameters: provide either 'previous_response_id' or 'conversation', not both.",
+                param="conversation",
+                code="mutually_exclusive_parameters",
+            )
+        check_include(self.include or [])
         return self
 
     def includes(self, value: str) -> bool:
         return value in (self.include or ())
+
+    @property
+    def conversation_id(self) -> str | None:
+        return self.conversation.id if isinstance(self.conversation, ConversationRef) else self.conversation
+
+
+def check_include(values: list[str]) -> None:
+    """Every `include` value is one the gateway honours; one it cannot is refused by name."""
+    for index, value in enumerate(values):
+        if value in NOT_INCLUDABLE:
+            raise unsupported(f"include[{index}]", f"'{value}': {NOT_INCLUDABLE[value]}")
+        if value not in INCLUDABLE:
+            raise bad_request(f"Invalid value for 'include[{index}]': '{value}' is not an includable field.", param=f"include[{index}]")
+
+
+def metadata_limits(value: dict[str, str]) -> dict[str, str]:
+    """OpenAI's bounds on `metadata`: 16 keys of up to 64 characters, values of up to 512."""
+    if len(value) > 16:
+        raise ValueError("at most 16 metadata keys are allowed")
+    for key, text in value.items():
+        if len(key) > 64 or len(text) > 512:
+            raise ValueError("metadata keys are at most 64 characters and values at most 512")
+    return value
 
 
 def refuse_unsupported(request: BaseModel, table: dict[str, str]) -> None:

@@ -12,7 +12,7 @@ from starlette.routing import Route
 from ..body import parse_body
 from ..errors import APIError, bad_request, not_found
 from ..sse import EventStream
-from .request import ResponsesRequest
+from .request import ResponsesRequest, check_include, unsupported
 from .run import ResponseRun, Services, sse_frame
 
 
@@ -103,8 +103,20 @@ async def count_input_tokens(request: Request) -> Response:
 
 
 async def retrieve_response(request: Request) -> Response:
+    params = request.query_params
+    check_include(include_query(request))
+    if params.get("stream", "false") != "false" or "starting_after" in params:
+        # Replaying a response's events needs its event log kept with it (background responses).
+        param = "stream" if "starting_after" not in params else "starting_after"
+        raise unsupported(param, "streaming a stored response again is not supported yet; retrieve it without 'stream'")
     stored = await _stored(request)
     return JSONResponse(stored.response)
+
+
+def include_query(request: Request) -> list[str]:
+    """`include` as a query: the SDK writes `include[]=A&include[]=B`, others `include=A`."""
+    params = request.query_params
+    return params.getlist("include") + params.getlist("include[]")
 
 
 async def delete_response(request: Request) -> Response:

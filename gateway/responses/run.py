@@ -26,6 +26,8 @@ from ..parser import HarmonyStreamParser, MalformedHarmony, MessageFinished, Mes
 from ..metrics import Metrics
 from ..shutdown import Drain
 from ..store import ResponseStore, StoredResponse
+from ..conversations.store import Conversation, ConversationStore, DuplicateItem
+from ..conversations.history import keep_state, new_items, open_conversation, refuse_known_ids
 from sandbox.manager import SandboxManager
 from tools.servers import MCPServers
 
@@ -48,6 +50,7 @@ class Services:
     config: GatewayConfig
     engine: EngineClient
     store: ResponseStore
+    conversations: ConversationStore
     drain: Drain
     metrics: Metrics
     renderer: PromptRenderer
@@ -67,6 +70,8 @@ class ResponseRun:
         self.output: list[OutputItem] = []
         self.dialog = Dialog()
         self.input_items: list[dict[str, Any]] = []
+        self.conversation: Conversation | None = None  # the conversation the response continues and adds to
+        self._new_messages_from = 0  # where this response's messages start in the dialog
         request.tools = _available_tools(request.tools, services.config.server.drop_unavailable_tools)
         self.echoed_tools = [_echo_tool(tool) for tool in request.tools]
         self.echoed_choice = request.tool_choice if isinstance(request.tool_choice, str) else request.tool_choice.model_dump(exclude_none=True)
@@ -126,8 +131,16 @@ class ResponseRun:
                     code="previous_response_not_found",
                 )
             self.dialog = Dialog.from_json(previous.dialog, previous.open_calls, previous.state)
+        known: set[str] = set()
+        if request.conversation_id is not None:
+            self.conversation, self.dialog, known = await open_conversation(
+                self.services.conversations, request.conversation_id, self.tenant, "conversation"
+            )
         self._unseal_reasoning()
+        self._new_messages_from = len(self.dialog.messages)
         self.input_items = append_input(self.dialog, request.input)
+        if self.conversation is not None:
+            refuse_known_ids(self.input_items, known, "input")
         await self.hosted.prepare(self.dialog)
         self.preamble = self._preamble()
         await self._check_grammars()
@@ -262,9 +275,11 @@ class ResponseRun:
         if self.failure is not None:
             error = {"code": "server_error", "message": self.failure.message}
         self.finish(status, error, incomplete)
-        if self.request.store:
-            with anyio.CancelScope(shield=True):
+        with anyio.CancelScope(shield=True):
+            if self.request.store:
                 await self._save()
+            if self.conversation is not None and status in ("completed", "incomplete"):
+                await self._add_to_conversation(self.conversation)
         if status != "cancelled":
             emit([log.make(f"response.{status}", response=self.response)])
 
@@ -327,6 +342,7 @@ class ResponseRun:
                                 break
                     elif type(parsed) is MessageStarted:
                         item = self._open_item(parsed, outcome)
+                        self.dialog.owner = item.id if item is not None else None
                         if item is not None:
                             batch += item.opened(log)
                         stopper = StopMatcher(self.chat.stops) if self.chat.stops and isinstance(item, MessageOutput) else None
@@ -543,6 +559,7 @@ class ResponseRun:
             "output": [],
             "parallel_tool_calls": request.parallel_tool_calls,
             "previous_response_id": request.previous_response_id,
+            "conversation": {"id": request.conversation_id} if request.conversation_id is not None else None,
             "reasoning": {
                 "effort": request.reasoning.effort if request.reasoning else None,
                 "summary": (request.reasoning.summary or request.reasoning.generate_summary) if request.reasoning else None,
@@ -598,6 +615,18 @@ class ResponseRun:
         dialog = self.dialog
         record = StoredResponse(self.response, self.input_items, dialog.to_json(), dialog.open_calls, dialog.state(), self.tenant)
         await self.services.store.put(record)
+
+
+    async def _add_to_conversation(self, conversation: Conversation) -> None:
+        """The response's input and output become the conversation's next items (a failed or cancelled
+        response adds nothing, so the client can send the same input again)."""
+        items = self.input_items + [item.as_dict() for item in self.output]
+        keep_state(conversation, self.dialog)
+        try:
+            if not await self.services.conversations.append(conversation, new_items(self.dialog, self._new_messages_from, items)):
+                logger.warning("conversation %s was deleted while response %s ran", conversation.id, self.response["id"])
+        except DuplicateItem as exc:  # another response of the conversation added the same client item meanwhile
+            logger.warning("response %s not added to conversation %s: item %s is there already", self.response["id"], conversation.id, exc.item_id)
 
 
 @dataclass(frozen=True)

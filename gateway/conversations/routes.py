@@ -1,0 +1,189 @@
+"""HTTP endpoints of the Conversations API: conversations and their items, in OpenAI's shapes.
+
+Items given here go through the same conversion as a response's input, so the model later reads them
+exactly as if they had been sent as input; a response with `conversation` adds its own (run.py).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Awaitable, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from ..body import parse_body
+from ..errors import bad_request, not_found
+from ..responses.conversation import Dialog, append_input
+from ..responses.items import new_id
+from ..responses.request import InputItem, Metadata, check_include
+from ..responses.routes import include_query, tenant_of
+from ..responses.run import Services
+from .history import duplicate, keep_state, missing, new_items, open_conversation, refuse_known_ids
+from .store import Conversation, DuplicateItem
+
+T = TypeVar("T")
+MAX_ITEMS_PER_REQUEST = 20  # OpenAI's limit on items added at once
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class CreateConversation(_Model):
+    items: list[InputItem] | None = Field(None, max_length=MAX_ITEMS_PER_REQUEST)
+    metadata: Metadata | None = None
+
+
+class UpdateConversation(_Model):
+    metadata: Metadata
+
+
+class CreateItems(_Model):
+    items: list[InputItem] = Field(min_length=1, max_length=MAX_ITEMS_PER_REQUEST)
+
+
+async def create_conversation(request: Request) -> Response:
+    services: Services = request.app.state.services
+    body = await parse_body(request, CreateConversation, services.config.server.body_limits())
+    conversation = Conversation(new_id("conv"), int(time.time()), body.metadata or {}, tenant_of(request))
+    dialog = Dialog()
+    records = append_input(dialog, body.items or [])
+    _refuse_decisions(dialog)
+    refuse_known_ids(records, set(), "items")
+    keep_state(conversation, dialog)
+    await _stored(services.conversations.create(conversation, new_items(dialog, 0, records)))
+    return JSONResponse(conversation.as_dict())
+
+
+async def retrieve_conversation(request: Request) -> Response:
+    return JSONResponse((await _conversation(request)).as_dict())
+
+
+async def update_conversation(request: Request) -> Response:
+    services: Services = request.app.state.services
+    conversation = await _conversation(request)
+    body = await parse_body(request, UpdateConversation, services.config.server.body_limits())
+    if not await services.conversations.set_metadata(conversation, body.metadata):
+        raise missing(conversation.id)
+    conversation.metadata = body.metadata
+    return JSONResponse(conversation.as_dict())
+
+
+async def delete_conversation(request: Request) -> Response:
+    services: Services = request.app.state.services
+    conversation_id = request.path_params["conversation_id"]
+    if not await services.conversations.delete(conversation_id, tenant_of(request)):
+        raise missing(conversation_id)
+    return JSONResponse({"id": conversation_id, "object": "conversation.deleted", "deleted": True})
+
+
+async def list_items(request: Request) -> Response:
+    services: Services = request.app.state.services
+    conversation = await _conversation(request)
+    params = request.query_params
+    check_include(include_query(request))
+    order = params.get("order", "desc")
+    if order not in ("asc", "desc"):
+        raise bad_request("order must be 'asc' or 'desc'.", param="order")
+    try:
+        limit = int(params.get("limit", "20"))
+    except ValueError:
+        raise bad_request("limit must be an integer.", param="limit", code="invalid_type") from None
+    if not 1 <= limit <= 100:
+        raise bad_request("limit must be between 1 and 100.", param="limit")
+    after = params.get("after")
+    page = await services.conversations.page(conversation.id, ascending=order == "asc", after=after, limit=limit)
+    if page is None:
+        raise bad_request(f"No item with id '{after}' in the conversation.", param="after")
+    return JSONResponse(_listing(page.items, page.has_more))
+
+
+async def create_items(request: Request) -> Response:
+    """Add items at the end. They are read like a response's input: a `function_call_output` must answer
+    a call the conversation holds, an approval response a pending request."""
+    services: Services = request.app.state.services
+    check_include(include_query(request))
+    body = await parse_body(request, CreateItems, services.config.server.body_limits())
+    conversation, dialog, known = await open_conversation(services.conversations, request.path_params["conversation_id"], tenant_of(request), "conversation_id")
+    start = len(dialog.messages)
+    records = append_input(dialog, body.items)
+    _refuse_decisions(dialog)
+    refuse_known_ids(records, known, "items")
+    keep_state(conversation, dialog)
+    if not await _stored(services.conversations.append(conversation, new_items(dialog, start, records))):
+        raise missing(conversation.id)
+    return JSONResponse(_listing(records, False))
+
+
+async def retrieve_item(request: Request) -> Response:
+    services: Services = request.app.state.services
+    conversation = await _conversation(request)
+    check_include(include_query(request))
+    item = await services.conversations.item(conversation.id, request.path_params["item_id"])
+    if item is None:
+        raise _missing_item(request)
+    return JSONResponse(item)
+
+
+async def delete_item(request: Request) -> Response:
+    """Take an item, and the messages it stands for, out of the conversation; answers the conversation."""
+    services: Services = request.app.state.services
+    conversation = await _conversation(request)
+    if not await services.conversations.delete_item(conversation.id, request.path_params["item_id"]):
+        raise _missing_item(request)
+    return JSONResponse(conversation.as_dict())
+
+
+async def _conversation(request: Request) -> Conversation:
+    services: Services = request.app.state.services
+    conversation_id = request.path_params["conversation_id"]
+    conversation = await services.conversations.get(conversation_id, tenant_of(request))
+    if conversation is None:
+        raise missing(conversation_id, "conversation_id")
+    return conversation
+
+
+async def _stored(write: Awaitable[T]) -> T:
+    """A write of new items; an id another request added meanwhile is the client's error."""
+    try:
+        return await write
+    except DuplicateItem as exc:
+        raise duplicate(exc.item_id, "items") from None
+
+
+def _refuse_decisions(dialog: Dialog) -> None:
+    """An approval response is carried out by a response, which runs the call: here it has nothing to run."""
+    if dialog.decisions:
+        raise bad_request(
+            "An mcp_approval_response is answered by running the call: send it as the input of a response with this conversation.",
+            param="items",
+        )
+
+
+def _listing(items: list[dict[str, Any]], has_more: bool) -> dict[str, Any]:
+    return {
+        "object": "list",
+        "data": items,
+        "first_id": items[0]["id"] if items else None,
+        "last_id": items[-1]["id"] if items else None,
+        "has_more": has_more,
+    }
+
+
+def _missing_item(request: Request):
+    return not_found(f"No item with id '{request.path_params['item_id']}' in the conversation.", param="item_id")
+
+
+routes = [
+    Route("/v1/conversations", create_conversation, methods=["POST"]),
+    Route("/v1/conversations/{conversation_id}", retrieve_conversation, methods=["GET"]),
+    Route("/v1/conversations/{conversation_id}", update_conversation, methods=["POST"]),
+    Route("/v1/conversations/{conversation_id}", delete_conversation, methods=["DELETE"]),
+    Route("/v1/conversations/{conversation_id}/items", list_items, methods=["GET"]),
+    Route("/v1/conversations/{conversation_id}/items", create_items, methods=["POST"]),
+    Route("/v1/conversations/{conversation_id}/items/{item_id}", retrieve_item, methods=["GET"]),
+    Route("/v1/conversations/{conversation_id}/items/{item_id}", delete_item, methods=["DELETE"]),
+]
