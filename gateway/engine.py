@@ -39,12 +39,22 @@ class Sampling:
     presence_penalty: float | None = None
     frequency_penalty: float | None = None
     logit_bias: dict[str, int] | None = None
+    logprobs: int | None = None  # alternatives per token to report; None: no logprobs at all
+
+
+@dataclass(slots=True)
+class TokenLogprob:
+    """One generated token's log probability and the most likely alternatives (token id, logprob)."""
+
+    logprob: float
+    top: list[tuple[int, float]]
 
 
 @dataclass(slots=True)
 class EngineChunk:
     token_ids: list[int]
     finish_reason: str | None  # stop | length | abort, on the last chunk only
+    logprobs: list[TokenLogprob | None] | None = None  # per token id, when asked for
 
 
 @dataclass
@@ -125,6 +135,9 @@ class EngineClient:
             value = getattr(sampling, name)
             if value is not None:
                 body[name] = value
+        if sampling.logprobs is not None:
+            # Tokens named by id ("token_id:N"): the gateway maps ids to Harmony's tokens itself.
+            body |= {"logprobs": sampling.logprobs, "return_tokens_as_token_ids": True}
         request = self._http.build_request("POST", "/v1/completions", json=body)
         try:
             response = await self._http.send(request, stream=True)
@@ -176,7 +189,10 @@ class EngineStream:
                 choices = chunk.get("choices")
                 if choices:
                     choice = choices[0]
-                    yield EngineChunk(choice.get("token_ids") or [], choice.get("finish_reason"))
+                    logprobs = choice.get("logprobs")
+                    yield EngineChunk(
+                        choice.get("token_ids") or [], choice.get("finish_reason"), None if logprobs is None else _logprobs(logprobs)
+                    )
                 elif "error" in chunk:
                     error = chunk["error"] or {}
                     raise server_error(502, f"The engine failed: {error.get('message', 'unknown error')}", "engine_error")
@@ -184,8 +200,8 @@ class EngineStream:
                     self._read_usage(chunk["usage"])
         except httpx.HTTPError as exc:
             raise transport_error(exc, self._url) from None
-        except (ValueError, AttributeError):
-            raise server_error(502, "The engine sent a chunk that is not a JSON object.", "engine_error") from None
+        except (ValueError, AttributeError, TypeError, KeyError):
+            raise server_error(502, "The engine sent a chunk the gateway cannot read.", "engine_error") from None
         if done:
             return
         # The connection ended without [DONE]: the engine went away mid-stream.
@@ -216,6 +232,26 @@ class EngineStream:
             completion_tokens=int(usage.get("completion_tokens") or 0),
             cached_tokens=int(details.get("cached_tokens") or 0),
         )
+
+
+def _logprobs(data: dict) -> list[TokenLogprob | None]:
+    """vLLM's completion logprobs (`token_logprobs` and `top_logprobs` keyed "token_id:N"), per token."""
+    values = data.get("token_logprobs") or []
+    tops = data.get("top_logprobs") or [None] * len(values)
+    result: list[TokenLogprob | None] = []
+    for value, top in zip(values, tops):
+        if value is None:
+            result.append(None)
+            continue
+        alternatives = [(_token_id(key), float(logprob)) for key, logprob in (top or {}).items()]
+        result.append(TokenLogprob(float(value), alternatives))
+    return result
+
+
+def _token_id(key: str) -> int:
+    if not key.startswith("token_id:"):
+        raise ValueError(f"not a token id: {key[:40]!r}")
+    return int(key[9:])
 
 
 def transport_error(exc: httpx.HTTPError, url: str) -> APIError:

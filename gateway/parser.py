@@ -83,6 +83,11 @@ class HarmonyStreamParser:
             events.append(TextDelta("".join(pending)))
         return events
 
+    @property
+    def in_content(self) -> bool:
+        """Whether the last token fed was inside a message's content (after `<|message|>`)."""
+        return self._header is not None
+
     def _finish(self, header: MessageStarted) -> Message:
         message = Message.from_role_and_content(Role.ASSISTANT, "".join(self._text))
         if header.channel:

@@ -78,3 +78,16 @@ def _vocab_from_quicktok() -> bytes:
         offset += 4
         lines.append(base64.b64encode(token) + b" " + str(rank).encode())
     return b"\n".join(lines) + b"\n"
+
+
+def token_bytes() -> list[bytes]:
+    """Every ordinary token's bytes by id (logprobs report them; Harmony's API gives only text). Read
+    from the vocabulary file once, when logprobs are first asked for: about 200k entries."""
+    table: list[bytes] = []
+    for line in (ensure_vocabulary() / VOCAB_FILE).read_bytes().splitlines():
+        if line:
+            encoded, rank = line.split()
+            index = int(rank)
+            table.extend(b"" for _ in range(index + 1 - len(table)))
+            table[index] = base64.b64decode(encoded)
+    return table

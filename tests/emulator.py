@@ -276,9 +276,26 @@ def create_emulator(max_model_len: int = 131072, chunk_delay: float = 0.0) -> St
             ids = [t for t in ids if t not in (harmony.RETURN,)]
             return encoding.decode(ids) if ids else ""
 
+        wanted_logprobs = body.get("logprobs")
+        by_id = bool(body.get("return_tokens_as_token_ids"))
+
+        def logprobs_of(ids: list[int]) -> dict | None:
+            """vLLM's completion logprobs: per token its logprob and a dict of the N likeliest tokens (the
+            sampled one among them), keyed by text or, when asked, by "token_id:N". Values are made up
+            deterministically: the sampled token is the likeliest, alternatives are ids just above it."""
+            if wanted_logprobs is None:
+                return None
+            name = (lambda t: f"token_id:{t}") if by_id else (lambda t: encoding.decode([t]))
+            values = [-round(0.05 + (t % 13) / 20, 4) for t in ids]
+            tops = [
+                {name(t + k): round(value - k, 4) for k in range(max(wanted_logprobs, 1))}
+                for t, value in zip(ids, values)
+            ]
+            return {"tokens": [name(t) for t in ids], "token_logprobs": values, "top_logprobs": tops, "text_offset": [0] * len(ids)}
+
         if not body.get("stream"):
             stats.completed += 1
-            choice = {"index": 0, "text": text_of(generated), "logprobs": None, "finish_reason": finish, "stop_reason": stop_reason}
+            choice = {"index": 0, "text": text_of(generated), "logprobs": logprobs_of(generated), "finish_reason": finish, "stop_reason": stop_reason}
             if return_ids:
                 choice |= {"token_ids": generated, "prompt_token_ids": prompt}
             usage = {"prompt_tokens": len(prompt), "completion_tokens": len(generated), "total_tokens": len(prompt) + len(generated), "prompt_tokens_details": None}
@@ -300,7 +317,7 @@ def create_emulator(max_model_len: int = 131072, chunk_delay: float = 0.0) -> St
                     choice = {
                         "index": 0,
                         "text": text_of(ids),
-                        "logprobs": None,
+                        "logprobs": logprobs_of(ids),
                         "finish_reason": finish if last else None,
                         "stop_reason": stop_reason if last else None,
                     }

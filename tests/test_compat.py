@@ -47,7 +47,7 @@ def test_unknown_parameters_are_refused_by_name(gateway, body, param):
         ({"background": True}, "background"),
         ({"prompt": {"id": "pmpt_1"}}, "prompt"),
         ({"context_management": [{"type": "compaction"}]}, "context_management"),
-        ({"include": ["message.output_text.logprobs"]}, "include[0]"),
+        ({"include": ["message.input_image.image_url"]}, "include[0]"),
         ({"include": ["reasoning.encrypted_content", "file_search_call.results"]}, "include[1]"),
         ({"tools": [{"type": "web_search"}]}, "tools[0]"),
         ({"tools": [WEATHER, {"type": "file_search", "vector_store_ids": ["vs_1"]}]}, "tools[1]"),
@@ -66,7 +66,7 @@ def test_unimplemented_parameters_are_refused_by_name(gateway, extra, param):
     [
         ({"include": ["everything"]}, "include[0]"),
         ({"truncation": "middle"}, "truncation"),
-        ({"top_logprobs": 3}, "top_logprobs"),
+        ({"top_logprobs": 21}, "top_logprobs"),
         ({"service_tier": "flex"}, "service_tier"),
     ],
 )
@@ -173,7 +173,7 @@ def test_chat_sampling_parameters_reach_the_engine(gateway, emulator):
 @pytest.mark.parametrize(
     "extra, param, code",
     [
-        ({"logprobs": True}, "logprobs", "invalid_value"),
+        ({"top_logprobs": 2}, "top_logprobs", "invalid_value"),  # without logprobs: true
         ({"functions": [{"name": "f"}]}, "functions", "unsupported_parameter"),
         ({"metadata": {"a": "b"}}, "metadata", "unsupported_parameter"),
         ({"store": True}, "store", "invalid_value"),

@@ -170,8 +170,9 @@ class ChatRequest(_Model):
     verbosity: Literal["low", "medium", "high"] | None = None
     modalities: list[Literal["text"]] | None = None  # text is all gpt-oss writes
     store: Literal[False] | None = None  # chat completions are not stored here
-    logprobs: Literal[False] | None = None  # not supported yet
-    top_logprobs: Literal[0] | None = None
+    # The answer's tokens with their logprobs (and this many alternatives each), from vLLM.
+    logprobs: bool | None = None
+    top_logprobs: int | None = Field(None, ge=0, le=20)
     metadata: Any = None
     functions: Any = None
     function_call: Any = None
@@ -210,6 +211,8 @@ class ChatRequest(_Model):
     @model_validator(mode="after")
     def _refuse_what_is_not_implemented(self) -> "ChatRequest":
         refuse_unsupported(self, UNSUPPORTED)
+        if self.top_logprobs is not None and not self.logprobs:
+            raise bad_request("'top_logprobs' requires 'logprobs' to be true.", param="top_logprobs")
         return self
 
     @model_validator(mode="after")
@@ -270,6 +273,8 @@ class ChatRequest(_Model):
             "top_p": self.top_p,
             "seed": self.seed,
             "reasoning": {"effort": self.reasoning_effort} if self.reasoning_effort else None,
+            "include": ["message.output_text.logprobs"] if self.logprobs else None,
+            "top_logprobs": self.top_logprobs,
         }
         fmt = self.response_format
         if fmt is not None and fmt.type == "json_schema" and fmt.json_schema is not None:

@@ -71,6 +71,10 @@ def completion(completion_id: str, run: ResponseRun, include_reasoning: bool) ->
         if isinstance(item, FunctionCallOutput) and item.status == "completed"
     ]
     message: dict[str, Any] = {"role": "assistant", "content": content or (None if calls else "")}
+    logprobs = None
+    if run.logprob_count is not None:
+        entries = [entry for item in run.output if isinstance(item, MessageOutput) for entry in item.logprobs or ()]
+        logprobs = {"content": entries, "refusal": None}
     if include_reasoning and reasoning:
         message["reasoning"] = reasoning
         message["reasoning_content"] = reasoning
@@ -81,7 +85,7 @@ def completion(completion_id: str, run: ResponseRun, include_reasoning: bool) ->
         "object": "chat.completion",
         "created": run.response["created_at"],
         "model": run.model_id,
-        "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": finish_reason(run)}],
+        "choices": [{"index": 0, "message": message, "logprobs": logprobs, "finish_reason": finish_reason(run)}],
         "usage": chat_usage(run),
     }
 
@@ -131,7 +135,12 @@ class ChatChunks:
             frame = self.delta_frames[item] = self._delta_frame(item)
         if frame is None:
             return None
-        return f"{frame[0]}{json.dumps(event.text, ensure_ascii=False)}{frame[1]}".encode()
+        text = json.dumps(event.text, ensure_ascii=False)
+        if event.logprobs is not None:  # asked for: this delta's tokens, in the choice's `logprobs`
+            logprobs = json.dumps({"content": event.logprobs, "refusal": None}, ensure_ascii=False, separators=(",", ":"))
+            tail = frame[1].replace('"logprobs":null', f'"logprobs":{logprobs}', 1)
+            return f"{frame[0]}{text}{tail}".encode()
+        return f"{frame[0]}{text}{frame[1]}".encode()
 
     def _delta_frame(self, item: object) -> tuple[str, str] | None:
         if isinstance(item, MessageOutput):

@@ -23,15 +23,18 @@ class Delta:
     """One delta event. `frame()` is the SSE frame, built from the item's prefix without a dict or a
     full json.dumps."""
 
-    __slots__ = ("item", "sequence_number", "text")
+    __slots__ = ("item", "sequence_number", "text", "logprobs")
 
-    def __init__(self, item: "TextItem", sequence_number: int, text: str) -> None:
+    def __init__(self, item: "TextItem", sequence_number: int, text: str, logprobs: list[Event] | None = None) -> None:
         self.item = item
         self.sequence_number = sequence_number
         self.text = text
+        self.logprobs = logprobs  # the entries of this delta's tokens, when the client asked for logprobs
 
     def frame(self) -> bytes:
         text = json.dumps(self.text, ensure_ascii=False)
+        if self.logprobs is not None:
+            return self.item.delta_frame_with_logprobs(self, text)
         return f'{self.item.delta_prefix}{self.sequence_number},"delta":{text}}}\n\n'.encode()
 
 
@@ -46,10 +49,10 @@ class Events:
         self.sequence_number += 1
         return event
 
-    def delta(self, item: "TextItem", text: str) -> Delta:
+    def delta(self, item: "TextItem", text: str, logprobs: list[Event] | None = None) -> Delta:
         number = self.sequence_number
         self.sequence_number += 1
-        return Delta(item, number, text)
+        return Delta(item, number, text, logprobs)
 
 
 class OutputItem:
@@ -160,15 +163,32 @@ class MessageOutput(TextItem):
     done_type = "response.output_text.done"
     delta_extra = ',"logprobs":[]'
 
-    def __init__(self, output_index: int, phase: str) -> None:
+    def __init__(self, output_index: int, phase: str, with_logprobs: bool = False) -> None:
         super().__init__(output_index)
         self.phase = phase
+        # With logprobs asked for: every reported token's entry, and those not yet sent with a delta.
+        self.logprobs: list[Event] | None = [] if with_logprobs else None
+        self.pending_logprobs: list[Event] = []
+
+    def delta(self, events: Events, text: str) -> Delta:
+        if self.logprobs is None:
+            return super().delta(events, text)
+        self.chunks.append(text)
+        sent, self.pending_logprobs = self.pending_logprobs, []
+        self.logprobs.extend(sent)
+        return events.delta(self, text, sent)
+
+    def delta_frame_with_logprobs(self, delta: Delta, text: str) -> bytes:
+        logprobs = json.dumps(delta.logprobs, ensure_ascii=False, separators=(",", ":"))
+        prefix = self.delta_prefix.replace(',"logprobs":[]', f',"logprobs":{logprobs}', 1)
+        return f'{prefix}{delta.sequence_number},"delta":{text}}}\n\n'.encode()
 
     def part(self, text: str) -> Event:
-        return {"type": "output_text", "annotations": [], "logprobs": [], "text": text}
+        # A copy: events are written out later, while the list may still grow.
+        return {"type": "output_text", "annotations": [], "logprobs": list(self.logprobs or ()), "text": text}
 
     def done_extra(self) -> dict[str, Any]:
-        return {"logprobs": []}
+        return {"logprobs": list(self.logprobs or ())}
 
     def as_dict(self) -> Event:
         content = [self.part(self.text)] if self.status != "in_progress" else []

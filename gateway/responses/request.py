@@ -384,9 +384,9 @@ class StreamOptions(_Model):
 INCLUDABLE = {
     "reasoning.encrypted_content": None,  # honoured: gateway/responses/sealed.py
     "code_interpreter_call.outputs": None,  # honoured: outputs are always included
+    "message.output_text.logprobs": None,  # honoured: gateway/responses/logprobs.py
 }
 NOT_INCLUDABLE = {
-    "message.output_text.logprobs": "logprobs are not supported yet",
     "web_search_call.action.sources": "this gateway has no web_search tool",
     "web_search_call.results": "this gateway has no web_search tool",
     "file_search_call.results": "this gateway has no file_search tool",
@@ -443,7 +443,7 @@ class ResponsesRequest(_Model):
     prompt_cache_retention: Literal["in_memory", "24h"] | None = None
     service_tier: Literal["auto", "default"] | None = None  # one tier here: flex and priority are refused
     truncation: Literal["auto", "disabled"] | None = None
-    top_logprobs: int | None = Field(None, ge=0, le=0)  # logprobs are not supported yet
+    top_logprobs: int | None = Field(None, ge=0, le=20)  # alternatives per token; logprobs are returned when > 0
     client_metadata: dict[str, Any] | None = None  # Codex's, for OpenAI's telemetry: accepted, not used
     background: bool | None = None
     # The conversation the input and output are added to, and whose items the model reads first.

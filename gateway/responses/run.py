@@ -38,6 +38,7 @@ from .log import EventLog, Runs
 from .sealed import Sealer, Unsealable
 from .choice import check_choice, forced_header, offered_tools
 from .stops import StopMatcher
+from .logprobs import ContentLogprob, load_vocabulary, parse_with_logprobs
 from .schemas import InvalidSchema, argument_error, validator_for
 from .grammars import InvalidGrammar, check_grammar, input_problem
 from .request import CustomTool, FunctionTool, GrammarInput, McpTool, NamespaceTool, ReasoningItem, ReasoningText, ResponsesRequest, UnavailableTool, unsupported
@@ -85,6 +86,9 @@ class ResponseRun:
             if isinstance(tool, NamespaceTool):
                 self.callables |= {f"{tool.name}.{function.name}": (function, tool.name) for function in tool.tools}
         self.validators: dict[str, Any] = {}  # strict functions' argument checkers, by name
+        # Alternatives per token when the answer's logprobs are asked for; None when they are not.
+        wants_logprobs = request.includes("message.output_text.logprobs") or bool(request.top_logprobs)
+        self.logprob_count = (request.top_logprobs or 0) if wants_logprobs else None
         self.log = EventLog()
         self.hosted = HostedTools(services, request, tenant, self.output, self.events_log, self.log.append)
         self.preamble = Preamble()
@@ -106,6 +110,8 @@ class ResponseRun:
     async def prepare(self) -> None:
         """Load the previous response, build the dialog, and open the first engine stream."""
         await self._build_dialog()
+        if self.logprob_count is not None:
+            await anyio.to_thread.run_sync(load_vocabulary)
         model = await self.services.engine.model()
         self.model_id = model.id
         self.response = self._skeleton()
@@ -219,6 +225,7 @@ class ResponseRun:
             presence_penalty=self.chat.presence_penalty,
             frequency_penalty=self.chat.frequency_penalty,
             logit_bias=self.chat.logit_bias,
+            logprobs=self.logprob_count,
         )
         return await self.services.engine.generate(prompt, sampling)
 
@@ -324,8 +331,14 @@ class ResponseRun:
                 batch: list[Event | Delta] = []
                 if prefill:  # the forced header goes through the parser as if the model had written it
                     chunk.token_ids = prefill + chunk.token_ids
+                    if chunk.logprobs is not None:
+                        chunk.logprobs = [None] * len(prefill) + chunk.logprobs
                     prefill = []
-                for parsed in parser.feed(chunk.token_ids):
+                if self.logprob_count is None:
+                    parsed_events: list[Any] = parser.feed(chunk.token_ids)
+                else:
+                    parsed_events = parse_with_logprobs(parser, chunk, self.logprob_count)
+                for parsed in parsed_events:
                     if type(parsed) is TextDelta:
                         if item is None:
                             pass
@@ -346,6 +359,9 @@ class ResponseRun:
                         if item is not None:
                             batch += item.opened(log)
                         stopper = StopMatcher(self.chat.stops) if self.chat.stops and isinstance(item, MessageOutput) else None
+                    elif type(parsed) is ContentLogprob:
+                        if isinstance(item, MessageOutput):  # reported for the visible answer only
+                            item.pending_logprobs.append(parsed.entry)
                     else:
                         assert isinstance(parsed, MessageFinished)
                         self.dialog.append(parsed.message)
@@ -393,7 +409,8 @@ class ResponseRun:
             if header.channel == "analysis":
                 item = ReasoningOutput(index, self.services.sealer.seal if self.request.includes("reasoning.encrypted_content") else None)
             else:
-                item = MessageOutput(index, "commentary" if header.channel == "commentary" else "final_answer")
+                phase = "commentary" if header.channel == "commentary" else "final_answer"
+                item = MessageOutput(index, phase, with_logprobs=self.logprob_count is not None)
         else:
             outcome.call = ToolCall(header.recipient, header.channel)
             item = self._open_tool_item(index, outcome.call)
@@ -570,7 +587,7 @@ class ResponseRun:
             "text": {"format": text_format, "verbosity": (request.text.verbosity if request.text else None) or "medium"},
             "tool_choice": self.echoed_choice,
             "tools": self.echoed_tools,
-            "top_logprobs": 0,
+            "top_logprobs": request.top_logprobs or 0,
             "top_p": request.top_p if request.top_p is not None else 1.0,
             "truncation": request.truncation or "disabled",
             "usage": None,
