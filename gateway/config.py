@@ -55,6 +55,9 @@ class ServerConfig(_Section):
     # Tools of OpenAI's that nothing here runs (web_search, file_search, ...): a 400 naming them, or, set
     # true, dropped with a warning, for clients that always declare them.
     drop_unavailable_tools: bool = False
+    # A code_interpreter_call's `outputs` are null unless the request includes `code_interpreter_call.outputs`,
+    # as OpenAI answers; true shows them always, for clients written against gateways that did.
+    always_include_code_outputs: bool = False
     # The key (32 bytes, base64) that seals reasoning.encrypted_content; unset: one per process.
     reasoning_key: str | None = None
 

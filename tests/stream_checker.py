@@ -255,11 +255,13 @@ def _check_done_item(item: _Item) -> None:
     if done["type"] == "code_interpreter_call":
         assert done["code"] == item.arguments == item.arguments_done, "code differs from the streamed code"
         assert done["container_id"] == item.added["container_id"], "container_id changed"
-        assert item.added["code"] == "" and item.added["outputs"] == [], "added item is not empty"
+        shown = item.added["outputs"] is not None  # outputs are null unless the request included them
+        assert item.added["code"] == "" and item.added["outputs"] in ([], None), "added item is not empty"
+        assert (done["outputs"] is not None) == shown, "outputs shown in one of added and done only"
         ran = "response.code_interpreter_call.interpreting" in item.steps
         completed = "response.code_interpreter_call.completed" in item.steps
         assert completed == (done["status"] == "completed"), f"status {done['status']} after {item.steps[-1]}"
-        if done["status"] == "completed" or (ran and done["status"] == "failed"):
+        if shown and (done["status"] == "completed" or (ran and done["status"] == "failed")):
             assert done["outputs"] and done["outputs"][0]["type"] == "logs", "a call that ran has no logs"
 
 

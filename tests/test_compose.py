@@ -56,6 +56,7 @@ def test_compose_stack_end_to_end(sandbox_image: str) -> None:
             model=MODEL,
             input='[[python pow(123, 456, 1000000007)]][[call time.get_current_time {"timezone": "UTC"}]]',
             tools=tools,
+            include=["code_interpreter_call.outputs"],
             stream=True,
         )
         events = [event.to_dict() for event in stream]

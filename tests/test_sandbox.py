@@ -49,7 +49,8 @@ def sandboxed(request: pytest.FixtureRequest, emulator: Process, workdir: Path, 
 
 def run(gateway: Gateway, text: str, **extra: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Stream one request with the python tool; return the final response and the events."""
-    events = stream_raw(gateway, {"model": MODEL, "input": text, "tools": [CODE_TOOL]} | extra, timeout=60)
+    body = {"model": MODEL, "input": text, "tools": [CODE_TOOL], "include": ["code_interpreter_call.outputs"]}
+    events = stream_raw(gateway, body | extra, timeout=60)
     return events[-1]["response"], events
 
 
@@ -66,7 +67,7 @@ def final_text(response: dict[str, Any]) -> str:
 
 
 def test_pow_output_reaches_the_client_and_the_model(sandboxed: Gateway, emulator: Process) -> None:
-    events = stream_sdk(sandboxed.client(), input="[[python pow(123, 456, 1000000007)]]", tools=[CODE_TOOL])
+    events = stream_sdk(sandboxed.client(), input="[[python pow(123, 456, 1000000007)]]", tools=[CODE_TOOL], include=["code_interpreter_call.outputs"])
     response = events[-1]["response"]
     assert response["status"] == "completed"
     (call,) = calls(response)
@@ -238,7 +239,7 @@ def test_eight_concurrent_sessions(sandboxed: Gateway) -> None:
     async def one(client: Any, number: int) -> dict[str, Any]:
         code = f"open('mine.txt', 'w').write('{number}')\\nimport os\\nsorted(os.listdir('.')), open('mine.txt').read()"
         response = await client.responses.create(
-            model=MODEL, input=f"[[python {code}]]".replace("\\n", "\n"), tools=[CODE_TOOL]
+            model=MODEL, input=f"[[python {code}]]".replace("\\n", "\n"), tools=[CODE_TOOL], include=["code_interpreter_call.outputs"]
         )
         return response.to_dict()
 
@@ -256,10 +257,15 @@ def test_eight_concurrent_sessions(sandboxed: Gateway) -> None:
 
 
 def test_non_streaming(sandboxed: Gateway) -> None:
-    response = sandboxed.client().responses.create(model=MODEL, input="[[python 2 ** 10]]", tools=[CODE_TOOL])
+    client = sandboxed.client()
+    response = client.responses.create(model=MODEL, input="[[python 2 ** 10]]", tools=[CODE_TOOL], include=["code_interpreter_call.outputs"])
     (call,) = [item for item in response.output if item.type == "code_interpreter_call"]
     assert call.status == "completed" and call.outputs[0].logs == "1024"
     assert response.output_text == "The tool said: 1024"
+    # Without the include, as OpenAI answers: no outputs, though the model read them all the same.
+    plain = client.responses.create(model=MODEL, input="[[python 2 ** 10]]", tools=[CODE_TOOL])
+    (call,) = [item for item in plain.output if item.type == "code_interpreter_call"]
+    assert call.status == "completed" and call.outputs is None and plain.output_text == "The tool said: 1024"
 
 
 def test_max_tool_calls_bounds_the_loop(sandboxed: Gateway, emulator: Process) -> None:
@@ -402,7 +408,7 @@ def test_a_container_id_names_a_live_session(sandboxed: Gateway) -> None:
     response, _ = run(sandboxed, "[[python w = 'shared']]")
     container = calls(response)[0]["container_id"]
     tool = {"type": "code_interpreter", "container": container}
-    events = stream_raw(sandboxed, {"model": MODEL, "input": "[[python w]]", "tools": [tool]})
+    events = stream_raw(sandboxed, {"model": MODEL, "input": "[[python w]]", "tools": [tool], "include": ["code_interpreter_call.outputs"]})
     (call,) = calls(events[-1]["response"])
     assert call["container_id"] == container and logs(call) == "'shared'"
 
@@ -423,7 +429,8 @@ def test_one_call_at_a_time_in_a_session(sandboxed: Gateway) -> None:
     results: list[Any] = []
 
     def one() -> None:
-        events = stream_raw(sandboxed, {"model": MODEL, "input": f"[[python {code}]]", "tools": [tool]}, timeout=60)
+        body = {"model": MODEL, "input": f"[[python {code}]]", "tools": [tool], "include": ["code_interpreter_call.outputs"]}
+        events = stream_raw(sandboxed, body, timeout=60)
         results.append(logs(calls(events[-1]["response"])[0]))
 
     threads = [threading.Thread(target=one) for _ in range(2)]
@@ -567,3 +574,12 @@ def test_a_fork_bomb_does_not_starve_other_local_sessions(local_only: Gateway) -
     finally:
         bombing.join()
     assert logs(calls(response)[0]) == "ok"
+
+
+def test_outputs_always_shown_where_the_operator_says(make_gateway: Any, emulator: Process) -> None:
+    """`server.always_include_code_outputs` keeps outputs on every call, for clients that expect them."""
+    instance = f"test-{os.getpid()}-outputs"
+    gateway = make_gateway(emulator.url, server={"always_include_code_outputs": True}, sandbox=sandbox_section("local", instance, pool_size=0))
+    response = gateway.client().responses.create(model=MODEL, input="[[python 6 * 7]]", tools=[CODE_TOOL])
+    (call,) = [item for item in response.output if item.type == "code_interpreter_call"]
+    assert call.outputs is not None and call.outputs[0].logs == "42"

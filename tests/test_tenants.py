@@ -22,7 +22,8 @@ def call(gateway: Gateway, key: str, method: str, path: str, body: dict[str, Any
 
 
 def respond(gateway: Gateway, key: str, **body: Any) -> dict[str, Any]:
-    response = call(gateway, key, "POST", "/v1/responses", {"model": MODEL, "stream": True} | body)
+    body = {"model": MODEL, "stream": True, "include": ["code_interpreter_call.outputs"]} | body
+    response = call(gateway, key, "POST", "/v1/responses", body)
     assert response.status_code == 200, response.text
     events = parse_sse(response.content)
     check_response_stream(events)

@@ -68,6 +68,7 @@ class HostedTools:
         self.servers: dict[str, EnabledServer] = {}
         self._to_list: list[EnabledServer] = []
         self.calls_made = 0  # bounded by max_tool_calls
+        self.show_code_outputs = request.includes("code_interpreter_call.outputs") or services.config.server.always_include_code_outputs
         self.dialog = Dialog()
 
     @property
@@ -188,7 +189,7 @@ class HostedTools:
         self.calls_made += 1
         if is_python:
             call.kind = "python"
-            call.item = CodeInterpreterCallOutput(index, self._container_id())
+            call.item = CodeInterpreterCallOutput(index, self._container_id(), self.show_code_outputs)
             return call.item
         assert server is not None
         call.server, call.tool_name = server, name

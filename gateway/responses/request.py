@@ -383,7 +383,7 @@ class StreamOptions(_Model):
 # `include` values: what each one adds, or why the gateway refuses it.
 INCLUDABLE = {
     "reasoning.encrypted_content": None,  # honoured: gateway/responses/sealed.py
-    "code_interpreter_call.outputs": None,  # honoured: outputs are always included
+    "code_interpreter_call.outputs": None,  # honoured: without it, a call's outputs are null
     "message.output_text.logprobs": None,  # honoured: gateway/responses/logprobs.py
 }
 NOT_INCLUDABLE = {

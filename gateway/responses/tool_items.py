@@ -74,9 +74,10 @@ class CodeInterpreterCallOutput(_ToolCallItem):
     completed_type = "response.code_interpreter_call.completed"
     running_status = "interpreting"
 
-    def __init__(self, output_index: int, container_id: str) -> None:
+    def __init__(self, output_index: int, container_id: str, show_outputs: bool = True) -> None:
         self.container_id = container_id
         self.outputs: list[Event] = []
+        self.show_outputs = show_outputs  # `include: ["code_interpreter_call.outputs"]`; else null, as OpenAI
         super().__init__(output_index)
 
     def running(self, events: Events) -> list[Event]:
@@ -89,7 +90,7 @@ class CodeInterpreterCallOutput(_ToolCallItem):
             "status": self.status,
             "code": self.input_text,
             "container_id": self.container_id,
-            "outputs": self.outputs,
+            "outputs": self.outputs if self.show_outputs else None,
         }
 
 
