@@ -7,7 +7,7 @@ exactly as if they had been sent as input; a response with `conversation` adds i
 from __future__ import annotations
 
 import time
-from typing import Any, Awaitable, TypeVar
+from typing import Awaitable, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.requests import Request
@@ -16,6 +16,7 @@ from starlette.routing import Route
 
 from ..body import parse_body
 from ..errors import bad_request, not_found
+from ..paging import listing, page_query, unknown_after
 from ..responses.conversation import Dialog, append_input
 from ..responses.items import new_id
 from ..responses.request import InputItem, Metadata, check_include
@@ -83,22 +84,12 @@ async def delete_conversation(request: Request) -> Response:
 async def list_items(request: Request) -> Response:
     services: Services = request.app.state.services
     conversation = await _conversation(request)
-    params = request.query_params
     check_include(include_query(request))
-    order = params.get("order", "desc")
-    if order not in ("asc", "desc"):
-        raise bad_request("order must be 'asc' or 'desc'.", param="order")
-    try:
-        limit = int(params.get("limit", "20"))
-    except ValueError:
-        raise bad_request("limit must be an integer.", param="limit", code="invalid_type") from None
-    if not 1 <= limit <= 100:
-        raise bad_request("limit must be between 1 and 100.", param="limit")
-    after = params.get("after")
-    page = await services.conversations.page(conversation.id, ascending=order == "asc", after=after, limit=limit)
+    query = page_query(request)
+    page = await services.conversations.page(conversation.id, ascending=query.ascending, after=query.after, limit=query.limit)
     if page is None:
-        raise bad_request(f"No item with id '{after}' in the conversation.", param="after")
-    return JSONResponse(_listing(page.items, page.has_more))
+        raise unknown_after(query.after or "")
+    return JSONResponse(listing(page.items, page.has_more))
 
 
 async def create_items(request: Request) -> Response:
@@ -115,7 +106,7 @@ async def create_items(request: Request) -> Response:
     keep_state(conversation, dialog)
     if not await _stored(services.conversations.append(conversation, new_items(dialog, start, records))):
         raise missing(conversation.id)
-    return JSONResponse(_listing(records, False))
+    return JSONResponse(listing(records, False))
 
 
 async def retrieve_item(request: Request) -> Response:
@@ -161,16 +152,6 @@ def _refuse_decisions(dialog: Dialog) -> None:
             "An mcp_approval_response is answered by running the call: send it as the input of a response with this conversation.",
             param="items",
         )
-
-
-def _listing(items: list[dict[str, Any]], has_more: bool) -> dict[str, Any]:
-    return {
-        "object": "list",
-        "data": items,
-        "first_id": items[0]["id"] if items else None,
-        "last_id": items[-1]["id"] if items else None,
-        "has_more": has_more,
-    }
 
 
 def _missing_item(request: Request):

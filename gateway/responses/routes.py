@@ -10,7 +10,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from ..body import parse_body
-from ..errors import APIError, bad_request, not_found
+from ..errors import APIError, not_found
+from ..paging import listing, page_query, unknown_after
 from ..sse import EventStream
 from .request import ResponsesRequest, check_include, unsupported
 from .run import ResponseRun, Services, sse_frame
@@ -129,35 +130,15 @@ async def delete_response(request: Request) -> Response:
 
 async def list_input_items(request: Request) -> Response:
     stored = await _stored(request)
-    params = request.query_params
-    order = params.get("order", "desc")
-    if order not in ("asc", "desc"):
-        raise bad_request("order must be 'asc' or 'desc'.", param="order")
-    try:
-        limit = int(params.get("limit", "20"))
-    except ValueError:
-        raise bad_request("limit must be an integer.", param="limit", code="invalid_type") from None
-    if not 1 <= limit <= 100:
-        raise bad_request("limit must be between 1 and 100.", param="limit")
-    items = list(stored.input_items)
-    if order == "desc":
-        items.reverse()
-    after = params.get("after")
-    if after is not None:
+    check_include(include_query(request))
+    query = page_query(request)
+    items = stored.input_items if query.ascending else stored.input_items[::-1]
+    if query.after is not None:
         ids = [item["id"] for item in items]
-        if after not in ids:
-            raise bad_request(f"No input item with id '{after}'.", param="after")
-        items = items[ids.index(after) + 1 :]
-    page = items[:limit]
-    return JSONResponse(
-        {
-            "object": "list",
-            "data": page,
-            "first_id": page[0]["id"] if page else None,
-            "last_id": page[-1]["id"] if page else None,
-            "has_more": len(items) > limit,
-        }
-    )
+        if query.after not in ids:
+            raise unknown_after(query.after)
+        items = items[ids.index(query.after) + 1 :]
+    return JSONResponse(listing(items[: query.limit], len(items) > query.limit))
 
 
 async def _stored(request: Request):

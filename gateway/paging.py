@@ -1,0 +1,46 @@
+"""Cursor-paged lists as OpenAI's API pages them: `limit` (1–100), `order` (`asc`/`desc`), `after` (an id),
+answered as `{"object": "list", "data", "first_id", "last_id", "has_more"}`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from starlette.requests import Request
+
+from .errors import APIError, bad_request
+
+
+@dataclass(frozen=True)
+class PageQuery:
+    ascending: bool
+    limit: int
+    after: str | None
+
+
+def page_query(request: Request) -> PageQuery:
+    params = request.query_params
+    order = params.get("order", "desc")
+    if order not in ("asc", "desc"):
+        raise bad_request("order must be 'asc' or 'desc'.", param="order")
+    try:
+        limit = int(params.get("limit", "20"))
+    except ValueError:
+        raise bad_request("limit must be an integer.", param="limit", code="invalid_type") from None
+    if not 1 <= limit <= 100:
+        raise bad_request("limit must be between 1 and 100.", param="limit")
+    return PageQuery(order == "asc", limit, params.get("after"))
+
+
+def listing(items: list[dict[str, Any]], has_more: bool) -> dict[str, Any]:
+    return {
+        "object": "list",
+        "data": items,
+        "first_id": items[0]["id"] if items else None,
+        "last_id": items[-1]["id"] if items else None,
+        "has_more": has_more,
+    }
+
+
+def unknown_after(after: str) -> APIError:
+    return bad_request(f"No item with id '{after}' in this list.", param="after")
