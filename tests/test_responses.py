@@ -218,6 +218,8 @@ def test_stored_streamed_response_matches_the_stream(gateway):
 def test_models_lists_the_engine_model(gateway):
     models = gateway.client().models.list()
     assert [m.id for m in models.data] == ["openai/gpt-oss-20b"]
+    # The engine's context length, for clients that size their prompts by it.
+    assert models.data[0].to_dict()["max_model_len"] == 131072
 
 
 def test_previous_response_survives_restart(emulator, make_gateway):
