@@ -6,7 +6,9 @@ Starts the engine emulator (streaming as fast as it can) and the gateway as sepa
   * time to first token added by the gateway: time to the first output-text delta through the gateway,
     minus time to the engine chunk carrying the first content token when the same prompt goes straight to
     the engine, p50 and p95, at 1 and at 64 concurrent streams.
-Run: .venv/bin/python bench/stream_overhead.py [--tokens 2000] [--rounds 3]
+With `--logprobs N`, every Responses stream asks for the answer's logprobs with N alternatives (the
+slower per-token path that feeds the parser one token at a time).
+Run: .venv/bin/python bench/stream_overhead.py [--tokens 2000] [--rounds 3] [--logprobs N]
 """
 
 from __future__ import annotations
@@ -32,6 +34,9 @@ from tests.conftest import Gateway, gateway_config, start_emulator  # noqa: E402
 TICKS = os.sysconf("SC_CLK_TCK")
 
 
+EXTRA_BODY: dict = {}  # fields every Responses request of the run carries (--logprobs)
+
+
 def cpu_seconds(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / TICKS  # utime + stime
@@ -42,7 +47,7 @@ async def gateway_stream(client: httpx.AsyncClient, url: str, text: str) -> tupl
     started = time.perf_counter()
     first = None
     tokens = 0
-    body = {"model": "openai/gpt-oss-20b", "input": text, "stream": True, "store": False}
+    body = {"model": "openai/gpt-oss-20b", "input": text, "stream": True, "store": False} | EXTRA_BODY
     async with client.stream("POST", url + "/v1/responses", json=body) as response:
         async for line in response.aiter_lines():
             if first is None and line.startswith("data: {\"type\":\"response.output_text.delta\""):
@@ -136,7 +141,10 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=2000, help="output tokens per stream")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 64])
+    parser.add_argument("--logprobs", type=int, default=None, help="ask for logprobs with this many alternatives")
     args = parser.parse_args()
+    if args.logprobs is not None:
+        EXTRA_BODY.update(include=["message.output_text.logprobs"], top_logprobs=args.logprobs)
     work = Path(tempfile.mkdtemp(prefix="bench-"))
     emulator = start_emulator(work)
     gateway = Gateway(gateway_config(emulator.url, work), work).start()
