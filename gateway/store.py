@@ -29,6 +29,16 @@ CREATE TABLE IF NOT EXISTS responses (
 )
 """
 
+# The streamed events of background responses, kept so that a stream can be resumed after any of them.
+_EVENTS_SCHEMA = """
+CREATE TABLE IF NOT EXISTS response_events (
+    response_id TEXT NOT NULL,
+    sequence_number INTEGER NOT NULL,
+    frame BLOB NOT NULL,             -- the event's SSE frame, as it was sent
+    PRIMARY KEY (response_id, sequence_number)
+)
+"""
+
 
 class SQLite:
     """One SQLite database file, shared by the stores: statements run in a worker thread, one at a time."""
@@ -97,7 +107,7 @@ class StoredResponse:
 class ResponseStore:
     def __init__(self, db: SQLite) -> None:
         self._db = db
-        db.setup(_SCHEMA)
+        db.setup(_SCHEMA, _EVENTS_SCHEMA)
         columns = {row[1] for row in db._rows("PRAGMA table_info(responses)", ())}
         if "state" not in columns:  # a database from before tool state was kept
             db.setup("ALTER TABLE responses ADD COLUMN state TEXT NOT NULL DEFAULT '{}'")
@@ -132,4 +142,28 @@ class ResponseStore:
         )
 
     async def delete(self, response_id: str, tenant: str) -> bool:
-        return bool(await self._db.count("DELETE FROM responses WHERE id = ? AND tenant = ?", (response_id, tenant)))
+        def work(db: sqlite3.Connection) -> bool:
+            deleted = db.execute("DELETE FROM responses WHERE id = ? AND tenant = ?", (response_id, tenant)).rowcount
+            if deleted:
+                db.execute("DELETE FROM response_events WHERE response_id = ?", (response_id,))
+            return bool(deleted)
+
+        return await self._db.transaction(work)
+
+    async def put_events(self, response_id: str, frames: list[tuple[int, bytes]]) -> None:
+        """A background response's events (sequence number, SSE frame), all at once when it ends."""
+
+        def work(db: sqlite3.Connection) -> None:
+            db.executemany(
+                "INSERT OR REPLACE INTO response_events (response_id, sequence_number, frame) VALUES (?,?,?)",
+                [(response_id, number, frame) for number, frame in frames],
+            )
+
+        await self._db.transaction(work)
+
+    async def events_after(self, response_id: str, sequence_number: int) -> list[bytes]:
+        rows = await self._db.rows(
+            "SELECT frame FROM response_events WHERE response_id = ? AND sequence_number > ? ORDER BY sequence_number",
+            (response_id, sequence_number),
+        )
+        return [row[0] for row in rows]

@@ -84,6 +84,22 @@ def test_conversations_belong_to_the_tenant(tenants_gateway: Gateway) -> None:
     assert [entry["type"] for entry in items].count("code_interpreter_call") == 2
 
 
+def test_background_responses_belong_to_the_tenant(tenants_gateway: Gateway) -> None:
+    """While it runs and after: another tenant can neither read, follow nor cancel it."""
+    body = {"model": MODEL, "input": "[long 200] [slow 20]", "background": True}
+    started = call(tenants_gateway, "sk-acme-1", "POST", "/v1/responses", body).json()
+    path = f"/v1/responses/{started['id']}"
+    for attempt in (
+        call(tenants_gateway, "sk-solo", "GET", path),
+        call(tenants_gateway, "sk-solo", "GET", path + "?stream=true"),
+        call(tenants_gateway, "sk-solo", "POST", path + "/cancel"),
+    ):
+        assert attempt.status_code == 404, attempt.text
+    assert call(tenants_gateway, "sk-acme-2", "GET", path).json()["status"] in ("queued", "in_progress")
+    assert call(tenants_gateway, "sk-acme-2", "POST", path + "/cancel").json()["status"] == "cancelled"
+    assert call(tenants_gateway, "sk-solo", "POST", path + "/cancel").status_code == 404
+
+
 def test_sandbox_sessions_belong_to_the_tenant(tenants_gateway: Gateway) -> None:
     first = respond(tenants_gateway, "sk-acme-1", input="[[python secret = 'acme-only']]", tools=[CODE_TOOL])
     container = next(item for item in first["output"] if item["type"] == "code_interpreter_call")["container_id"]

@@ -13,7 +13,7 @@ output caps.
 
 from __future__ import annotations
 
-from typing import AsyncIterator, Awaitable, Callable
+from typing import Any, AsyncIterator, Awaitable, Callable
 
 import anyio
 from anyio.abc import TaskGroup
@@ -81,6 +81,8 @@ class Runs:
 
     def __init__(self, tasks: TaskGroup) -> None:
         self._tasks = tasks
+        # Background responses running here, by response id: what polling, resuming and cancelling find.
+        self.background: dict[str, Any] = {}
 
     def start(self, execute: Callable[[], Awaitable[None]]) -> None:
         self._tasks.start_soon(execute)

@@ -397,13 +397,12 @@ NOT_INCLUDABLE = {
 # Parameters of OpenAI's API the gateway does not implement: a 400 naming them unless they are absent or
 # carry their "off" value.
 UNSUPPORTED = {
-    "background": "background mode is not supported yet",
     "prompt": "stored prompts are OpenAI's own",
     "context_management": "server-side context management is not supported",
     "moderation": "moderation is OpenAI's own",
     "image": "gpt-oss reads no images",
     "access_programs": "access programs are OpenAI's own",
-    "background_options": "background mode is not supported yet",
+    "background_options": "background options are not supported",
     "prompt_cache_options": "vLLM caches prompt prefixes by itself; there is nothing to configure",
 }
 
@@ -445,6 +444,7 @@ class ResponsesRequest(_Model):
     truncation: Literal["auto", "disabled"] | None = None
     top_logprobs: int | None = Field(None, ge=0, le=20)  # alternatives per token; logprobs are returned when > 0
     client_metadata: dict[str, Any] | None = None  # Codex's, for OpenAI's telemetry: accepted, not used
+    # Run on whatever the client does: answered at once as `queued`, then polled, resumed or cancelled.
     background: bool | None = None
     # The conversation the input and output are added to, and whose items the model reads first.
     conversation: Annotated[str, Field(min_length=1, max_length=128)] | ConversationRef | None = None
@@ -465,6 +465,8 @@ class ResponsesRequest(_Model):
                 param="conversation",
                 code="mutually_exclusive_parameters",
             )
+        if self.background and not self.store:
+            raise bad_request("Background mode requires 'store' to be true.", param="background")
         check_include(self.include or [])
         return self
 

@@ -10,11 +10,11 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from ..body import parse_body
-from ..errors import APIError, not_found
+from ..errors import APIError, bad_request, not_found
 from ..paging import listing, page_query, unknown_after
 from ..sse import EventStream
-from .request import ResponsesRequest, check_include, unsupported
-from .run import ResponseRun, Services, sse_frame
+from .request import ResponsesRequest, check_include
+from .run import ResponseRun, Services, sequence_number, sse_frame
 
 
 async def create_response(request: Request) -> Response:
@@ -27,6 +27,8 @@ async def create_response(request: Request) -> Response:
     run.start()
     if body.stream:
         return event_stream(services, run, _frames(run))
+    if run.background:  # answered at once; the client polls, resumes or cancels
+        return JSONResponse(run.snapshot())
     await wait_for_run(request, run)
     if run.failure is not None:
         raise run.failure
@@ -47,9 +49,13 @@ def event_stream(services: Services, run: ResponseRun, frames: AsyncIterator[byt
     """The SSE response for a run's frames, counted while it lasts. It ends early when the client goes
     away, reads nothing for `send_timeout_s`, or still reads a while after the shutdown grace period;
     then the run is cancelled, aborting its engine request."""
+    return sse_response(services, _reading(services, run, frames))
+
+
+def sse_response(services: Services, frames: AsyncIterator[bytes]) -> EventStream:
     drain = services.drain
     return EventStream(
-        _reading(services, run, frames),
+        frames,
         sep="\n",
         ping=15,
         send_timeout=services.config.server.send_timeout_s,
@@ -68,13 +74,17 @@ async def _reading(services: Services, run: ResponseRun, frames: AsyncIterator[b
             yield frame
     finally:
         gauge.dec()
-        if not run.log.closed:
+        if not run.log.closed and not run.background:  # a background run goes on without its reader
             run.cancel()
 
 
-async def _frames(run: ResponseRun) -> AsyncIterator[bytes]:
+async def _frames(run: ResponseRun, after: int = -1) -> AsyncIterator[bytes]:
+    """The run's events as SSE frames, from the one after sequence number `after` on."""
     async for batch in run.log.follow():
-        yield b"".join(map(sse_frame, batch))
+        if after >= 0:
+            batch = [event for event in batch if sequence_number(event) > after]
+        if batch:
+            yield b"".join(map(sse_frame, batch))
 
 
 async def wait_for_run(request: Request, run: ResponseRun) -> None:
@@ -104,14 +114,61 @@ async def count_input_tokens(request: Request) -> Response:
 
 
 async def retrieve_response(request: Request) -> Response:
-    params = request.query_params
+    """The response as it is now: a background one running here is read live, its events too with
+    `stream=true` (from the one after `starting_after` on, then following it until it ends)."""
+    services: Services = request.app.state.services
     check_include(include_query(request))
-    if params.get("stream", "false") != "false" or "starting_after" in params:
-        # Replaying a response's events needs its event log kept with it (background responses).
-        param = "stream" if "starting_after" not in params else "starting_after"
-        raise unsupported(param, "streaming a stored response again is not supported yet; retrieve it without 'stream'")
+    stream, after = _stream_query(request)
+    run = _live(request)
+    if not stream:
+        return JSONResponse(run.snapshot() if run is not None else (await _stored(request)).response)
+    if run is not None:
+        return event_stream(services, run, _frames(run, after))
     stored = await _stored(request)
+    if not stored.response.get("background"):
+        raise bad_request("Only responses created with background=true can be streamed again.", param="stream")
+    frames = await services.store.events_after(stored.response["id"], after)
+
+    async def replay() -> AsyncIterator[bytes]:
+        yield b"".join(frames)
+
+    return sse_response(services, replay())
+
+
+async def cancel_response(request: Request) -> Response:
+    """Stop a background response (its engine request aborted, a running tool call interrupted); one
+    that already ended is answered as it is. Only background responses can be cancelled."""
+    run = _live(request)
+    if run is not None:
+        run.cancel()
+        await run.log.wait_closed()
+        return JSONResponse(run.response)
+    stored = await _stored(request)
+    if not stored.response.get("background"):
+        raise bad_request("Only responses created with background=true can be cancelled.", param="response_id")
     return JSONResponse(stored.response)
+
+
+def _live(request: Request) -> ResponseRun | None:
+    """The tenant's background response of this id, if it runs in this process."""
+    services: Services = request.app.state.services
+    run = services.runs.background.get(request.path_params["response_id"])
+    return run if run is not None and run.tenant == tenant_of(request) else None
+
+
+def _stream_query(request: Request) -> tuple[bool, int]:
+    params = request.query_params
+    stream = params.get("stream", "false")
+    if stream not in ("true", "false"):
+        raise bad_request("stream must be 'true' or 'false'.", param="stream")
+    after = params.get("starting_after")
+    if after is None:
+        return stream == "true", -1
+    if stream != "true":
+        raise bad_request("'starting_after' is only for streams: add stream=true.", param="starting_after")
+    if not after.isdigit():
+        raise bad_request("starting_after must be a sequence number (an integer of 0 or more).", param="starting_after")
+    return True, int(after)
 
 
 def include_query(request: Request) -> list[str]:
@@ -160,4 +217,5 @@ routes = [
     Route("/v1/responses/{response_id}", retrieve_response, methods=["GET"]),
     Route("/v1/responses/{response_id}", delete_response, methods=["DELETE"]),
     Route("/v1/responses/{response_id}/input_items", list_input_items, methods=["GET"]),
+    Route("/v1/responses/{response_id}/cancel", cancel_response, methods=["POST"]),
 ]

@@ -104,6 +104,7 @@ class ResponseRun:
         self._first_token_seen = False
         self._tokens_counted = False
         self._cancel = anyio.CancelScope()
+        self.background = bool(request.background)  # runs on whatever the client does; resumable, cancellable
 
     # -- before the first event: everything that can still be an HTTP error ------------------------------
 
@@ -233,6 +234,8 @@ class ResponseRun:
 
     def start(self) -> None:
         """Hand the run to a task of its own; from here on it is read through `self.log`."""
+        if self.background:
+            self.services.runs.background[self.response["id"]] = self
         self.services.runs.start(self.execute)
 
     def cancel(self) -> None:
@@ -250,10 +253,12 @@ class ResponseRun:
 
     async def _execute(self) -> None:
         log, emit = self.events_log, self.log.append
-        emit([
-            log.make("response.created", response=self.snapshot()),
-            log.make("response.in_progress", response=self.snapshot()),
-        ])
+        opening = [log.make("response.created", response=self.snapshot())]
+        if self.background:
+            opening.append(log.make("response.queued", response=self.snapshot()))
+            self.response["status"] = "in_progress"
+        opening.append(log.make("response.in_progress", response=self.snapshot()))
+        emit(opening)
         status, error, incomplete = "completed", None, None
         try:
             with self.services.drain.guard() as guard, self._cancel:
@@ -289,6 +294,11 @@ class ResponseRun:
                 await self._add_to_conversation(self.conversation)
         if status != "cancelled":
             emit([log.make(f"response.{status}", response=self.response)])
+        elif self.background:  # its readers are still there: their stream ends with an error event
+            emit([log.make("error", code="response_cancelled", message="The response was cancelled.", param=None)])
+        if self.background:
+            with anyio.CancelScope(shield=True):
+                await self._save_events()
 
     async def _loop(self) -> tuple[str, dict[str, str] | None]:
         """Engine calls and tool calls, until the model answers or a limit is reached: the status."""
@@ -564,8 +574,8 @@ class ResponseRun:
             "id": new_id("resp"),
             "object": "response",
             "created_at": int(time.time()),
-            "status": "in_progress",
-            "background": False,
+            "status": "queued" if self.background else "in_progress",
+            "background": self.background,
             "completed_at": None,
             "error": None,
             "incomplete_details": None,
@@ -634,6 +644,17 @@ class ResponseRun:
         await self.services.store.put(record)
 
 
+    async def _save_events(self) -> None:
+        """A background response's events, kept so that its stream can be resumed after it ended; the run
+        is forgotten only then, so a reader always finds it live or stored."""
+        try:
+            frames = await anyio.to_thread.run_sync(numbered_frames, self.log.batches)
+            await self.services.store.put_events(self.response["id"], frames)
+        except Exception:  # the response itself is stored; only resuming its stream will not work
+            logger.exception("could not store the events of response %s", self.response["id"])
+        finally:
+            self.services.runs.background.pop(self.response["id"], None)
+
     async def _add_to_conversation(self, conversation: Conversation) -> None:
         """The response's input and output become the conversation's next items (a failed or cancelled
         response adds nothing, so the client can send the same input again)."""
@@ -697,6 +718,14 @@ def _echo_tool(tool: Any) -> dict[str, Any]:
 
 def _text(message: Any) -> str:
     return "".join(getattr(part, "text", "") for part in message.content)
+
+
+def sequence_number(event: Event | Delta) -> int:
+    return event.sequence_number if type(event) is Delta else event["sequence_number"]
+
+
+def numbered_frames(batches: list[list[Event | Delta]]) -> list[tuple[int, bytes]]:
+    return [(sequence_number(event), sse_frame(event)) for batch in batches for event in batch]
 
 
 def sse_frame(event: Event | Delta) -> bytes:
