@@ -34,6 +34,10 @@ class EngineConfig(_Section):
     # When the engine does not report max_model_len and a request gives no max_output_tokens.
     default_max_tokens: int = Field(4096, gt=0)
     max_connections: int = Field(512, gt=0)
+    # A header carrying a stable key per conversation on every engine request, so that a router in front of
+    # several vLLM replicas (vLLM production-stack's session routing, for one) keeps a tool loop on the
+    # replica that holds its prefix cache. Unset: no header.
+    session_header: str | None = Field(None, pattern=r"^[A-Za-z0-9-]{1,64}$")
 
 
 class ServerConfig(_Section):

@@ -118,8 +118,9 @@ class EngineClient:
             return False
         return response.status_code == 200
 
-    async def generate(self, prompt: list[int], sampling: Sampling) -> "EngineStream":
-        """Start a streamed completion; engine errors before the first chunk raise here."""
+    async def generate(self, prompt: list[int], sampling: Sampling, session_key: str | None = None) -> "EngineStream":
+        """Start a streamed completion; engine errors before the first chunk raise here. `session_key`
+        names the conversation to a session-aware router (`engine.session_header`)."""
         model = await self.model()
         body = {
             "model": model.id,
@@ -138,7 +139,9 @@ class EngineClient:
         if sampling.logprobs is not None:
             # Tokens named by id ("token_id:N"): the gateway maps ids to Harmony's tokens itself.
             body |= {"logprobs": sampling.logprobs, "return_tokens_as_token_ids": True}
-        request = self._http.build_request("POST", "/v1/completions", json=body)
+        header = self.config.session_header
+        headers = {header: session_key} if header and session_key else None
+        request = self._http.build_request("POST", "/v1/completions", json=body, headers=headers)
         try:
             response = await self._http.send(request, stream=True)
         except httpx.HTTPError as exc:

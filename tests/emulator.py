@@ -40,6 +40,7 @@ class Stats:
     aborted: int = 0
     last_request: dict = field(default_factory=dict)
     last_prompt: str = ""
+    last_headers: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -223,6 +224,7 @@ def create_emulator(max_model_len: int = 131072, chunk_delay: float = 0.0) -> St
         except ValueError:
             return vllm_error(400, "Invalid JSON body")
         stats.last_request = {k: v for k, v in body.items() if k != "prompt"}
+        stats.last_headers = dict(request.headers)
         prompt = body.get("prompt")
         if body.get("model") != MODEL:
             return vllm_error(404, f"The model `{body.get('model')}` does not exist.", "model")

@@ -96,3 +96,20 @@ def test_background_refusals(gateway):
     for query in ({"stream": "maybe"}, {"starting_after": "3"}, {"stream": "true", "starting_after": "-1"}):
         answer = httpx.get(f"{gateway.url}/v1/responses/{plain.id}", params=query)
         assert answer.status_code == 400, query
+
+
+def test_two_cancels_at_once_and_many_runs(gateway):
+    """Two cancels racing get the same cancelled response; 64 background runs at once all complete."""
+    import concurrent.futures
+
+    client = gateway.client()
+    response = client.responses.create(model=MODEL, input="[long 400] [slow 40]", background=True)
+    time.sleep(0.3)
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        results = list(pool.map(lambda _: client.responses.cancel(response.id), range(2)))
+    assert [r.status for r in results] == ["cancelled", "cancelled"]
+    assert results[0].to_dict() == results[1].to_dict()
+    started = [client.responses.create(model=MODEL, input=f"run {n} [long 30]", background=True) for n in range(64)]
+    finished = [poll(client, r.id, timeout=60) for r in started]
+    assert [r.status for r in finished] == ["completed"] * 64
+    assert finished[17].output_text == " ".join(f"word{i}" for i in range(30))

@@ -229,3 +229,27 @@ def test_previous_response_survives_restart(emulator, make_gateway):
     first_gateway.start()
     second = first_gateway.client().responses.create(model=MODEL, input="what number? [recall]", previous_response_id=first.id)
     assert "remember the number 42" in second.output_text
+
+
+def test_engine_session_key_follows_the_conversation(emulator, make_gateway, gateway):
+    """`engine.session_header` names each conversation to a router in front of several engines: the same
+    key on every engine call of a chain or a conversation, another key for another one."""
+    routed = make_gateway(emulator.url, engine={"session_header": "x-session-id"})
+    client = routed.client()
+
+    def key() -> str:
+        return emulator_stats(emulator)["last_headers"]["x-session-id"]
+
+    first = client.responses.create(model=MODEL, input="one")
+    chain = key()
+    client.responses.create(model=MODEL, input="two", previous_response_id=first.id)
+    assert key() == chain
+    client.responses.create(model=MODEL, input="elsewhere")
+    assert key() != chain
+    conversation = client.conversations.create()
+    client.responses.create(model=MODEL, input="a", conversation=conversation.id)
+    talk = key()
+    client.responses.create(model=MODEL, input="b", conversation=conversation.id)
+    assert key() == talk != chain
+    gateway.client().responses.create(model=MODEL, input="unrouted")
+    assert "x-session-id" not in emulator_stats(emulator)["last_headers"]

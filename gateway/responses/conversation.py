@@ -71,6 +71,8 @@ class Dialog:
     # the messages appended now belong to: a conversation keeps each item with its messages.
     owners: list[str | None] = field(default_factory=list)
     owner: str | None = None
+    # Names the conversation to the engine's router, the same for every response that continues it.
+    session_key: str = field(default_factory=lambda: new_id("sess"))
 
     def append(self, message: Message) -> None:
         self.messages.append(message)
@@ -107,6 +109,7 @@ class Dialog:
             "mcp_listed": self.mcp_listed,
             "pending_approvals": {key: asdict(value) for key, value in self.pending_approvals.items()},
             "answered": self.answered,
+            "session_key": self.session_key,
         }
 
     @classmethod
@@ -119,6 +122,7 @@ class Dialog:
             {key: PendingApproval(**value) for key, value in state.get("pending_approvals", {}).items()},
             answered=dict(state.get("answered", {})),
             owners=[None] * len(data),
+            session_key=state.get("session_key") or new_id("sess"),
         )
 
 

@@ -228,7 +228,7 @@ class ResponseRun:
             logit_bias=self.chat.logit_bias,
             logprobs=self.logprob_count,
         )
-        return await self.services.engine.generate(prompt, sampling)
+        return await self.services.engine.generate(prompt, sampling, self.dialog.session_key)
 
     # -- the events ---------------------------------------------------------------------------------------
 
