@@ -29,7 +29,7 @@ from .responses.routes import routes as response_routes
 from .responses.log import Runs
 from .responses.sealed import Sealer
 from .responses.run import Services
-from .store import ResponseStore, SQLite
+from .store import ResponseStore, SQLite, expire_responses
 from .conversations.store import ConversationStore
 from .conversations.routes import routes as conversation_routes
 from sandbox.manager import SandboxManager, SandboxUnavailable
@@ -114,6 +114,8 @@ def create_app(config: GatewayConfig, drain: Drain | None = None) -> Starlette:
             mcp = MCPServers(config)
             await mcp.start(tasks)
             drain.bind()
+            if config.storage.ttl_s is not None:
+                tasks.start_soon(expire_responses, store, config.storage.ttl_s, config.storage.sweep_interval_s)
             app_metrics.watch(sandbox and (lambda: sandbox.live_sessions), mcp.health)
             app.state.services = Services(
                 config=config, engine=engine, store=store, conversations=conversations, drain=drain, metrics=app_metrics, renderer=renderer,

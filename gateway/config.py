@@ -130,6 +130,9 @@ class LoggingConfig(_Section):
 
 class StorageConfig(_Section):
     path: str = "data/responses.sqlite3"
+    # Stored responses (and a background response's events) older than this are removed; unset: kept.
+    ttl_s: float | None = Field(None, gt=0)
+    sweep_interval_s: float = Field(60.0, gt=0)  # how often expired responses are looked for
 
 
 class LoopConfig(_Section):

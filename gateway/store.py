@@ -6,7 +6,9 @@ sqlite3 calls run in a worker thread (anyio.to_thread) so the event loop never w
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
+import time
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +17,7 @@ from typing import Any, Callable, TypeVar
 import anyio.to_thread
 
 T = TypeVar("T")
+log = logging.getLogger("gateway.store")
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS responses (
@@ -150,6 +153,17 @@ class ResponseStore:
 
         return await self._db.transaction(work)
 
+    async def expire(self, older_than: float) -> int:
+        """Remove the responses created before this time, with their events; how many went."""
+
+        def work(db: sqlite3.Connection) -> int:
+            db.execute(
+                "DELETE FROM response_events WHERE response_id IN (SELECT id FROM responses WHERE created_at < ?)", (older_than,)
+            )
+            return db.execute("DELETE FROM responses WHERE created_at < ?", (older_than,)).rowcount
+
+        return await self._db.transaction(work)
+
     async def put_events(self, response_id: str, frames: list[tuple[int, bytes]]) -> None:
         """A background response's events (sequence number, SSE frame), all at once when it ends."""
 
@@ -167,3 +181,16 @@ class ResponseStore:
             (response_id, sequence_number),
         )
         return [row[0] for row in rows]
+
+
+async def expire_responses(store: ResponseStore, ttl_s: float, interval_s: float) -> None:
+    """Run for the app's lifetime: every `interval_s`, remove responses older than `ttl_s`."""
+    while True:
+        await anyio.sleep(interval_s)
+        try:
+            removed = await store.expire(time.time() - ttl_s)
+        except sqlite3.Error:
+            log.exception("removing expired responses failed; trying again later")
+            continue
+        if removed:
+            log.info("removed %d expired responses", removed)

@@ -253,3 +253,26 @@ def test_engine_session_key_follows_the_conversation(emulator, make_gateway, gat
     assert key() == talk != chain
     gateway.client().responses.create(model=MODEL, input="unrouted")
     assert "x-session-id" not in emulator_stats(emulator)["last_headers"]
+
+
+def test_stored_responses_expire(emulator, make_gateway, tmp_path):
+    """`storage.ttl_s`: responses older than it are removed, with a background response's events."""
+    expiring = make_gateway(emulator.url, storage={"ttl_s": 1.5, "sweep_interval_s": 0.2})
+    client = expiring.client()
+    plain = client.responses.create(model=MODEL, input="short-lived")
+    background = client.responses.create(model=MODEL, input="also short-lived", background=True)
+    for _ in range(50):
+        if client.responses.retrieve(background.id).status == "completed":
+            break
+        time.sleep(0.05)
+    assert len(list(client.responses.retrieve(background.id, stream=True))) > 3  # its events are kept
+    time.sleep(3)
+    for response_id in (plain.id, background.id):
+        with pytest.raises(openai.NotFoundError):
+            client.responses.retrieve(response_id)
+    with pytest.raises(openai.NotFoundError):
+        client.responses.retrieve(background.id, stream=True)
+    import sqlite3
+
+    with sqlite3.connect(tmp_path / "responses.sqlite3") as db:  # nothing of them is left on disk
+        assert db.execute("SELECT count(*) FROM response_events WHERE response_id = ?", (background.id,)).fetchone() == (0,)
