@@ -60,6 +60,11 @@ class SQLite:
         with self._lock:
             self._db.close()
 
+    def columns(self, table: str) -> set[str]:
+        """A table's column names, read at start-up (to migrate databases of older versions)."""
+        with self._lock:
+            return {row[1] for row in self._db.execute(f"PRAGMA table_info({table})")}
+
     def setup(self, *statements: str) -> None:
         """Schema statements, run at start-up."""
         with self._lock:
@@ -111,7 +116,7 @@ class ResponseStore:
     def __init__(self, db: SQLite) -> None:
         self._db = db
         db.setup(_SCHEMA, _EVENTS_SCHEMA)
-        columns = {row[1] for row in db._rows("PRAGMA table_info(responses)", ())}
+        columns = db.columns("responses")
         if "state" not in columns:  # a database from before tool state was kept
             db.setup("ALTER TABLE responses ADD COLUMN state TEXT NOT NULL DEFAULT '{}'")
         if "tenant" not in columns:  # a database from before tenants

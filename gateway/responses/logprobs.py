@@ -21,6 +21,7 @@ from ..vocab import token_bytes
 MAX_TOP_LOGPROBS = 20  # OpenAI's bound, on both APIs
 
 _table_lock = threading.Lock()
+_table: list[bytes] | None = None  # every ordinary token's bytes by id, once logprobs were first asked for
 
 
 @dataclass(slots=True)
@@ -30,20 +31,18 @@ class ContentLogprob:
     entry: dict[str, Any]
 
 
-@functools.cache
-def _vocabulary() -> list[bytes]:
-    with _table_lock:
-        return token_bytes()
-
-
 def load_vocabulary() -> None:
-    """Build the token table (once; call it in a worker thread before the first use)."""
-    _vocabulary()
+    """Build the token table, once per process (call it in a worker thread before the first use)."""
+    global _table
+    with _table_lock:
+        if _table is None:
+            _table = token_bytes()
 
 
 @functools.lru_cache(maxsize=65536)
 def _token(token_id: int) -> tuple[str, list[int]]:
-    table = _vocabulary()
+    table = _table
+    assert table is not None, "load_vocabulary() runs before the first logprobs are reported"
     raw = table[token_id] if token_id < len(table) and table[token_id] else encoding().decode([token_id]).encode()
     return raw.decode("utf-8", errors="replace"), list(raw)
 

@@ -643,7 +643,6 @@ class ResponseRun:
         record = StoredResponse(self.response, self.input_items, dialog.to_json(), dialog.open_calls, dialog.state(), self.tenant)
         await self.services.store.put(record)
 
-
     async def _save_events(self) -> None:
         """A background response's events, kept so that its stream can be resumed after it ended; the run
         is forgotten only then, so a reader always finds it live or stored."""
