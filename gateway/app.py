@@ -20,7 +20,7 @@ from . import harmony
 from .harmony import PromptRenderer
 from .config import GatewayConfig
 from .engine import EngineClient
-from .errors import APIError, handle_api_error, handle_unexpected
+from .errors import APIError, handle_api_error, handle_storage_error, handle_unexpected
 from .metrics import Metrics
 from .middleware import GatewayMiddleware
 from .shutdown import Drain
@@ -29,7 +29,9 @@ from .responses.routes import routes as response_routes
 from .responses.log import Runs
 from .responses.sealed import Sealer
 from .responses.run import Services
-from .store import ResponseStore, SQLite, expire_responses
+from .replicas import Replicas
+from .storage import StorageError, open_database
+from .store import ResponseStore, expire_responses
 from .conversations.store import ConversationStore
 from .conversations.routes import routes as conversation_routes
 from sandbox.manager import SandboxManager, SandboxUnavailable
@@ -106,8 +108,16 @@ def create_app(config: GatewayConfig, drain: Drain | None = None) -> Starlette:
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         harmony.encoding()  # load the vocabulary before the first request, not during it
         engine = EngineClient(config.engine)
-        database = SQLite(config.storage.path)
+        storage = config.storage
+        database = open_database(storage.database_url(), retry_s=storage.retry_s, pool_size=storage.pool_size)
+        try:
+            await database.start()
+        except StorageError as exc:
+            log.critical("cannot start: the database is unavailable: %s", exc)
+            raise
         store, conversations = ResponseStore(database), ConversationStore(database)
+        replicas = Replicas(database, store, storage)
+        await replicas.join()
         renderer = PromptRenderer()
         async with anyio.create_task_group() as tasks:
             sandbox = await _start_sandbox(config, tasks)
@@ -116,10 +126,14 @@ def create_app(config: GatewayConfig, drain: Drain | None = None) -> Starlette:
             drain.bind()
             if config.storage.ttl_s is not None:
                 tasks.start_soon(expire_responses, store, config.storage.ttl_s, config.storage.sweep_interval_s)
+            tasks.start_soon(replicas.run)
+            tasks.start_soon(database.keep_listening)
+            runs = Runs(tasks)
+            replicas.on_cancel(runs.cancel)
             app_metrics.watch(sandbox and (lambda: sandbox.live_sessions), mcp.health)
             app.state.services = Services(
                 config=config, engine=engine, store=store, conversations=conversations, drain=drain, metrics=app_metrics, renderer=renderer,
-                runs=Runs(tasks), sealer=Sealer(config.server.reasoning_key), sandbox=sandbox, mcp=mcp,
+                runs=runs, replicas=replicas, sealer=Sealer(config.server.reasoning_key), sandbox=sandbox, mcp=mcp,
             )
             log.info("gateway ready; engine at %s", config.engine.url)
             try:
@@ -130,7 +144,8 @@ def create_app(config: GatewayConfig, drain: Drain | None = None) -> Starlette:
                     await sandbox.close()
                 await engine.aclose()
                 renderer.close()
-                database.close()
+                await replicas.leave()
+                await database.close()
                 tasks.cancel_scope.cancel()
 
     return Starlette(
@@ -145,6 +160,7 @@ def create_app(config: GatewayConfig, drain: Drain | None = None) -> Starlette:
         ],
         exception_handlers={
             APIError: handle_api_error,
+            StorageError: handle_storage_error,
             HTTPException: handle_http_exception,
             Exception: handle_unexpected,
         },

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 import threading
+import urllib.parse
 from types import FrameType
 
 from .config import ConfigError, GatewayConfig, load_config
@@ -87,13 +88,22 @@ def _serve(config: GatewayConfig, host: str | None, port: int | None) -> int:
     return 0
 
 
+def _redacted(url: str) -> str:
+    """A database URL without its password."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.netloc.rsplit("@", 1)[1]
+    return urllib.parse.urlunsplit(parts._replace(netloc=f"{parts.username}:***@{host}"))
+
+
 def describe(config: GatewayConfig) -> str:
     """What a config would connect to, without its secrets."""
     lines = [
         "config is valid",
         f"listen:       {config.server.host}:{config.server.port}",
         f"engine:       {config.engine.url}" + (f" (model {config.engine.model})" if config.engine.model else ""),
-        f"storage:      {config.storage.path}",
+        f"storage:      {_redacted(config.storage.database_url())}",
         f"auth:         {len(config.auth.api_keys)} API key(s)" if config.auth.api_keys else "auth:         open (no API keys)",
         f"logging:      {config.logging.format}, {config.logging.level}",
     ]

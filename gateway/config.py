@@ -129,10 +129,24 @@ class LoggingConfig(_Section):
 
 
 class StorageConfig(_Section):
+    # The database: `sqlite:///PATH` (embedded, one gateway process) or `postgresql://USER:PASS@HOST/DB`
+    # (shared by several replicas). Unset: SQLite at `path`.
+    url: str | None = Field(None, pattern=r"^(sqlite:///|postgres(ql)?://)")
     path: str = "data/responses.sqlite3"
+    pool_size: int = Field(10, gt=0, le=200, description="PostgreSQL connections per replica")
+    # While the database is unreachable (a restart, a failover), statements are retried this long.
+    retry_s: float = Field(15.0, ge=0)
+    # A replica renews its lease every lease_s / 3; the background runs of one whose lease ran out are
+    # ended as failed by another replica.
+    lease_s: float = Field(10.0, gt=0)
+    # This process's name among the replicas; unset: made up at start (host, process id, random part).
+    replica_id: str | None = Field(None, pattern=r"^[A-Za-z0-9._:-]{1,100}$")
     # Stored responses (and a background response's events) older than this are removed; unset: kept.
     ttl_s: float | None = Field(None, gt=0)
     sweep_interval_s: float = Field(60.0, gt=0)  # how often expired responses are looked for
+
+    def database_url(self) -> str:
+        return self.url or f"sqlite:///{self.path}"
 
 
 class LoopConfig(_Section):

@@ -97,6 +97,11 @@ async def handle_api_error(request: Request, exc: Exception) -> JSONResponse:
     return exc.response()
 
 
+async def handle_storage_error(request: Request, exc: Exception) -> JSONResponse:
+    logging.getLogger("gateway").error("database unavailable on %s %s: %s", request.method, request.url.path, exc)
+    return server_error(503, "The gateway's database is unavailable; try again shortly.", "storage_unavailable").response()
+
+
 async def handle_unexpected(request: Request, exc: Exception) -> JSONResponse:
     logging.getLogger("gateway").exception("unhandled error on %s %s", request.method, request.url.path)
     return server_error(500, "The gateway failed to handle the request.", "internal_error").response()

@@ -1,191 +1,283 @@
-"""Stored responses in SQLite, with the Harmony dialog behind each, so conversations survive restarts.
+"""Stored responses: the Response object, its input items, the Harmony dialog behind it, and (for
+background responses) its streamed events, on the Database (SQLite or PostgreSQL).
 
-sqlite3 calls run in a worker thread (anyio.to_thread) so the event loop never waits on the disk.
+A response that continues another stores only the messages it added, with its parent's id: the dialog
+is read back along the chain of parents, so the stored size grows with a conversation, not with its
+square. A response deleted or expired while a stored child still builds on it stays as a hidden row
+until its last child goes.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import sqlite3
 import time
-import threading
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable
 
+import anyio
 import anyio.to_thread
 
-T = TypeVar("T")
+from .storage import Database, StorageError, Tx
+
 log = logging.getLogger("gateway.store")
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS responses (
-    id TEXT PRIMARY KEY,
-    created_at REAL NOT NULL,
-    response TEXT NOT NULL,      -- the Response object as the API returns it
-    input_items TEXT NOT NULL,   -- the request's input items, as input_items lists them
-    dialog TEXT NOT NULL,        -- Harmony messages after the preamble (openai_harmony Message dicts)
-    open_calls TEXT NOT NULL,    -- call_id -> function name of calls still waiting for output
-    state TEXT NOT NULL DEFAULT '{}',  -- the conversation's tool state: sandbox session, MCP listings
-    tenant TEXT NOT NULL DEFAULT 'default'  -- whose it is: other tenants never see it
-)
-"""
-
-# The streamed events of background responses, kept so that a stream can be resumed after any of them.
-_EVENTS_SCHEMA = """
-CREATE TABLE IF NOT EXISTS response_events (
-    response_id TEXT NOT NULL,
-    sequence_number INTEGER NOT NULL,
-    frame BLOB NOT NULL,             -- the event's SSE frame, as it was sent
-    PRIMARY KEY (response_id, sequence_number)
-)
-"""
-
-
-class SQLite:
-    """One SQLite database file, shared by the stores: statements run in a worker thread, one at a time."""
-
-    def __init__(self, path: str) -> None:
-        if path != ":memory:":
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
-        self._lock = threading.Lock()
-        with self._lock:
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.execute("PRAGMA foreign_keys=ON")
-
-    def close(self) -> None:
-        with self._lock:
-            self._db.close()
-
-    def columns(self, table: str) -> set[str]:
-        """A table's column names, read at start-up (to migrate databases of older versions)."""
-        with self._lock:
-            return {row[1] for row in self._db.execute(f"PRAGMA table_info({table})")}
-
-    def setup(self, *statements: str) -> None:
-        """Schema statements, run at start-up."""
-        with self._lock:
-            for statement in statements:
-                self._db.execute(statement)
-
-    async def rows(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-        return await anyio.to_thread.run_sync(self._rows, sql, params)
-
-    async def count(self, sql: str, params: tuple[Any, ...] = ()) -> int:
-        """How many rows a statement changed."""
-        return await anyio.to_thread.run_sync(self._count, sql, params)
-
-    async def transaction(self, work: Callable[[sqlite3.Connection], T]) -> T:
-        """Run `work` on the connection inside one transaction: all of it lands, or none."""
-        return await anyio.to_thread.run_sync(self._transaction, work)
-
-    def _rows(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
-        with self._lock:
-            return self._db.execute(sql, params).fetchall()
-
-    def _count(self, sql: str, params: tuple[Any, ...]) -> int:
-        with self._lock:
-            return self._db.execute(sql, params).rowcount
-
-    def _transaction(self, work: Callable[[sqlite3.Connection], T]) -> T:
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                result = work(self._db)
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
-            self._db.execute("COMMIT")
-            return result
+RUNNING = ("queued", "in_progress")
+TERMINAL_EVENTS = (b"event: response.completed\n", b"event: response.failed\n", b"event: response.incomplete\n", b"event: error\n")
 
 
 @dataclass
 class StoredResponse:
     response: dict[str, Any]
     input_items: list[dict[str, Any]]
-    dialog: list[dict[str, Any]]
+    dialog: list[dict[str, Any]]  # read back: the whole dialog; to write: the messages after the parent's
     open_calls: dict[str, str]
     state: dict[str, Any]
     tenant: str
+    owner: str | None = None  # the replica running it, while it runs
+    parent_id: str | None = None  # the response whose dialog this one's continues
+
+    @property
+    def status(self) -> str:
+        return self.response["status"]
+
+
+@dataclass(frozen=True)
+class Stalled:
+    """A running response, and the replica whose lease ran out while running it."""
+
+    id: str
+    owner: str
 
 
 class ResponseStore:
-    def __init__(self, db: SQLite) -> None:
+    def __init__(self, db: Database) -> None:
         self._db = db
-        db.setup(_SCHEMA, _EVENTS_SCHEMA)
-        columns = db.columns("responses")
-        if "state" not in columns:  # a database from before tool state was kept
-            db.setup("ALTER TABLE responses ADD COLUMN state TEXT NOT NULL DEFAULT '{}'")
-        if "tenant" not in columns:  # a database from before tenants
-            db.setup("ALTER TABLE responses ADD COLUMN tenant TEXT NOT NULL DEFAULT 'default'")
+        self._lock_row = " FOR SHARE" if db.dialect == "postgresql" else ""
+        self._lock_rows = " FOR UPDATE" if db.dialect == "postgresql" else ""
 
-    async def put(self, record: StoredResponse) -> None:
-        row = (
-            record.response["id"],
-            record.response["created_at"],
-            json.dumps(record.response),
-            json.dumps(record.input_items),
-            json.dumps(record.dialog),
-            json.dumps(record.open_calls),
-            json.dumps(record.state),
-            record.tenant,
+    async def put(
+        self,
+        record: StoredResponse,
+        whole_dialog: Callable[[], list[dict[str, Any]]] | None = None,
+        *,
+        frames: list[tuple[int, bytes]] | None = None,
+        owner: str | None = None,
+    ) -> bool:
+        """Store a response that ended (or replace what was stored of it). With a parent, `record.dialog`
+        holds only the messages after the parent's, and `whole_dialog` gives all of them, stored instead
+        if the parent was removed meanwhile. A background response's final record comes with its last
+        events and the replica that ran it: written only if that replica still owns it (False if not)."""
+        encoded = await anyio.to_thread.run_sync(_encode, record)
+        only_if_owned = " WHERE responses.owner = ?" if owner is not None else ""
+
+        async def work(tx: Tx) -> bool:
+            parent_id, dialog = record.parent_id, encoded["dialog"]
+            if parent_id is not None:
+                # Locked so that removing the parent waits for this child, and then sees it.
+                rows = await tx.fetch(f"SELECT 1 FROM responses WHERE id = ?{self._lock_row}", parent_id)
+                if not rows:
+                    parent_id = None
+                    dialog = json.dumps(whole_dialog() if whole_dialog is not None else record.dialog)
+            changed = await tx.execute(
+                f"""
+                INSERT INTO responses (id, created_at, response, input_items, dialog, open_calls, state, tenant, status, owner, parent_id)
+                VALUES (?,?,?,?,?,?,?,?,?,NULL,?)
+                ON CONFLICT (id) DO UPDATE SET response = excluded.response, input_items = excluded.input_items,
+                    dialog = excluded.dialog, open_calls = excluded.open_calls, state = excluded.state,
+                    status = excluded.status, owner = NULL, parent_id = excluded.parent_id{only_if_owned}
+                """,
+                record.response["id"],
+                float(record.response["created_at"]),
+                encoded["response"],
+                encoded["input_items"],
+                dialog,
+                encoded["open_calls"],
+                encoded["state"],
+                record.tenant,
+                record.status,
+                parent_id,
+                *((owner,) if owner is not None else ()),
+            )
+            if changed and frames:
+                await self._insert_events(tx, record.response["id"], frames)
+            return bool(changed)
+
+        return await self._db.transaction(work)
+
+    @staticmethod
+    async def _insert_events(tx: Tx, response_id: str, frames: list[tuple[int, bytes]]) -> None:
+        await tx.executemany(
+            "INSERT INTO response_events (response_id, sequence_number, frame) VALUES (?,?,?) "
+            "ON CONFLICT (response_id, sequence_number) DO NOTHING",
+            [(response_id, number, frame) for number, frame in frames],
         )
-        sql = "INSERT OR REPLACE INTO responses (id, created_at, response, input_items, dialog, open_calls, state, tenant) VALUES (?,?,?,?,?,?,?,?)"
-        await self._db.rows(sql, row)
 
-    async def get(self, response_id: str, tenant: str) -> StoredResponse | None:
-        """The tenant's stored response; another tenant's is as absent as one that never existed."""
-        rows = await self._db.rows(
-            "SELECT response, input_items, dialog, open_calls, state FROM responses WHERE id = ? AND tenant = ?",
-            (response_id, tenant),
+    async def begin(self, response: dict[str, Any], input_items: list[dict[str, Any]], tenant: str, owner: str) -> None:
+        """A background response, stored as it starts, so that any replica finds it while it runs."""
+        await self._db.execute(
+            """
+            INSERT INTO responses (id, created_at, response, input_items, dialog, open_calls, state, tenant, status, owner)
+            VALUES (?,?,?,?,'[]','{}','{}',?,?,?)
+            """,
+            response["id"],
+            float(response["created_at"]),
+            json.dumps(response),
+            json.dumps(input_items),
+            tenant,
+            response["status"],
+            owner,
+        )
+
+    async def progress(self, response_id: str, owner: str, response: dict[str, Any] | None, frames: list[tuple[int, bytes]]) -> None:
+        """A running background response's new events, and what it looks like now, written by the
+        replica that runs it (only while it still owns it: a run whose lease was taken writes nothing)."""
+
+        async def work(tx: Tx) -> None:
+            if response is not None:
+                changed = await tx.execute(
+                    "UPDATE responses SET response = ?, status = ? WHERE id = ? AND owner = ?",
+                    json.dumps(response), response["status"], response_id, owner,
+                )
+                if not changed:
+                    return
+            await self._insert_events(tx, response_id, frames)
+
+        await self._db.transaction(work)
+
+    async def get(self, response_id: str, tenant: str, *, dialog: bool = True) -> StoredResponse | None:
+        """The tenant's stored response; another tenant's is as absent as one that never existed. With
+        `dialog`, the whole dialog along its chain of parents."""
+        rows = await self._db.fetch(
+            "SELECT response, input_items, open_calls, state, owner, parent_id FROM responses WHERE id = ? AND tenant = ? AND deleted = 0",
+            response_id,
+            tenant,
         )
         if not rows:
             return None
-        response, input_items, dialog, open_calls, state = rows[0]
-        return StoredResponse(
-            json.loads(response), json.loads(input_items), json.loads(dialog), json.loads(open_calls), json.loads(state), tenant
+        response, input_items, open_calls, state, owner, parent_id = rows[0]
+        chain: list[tuple[str]] = []
+        if dialog:
+            chain = await self._db.fetch(
+                """
+                WITH RECURSIVE chain(id, parent_id, dialog, depth) AS (
+                    SELECT id, parent_id, dialog, 0 FROM responses WHERE id = ?
+                    UNION ALL
+                    SELECT r.id, r.parent_id, r.dialog, c.depth + 1 FROM responses r JOIN chain c ON r.id = c.parent_id
+                )
+                SELECT dialog FROM chain ORDER BY depth DESC
+                """,
+                response_id,
+            )
+        # Decoded in a worker thread, a row at a time: a long conversation does not hold up the event loop.
+        decoded = await anyio.to_thread.run_sync(_decode, response, input_items, open_calls, state, [row[0] for row in chain])
+        return StoredResponse(*decoded, tenant=tenant, owner=owner, parent_id=parent_id)
+
+    async def status(self, response_id: str) -> tuple[str, str | None] | None:
+        """A stored response's status and the replica running it (None once it ended, or if it is gone)."""
+        rows = await self._db.fetch("SELECT status, owner FROM responses WHERE id = ? AND deleted = 0", response_id)
+        return (rows[0][0], rows[0][1]) if rows else None
+
+    async def events_after(self, response_id: str, sequence_number: int, limit: int = 1000) -> list[tuple[int, bytes]]:
+        rows = await self._db.fetch(
+            "SELECT sequence_number, frame FROM response_events WHERE response_id = ? AND sequence_number > ? "
+            "ORDER BY sequence_number LIMIT ?",
+            response_id,
+            sequence_number,
+            limit,
         )
+        return [(number, bytes(frame)) for number, frame in rows]
 
     async def delete(self, response_id: str, tenant: str) -> bool:
-        def work(db: sqlite3.Connection) -> bool:
-            deleted = db.execute("DELETE FROM responses WHERE id = ? AND tenant = ?", (response_id, tenant)).rowcount
-            if deleted:
-                db.execute("DELETE FROM response_events WHERE response_id = ?", (response_id,))
-            return bool(deleted)
+        async def work(tx: Tx) -> bool:
+            if not await tx.execute("UPDATE responses SET deleted = 1 WHERE id = ? AND tenant = ? AND deleted = 0", response_id, tenant):
+                return False
+            await tx.execute("DELETE FROM response_events WHERE response_id = ?", response_id)
+            await self._purge(tx)
+            return True
 
         return await self._db.transaction(work)
 
     async def expire(self, older_than: float) -> int:
-        """Remove the responses created before this time, with their events; how many went."""
+        """Remove the responses created before this time (running ones stay), with their events; how many went."""
 
-        def work(db: sqlite3.Connection) -> int:
-            db.execute(
-                "DELETE FROM response_events WHERE response_id IN (SELECT id FROM responses WHERE created_at < ?)", (older_than,)
+        async def work(tx: Tx) -> int:
+            expired = await tx.execute(
+                "UPDATE responses SET deleted = 1 WHERE created_at < ? AND deleted = 0 AND owner IS NULL", older_than
             )
-            return db.execute("DELETE FROM responses WHERE created_at < ?", (older_than,)).rowcount
+            await tx.execute(
+                "DELETE FROM response_events WHERE response_id IN (SELECT id FROM responses WHERE deleted = 1)"
+            )
+            await self._purge(tx)
+            return expired
 
         return await self._db.transaction(work)
 
-    async def put_events(self, response_id: str, frames: list[tuple[int, bytes]]) -> None:
-        """A background response's events (sequence number, SSE frame), all at once when it ends."""
-
-        def work(db: sqlite3.Connection) -> None:
-            db.executemany(
-                "INSERT OR REPLACE INTO response_events (response_id, sequence_number, frame) VALUES (?,?,?)",
-                [(response_id, number, frame) for number, frame in frames],
+    async def _purge(self, tx: Tx) -> None:
+        """Remove the hidden rows no stored child builds on, then their parents that are left childless."""
+        while True:
+            candidates = await tx.fetch(
+                "SELECT id FROM responses r WHERE deleted = 1 AND NOT EXISTS "
+                f"(SELECT 1 FROM responses c WHERE c.parent_id = r.id){self._lock_rows}"
             )
+            removed = 0
+            for (candidate,) in candidates:
+                # A fresh look, after the lock: a child stored meanwhile keeps its parent.
+                removed += await tx.execute(
+                    "DELETE FROM responses WHERE id = ? AND NOT EXISTS (SELECT 1 FROM responses c WHERE c.parent_id = ?)",
+                    candidate,
+                    candidate,
+                )
+            if not removed:
+                return
 
-        await self._db.transaction(work)
-
-    async def events_after(self, response_id: str, sequence_number: int) -> list[bytes]:
-        rows = await self._db.rows(
-            "SELECT frame FROM response_events WHERE response_id = ? AND sequence_number > ? ORDER BY sequence_number",
-            (response_id, sequence_number),
+    async def stalled(self, live_since: float) -> list[Stalled]:
+        """Running responses whose replica has not renewed its lease since `live_since`."""
+        rows = await self._db.fetch(
+            """
+            SELECT r.id, r.owner FROM responses r
+            WHERE r.owner IS NOT NULL AND NOT EXISTS (SELECT 1 FROM replicas p WHERE p.id = r.owner AND p.heartbeat_at >= ?)
+            """,
+            live_since,
         )
-        return [row[0] for row in rows]
+        return [Stalled(id, owner) for id, owner in rows]
+
+    async def take_over(self, stalled: Stalled, response: dict[str, Any], event: Callable[[int], bytes]) -> bool:
+        """End a stalled response as `response` says, with `event(sequence_number)` as its last event;
+        False if its replica finished it, or another replica took it over, first."""
+
+        async def work(tx: Tx) -> bool:
+            changed = await tx.execute(
+                "UPDATE responses SET response = ?, status = ?, owner = NULL WHERE id = ? AND owner = ?",
+                json.dumps(response), response["status"], stalled.id, stalled.owner,
+            )
+            if not changed:
+                return False
+            rows = await tx.fetch("SELECT MAX(sequence_number) FROM response_events WHERE response_id = ?", stalled.id)
+            last = rows[0][0] if rows and rows[0][0] is not None else -1
+            await tx.execute(
+                "INSERT INTO response_events (response_id, sequence_number, frame) VALUES (?,?,?)", stalled.id, last + 1, event(last + 1)
+            )
+            return True
+
+        return await self._db.transaction(work)
+
+
+def _encode(record: StoredResponse) -> dict[str, str]:
+    return {
+        "response": json.dumps(record.response),
+        "input_items": json.dumps(record.input_items),
+        "dialog": json.dumps(record.dialog),
+        "open_calls": json.dumps(record.open_calls),
+        "state": json.dumps(record.state),
+    }
+
+
+def _decode(response: str, input_items: str, open_calls: str, state: str, dialogs: list[str]) -> tuple[Any, ...]:
+    dialog: list[dict[str, Any]] = []
+    for part in dialogs:
+        dialog += json.loads(part)
+    return json.loads(response), json.loads(input_items), dialog, json.loads(open_calls), json.loads(state)
 
 
 async def expire_responses(store: ResponseStore, ttl_s: float, interval_s: float) -> None:
@@ -194,7 +286,7 @@ async def expire_responses(store: ResponseStore, ttl_s: float, interval_s: float
         await anyio.sleep(interval_s)
         try:
             removed = await store.expire(time.time() - ttl_s)
-        except sqlite3.Error:
+        except StorageError:
             log.exception("removing expired responses failed; trying again later")
             continue
         if removed:

@@ -1,4 +1,4 @@
-"""Conversations in SQLite: the conversation, and its items in order.
+"""Conversations in the database: the conversation, and its items in order.
 
 Each item keeps the Harmony messages it stands for (a reasoning item its analysis message, a python call
 its code and the tool's output), so a response that continues the conversation gives the model exactly
@@ -8,35 +8,10 @@ what it wrote and read, and deleting an item takes its messages out of what the 
 from __future__ import annotations
 
 import json
-import sqlite3
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..store import SQLite
-
-_SCHEMA = (
-    """
-    CREATE TABLE IF NOT EXISTS conversations (
-        id TEXT PRIMARY KEY,
-        created_at INTEGER NOT NULL,
-        metadata TEXT NOT NULL,
-        open_calls TEXT NOT NULL DEFAULT '{}',  -- call_id -> recipient of calls waiting for their output
-        state TEXT NOT NULL DEFAULT '{}',       -- tool state: sandbox session, MCP listings, approvals
-        tenant TEXT NOT NULL
-    )
-    """,
-    """
-    CREATE TABLE IF NOT EXISTS conversation_items (
-        seq INTEGER PRIMARY KEY AUTOINCREMENT,  -- the item's place in the conversation
-        conversation_id TEXT NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
-        id TEXT NOT NULL,
-        item TEXT NOT NULL,      -- the item as the API shows it
-        messages TEXT NOT NULL,  -- the Harmony messages it stands for (openai_harmony Message dicts)
-        UNIQUE (conversation_id, id)
-    )
-    """,
-)
-
+from ..storage import Conflict, Database, Tx
 
 class DuplicateItem(Exception):
     """An item id the conversation holds already."""
@@ -73,32 +48,30 @@ class Page:
 
 
 class ConversationStore:
-    def __init__(self, db: SQLite) -> None:
+    def __init__(self, db: Database) -> None:
         self._db = db
-        db.setup(*_SCHEMA)
 
     async def create(self, conversation: Conversation, items: list[ConversationItem]) -> None:
-        def work(db: sqlite3.Connection) -> None:
-            db.execute(
+        async def work(tx: Tx) -> None:
+            await tx.execute(
                 "INSERT INTO conversations (id, created_at, metadata, open_calls, state, tenant) VALUES (?,?,?,?,?,?)",
-                (
-                    conversation.id,
-                    conversation.created_at,
-                    json.dumps(conversation.metadata),
-                    json.dumps(conversation.open_calls),
-                    json.dumps(conversation.state),
-                    conversation.tenant,
-                ),
+                conversation.id,
+                conversation.created_at,
+                json.dumps(conversation.metadata),
+                json.dumps(conversation.open_calls),
+                json.dumps(conversation.state),
+                conversation.tenant,
             )
-            _insert_items(db, conversation.id, items)
+            await _insert_items(tx, conversation.id, items)
 
         await self._db.transaction(work)
 
     async def get(self, conversation_id: str, tenant: str) -> Conversation | None:
         """The tenant's conversation; another tenant's is as absent as one that never existed."""
-        rows = await self._db.rows(
+        rows = await self._db.fetch(
             "SELECT created_at, metadata, open_calls, state FROM conversations WHERE id = ? AND tenant = ?",
-            (conversation_id, tenant),
+            conversation_id,
+            tenant,
         )
         if not rows:
             return None
@@ -107,29 +80,32 @@ class ConversationStore:
 
     async def set_metadata(self, conversation: Conversation, metadata: dict[str, str]) -> bool:
         sql = "UPDATE conversations SET metadata = ? WHERE id = ? AND tenant = ?"
-        return bool(await self._db.count(sql, (json.dumps(metadata), conversation.id, conversation.tenant)))
+        return bool(await self._db.execute(sql, json.dumps(metadata), conversation.id, conversation.tenant))
 
     async def delete(self, conversation_id: str, tenant: str) -> bool:
         sql = "DELETE FROM conversations WHERE id = ? AND tenant = ?"
-        return bool(await self._db.count(sql, (conversation_id, tenant)))
+        return bool(await self._db.execute(sql, conversation_id, tenant))
 
     async def append(self, conversation: Conversation, items: list[ConversationItem]) -> bool:
         """Add items at the end and store the conversation's tool state; False if it was deleted meanwhile."""
 
-        def work(db: sqlite3.Connection) -> bool:
-            changed = db.execute(
+        async def work(tx: Tx) -> bool:
+            changed = await tx.execute(
                 "UPDATE conversations SET open_calls = ?, state = ? WHERE id = ? AND tenant = ?",
-                (json.dumps(conversation.open_calls), json.dumps(conversation.state), conversation.id, conversation.tenant),
-            ).rowcount
+                json.dumps(conversation.open_calls),
+                json.dumps(conversation.state),
+                conversation.id,
+                conversation.tenant,
+            )
             if changed:
-                _insert_items(db, conversation.id, items)
+                await _insert_items(tx, conversation.id, items)
             return bool(changed)
 
         return await self._db.transaction(work)
 
     async def all_items(self, conversation_id: str) -> list[ConversationItem]:
-        rows = await self._db.rows(
-            "SELECT id, item, messages FROM conversation_items WHERE conversation_id = ? ORDER BY seq", (conversation_id,)
+        rows = await self._db.fetch(
+            "SELECT id, item, messages FROM conversation_items WHERE conversation_id = ? ORDER BY seq", conversation_id
         )
         return [ConversationItem(item_id, json.loads(item), json.loads(messages)) for item_id, item, messages in rows]
 
@@ -137,9 +113,7 @@ class ConversationStore:
         """Up to `limit` items after the item `after` (None when there is no such item), in order."""
         start = None
         if after is not None:
-            rows = await self._db.rows(
-                "SELECT seq FROM conversation_items WHERE conversation_id = ? AND id = ?", (conversation_id, after)
-            )
+            rows = await self._db.fetch("SELECT seq FROM conversation_items WHERE conversation_id = ? AND id = ?", conversation_id, after)
             if not rows:
                 return None
             start = rows[0][0]
@@ -149,26 +123,27 @@ class ConversationStore:
         if start is not None:
             sql += f" AND seq {compare} ?"
             params += (start,)
-        rows = await self._db.rows(f"{sql} ORDER BY seq {order} LIMIT ?", params + (limit + 1,))
+        rows = await self._db.fetch(f"{sql} ORDER BY seq {order} LIMIT ?", *params, limit + 1)
         return Page([json.loads(row[0]) for row in rows[:limit]], len(rows) > limit)
 
     async def item(self, conversation_id: str, item_id: str) -> dict[str, Any] | None:
-        rows = await self._db.rows(
-            "SELECT item FROM conversation_items WHERE conversation_id = ? AND id = ?", (conversation_id, item_id)
-        )
+        rows = await self._db.fetch("SELECT item FROM conversation_items WHERE conversation_id = ? AND id = ?", conversation_id, item_id)
         return json.loads(rows[0][0]) if rows else None
 
     async def delete_item(self, conversation_id: str, item_id: str) -> bool:
         sql = "DELETE FROM conversation_items WHERE conversation_id = ? AND id = ?"
-        return bool(await self._db.count(sql, (conversation_id, item_id)))
+        return bool(await self._db.execute(sql, conversation_id, item_id))
 
 
-def _insert_items(db: sqlite3.Connection, conversation_id: str, items: list[ConversationItem]) -> None:
+async def _insert_items(tx: Tx, conversation_id: str, items: list[ConversationItem]) -> None:
     for entry in items:
         try:
-            db.execute(
+            await tx.execute(
                 "INSERT INTO conversation_items (conversation_id, id, item, messages) VALUES (?,?,?,?)",
-                (conversation_id, entry.id, json.dumps(entry.item), json.dumps(entry.messages)),
+                conversation_id,
+                entry.id,
+                json.dumps(entry.item),
+                json.dumps(entry.messages),
             )
-        except sqlite3.IntegrityError:
+        except Conflict:
             raise DuplicateItem(entry.id) from None

@@ -100,8 +100,9 @@ class Dialog:
             groups[last].extend(waiting)
         return groups
 
-    def to_json(self) -> list[dict[str, Any]]:
-        return [message.to_dict() for message in self.messages]
+    def to_json(self, start: int = 0) -> list[dict[str, Any]]:
+        """The messages from `start` on, as openai_harmony's dicts."""
+        return [message.to_dict() for message in self.messages[start:]]
 
     def state(self) -> dict[str, Any]:
         return {

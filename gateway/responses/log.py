@@ -13,6 +13,7 @@ output caps.
 
 from __future__ import annotations
 
+import json
 from typing import Any, AsyncIterator, Awaitable, Callable
 
 import anyio
@@ -51,6 +52,11 @@ class EventLog:
         while not self.closed:
             await self._wait()
 
+    async def wait_beyond(self, count: int) -> None:
+        """Wait until the log holds more than `count` batches, or is closed."""
+        while len(self.batches) <= count and not self.closed:
+            await self._wait()
+
     async def _wait(self) -> None:
         if self._wakeup is None:
             self._wakeup = anyio.Event()
@@ -86,3 +92,25 @@ class Runs:
 
     def start(self, execute: Callable[[], Awaitable[None]]) -> None:
         self._tasks.start_soon(execute)
+
+    def cancel(self, response_id: str) -> None:
+        """Cancel a background response if it runs here (asked by this replica or another)."""
+        run = self.background.get(response_id)
+        if run is not None:
+            run.cancel()
+
+
+def sequence_number(event: Event | Delta) -> int:
+    return event.sequence_number if type(event) is Delta else event["sequence_number"]
+
+
+def numbered_frames(batches: list[Batch]) -> list[tuple[int, bytes]]:
+    return [(sequence_number(event), sse_frame(event)) for batch in batches for event in batch]
+
+
+def sse_frame(event: Event | Delta) -> bytes:
+    """The SSE frame of one event: `event: TYPE`, `data: JSON`, a blank line."""
+    if type(event) is Delta:
+        return event.frame()
+    data = json.dumps(event, ensure_ascii=False, separators=(",", ":"))
+    return f"event: {event['type']}\ndata: {data}\n\n".encode()

@@ -14,7 +14,10 @@ from ..errors import APIError, bad_request, not_found
 from ..paging import listing, page_query, unknown_after
 from ..sse import EventStream
 from .request import ResponsesRequest, check_include
-from .run import ResponseRun, Services, sequence_number, sse_frame
+from ..store import RUNNING, StoredResponse
+from .follow import follow_stored
+from .log import sequence_number, sse_frame
+from .run import ResponseRun, Services
 
 
 async def create_response(request: Request) -> Response:
@@ -24,6 +27,7 @@ async def create_response(request: Request) -> Response:
     refuse_while_draining(services)  # again: the body may have finished arriving after SIGTERM
     run = ResponseRun(services, body, tenant_of(request))
     await run.prepare()
+    await run.begin()
     run.start()
     if body.stream:
         return event_stream(services, run, _frames(run))
@@ -114,39 +118,43 @@ async def count_input_tokens(request: Request) -> Response:
 
 
 async def retrieve_response(request: Request) -> Response:
-    """The response as it is now: a background one running here is read live, its events too with
-    `stream=true` (from the one after `starting_after` on, then following it until it ends)."""
+    """The response as it is now. A background response running here is read live; one running on
+    another replica is read from the store, which its replica keeps up to date. With `stream=true`, its
+    events from the one after `starting_after` on, then following it until it ends."""
     services: Services = request.app.state.services
     check_include(include_query(request))
     stream, after = _stream_query(request)
     run = _live(request)
     if not stream:
-        return JSONResponse(run.snapshot() if run is not None else (await _stored(request)).response)
+        return JSONResponse(run.snapshot() if run is not None else (await _stored(request, dialog=False)).response)
     if run is not None:
         return event_stream(services, run, _frames(run, after))
-    stored = await _stored(request)
+    stored = await _stored(request, dialog=False)
     if not stored.response.get("background"):
         raise bad_request("Only responses created with background=true can be streamed again.", param="stream")
-    frames = await services.store.events_after(stored.response["id"], after)
-
-    async def replay() -> AsyncIterator[bytes]:
-        yield b"".join(frames)
-
-    return sse_response(services, replay())
+    return sse_response(services, follow_stored(services.store, stored.response["id"], after))
 
 
 async def cancel_response(request: Request) -> Response:
-    """Stop a background response (its engine request aborted, a running tool call interrupted); one
-    that already ended is answered as it is. Only background responses can be cancelled."""
+    """Stop a background response (its engine request aborted, a running tool call interrupted), here or
+    on the replica running it; one that already ended is answered as it is. Only background responses
+    can be cancelled."""
+    services: Services = request.app.state.services
     run = _live(request)
     if run is not None:
         run.cancel()
         await run.log.wait_closed()
         return JSONResponse(run.response)
-    stored = await _stored(request)
+    stored = await _stored(request, dialog=False)
     if not stored.response.get("background"):
         raise bad_request("Only responses created with background=true can be cancelled.", param="response_id")
+    if stored.status in RUNNING:
+        await services.replicas.cancel(stored, wait_s=CANCEL_WAIT_S)
+        stored = await _stored(request, dialog=False)
     return JSONResponse(stored.response)
+
+
+CANCEL_WAIT_S = 30.0  # how long a cancel waits for another replica to stop the response
 
 
 def _live(request: Request) -> ResponseRun | None:
@@ -186,7 +194,7 @@ async def delete_response(request: Request) -> Response:
 
 
 async def list_input_items(request: Request) -> Response:
-    stored = await _stored(request)
+    stored = await _stored(request, dialog=False)
     check_include(include_query(request))
     query = page_query(request)
     items = stored.input_items if query.ascending else stored.input_items[::-1]
@@ -198,10 +206,10 @@ async def list_input_items(request: Request) -> Response:
     return JSONResponse(listing(items[: query.limit], len(items) > query.limit))
 
 
-async def _stored(request: Request):
+async def _stored(request: Request, dialog: bool = True) -> StoredResponse:
     response_id = request.path_params["response_id"]
     services: Services = request.app.state.services
-    stored = await services.store.get(response_id, tenant_of(request))
+    stored = await services.store.get(response_id, tenant_of(request), dialog=dialog)
     if stored is None:
         raise _missing(response_id)
     return stored

@@ -25,7 +25,9 @@ from ..harmony import Preamble, PromptRenderer, ToolDescription, ToolNamespaceCo
 from ..parser import HarmonyStreamParser, MalformedHarmony, MessageFinished, MessageStarted, TextDelta
 from ..metrics import Metrics
 from ..shutdown import Drain
-from ..store import ResponseStore, StoredResponse
+from ..replicas import Replicas
+from ..storage import StorageError
+from ..store import RUNNING, ResponseStore, StoredResponse
 from ..conversations.store import Conversation, ConversationStore, DuplicateItem
 from ..conversations.history import keep_state, new_items, open_conversation, refuse_known_ids
 from sandbox.manager import SandboxManager
@@ -34,6 +36,7 @@ from tools.servers import MCPServers
 from .conversation import Dialog, append_input, tool_result
 from .hosted import HostedTools, ToolCall
 from .items import CustomToolCallOutput, Delta, Event, Events, FunctionCallOutput, MessageOutput, OutputItem, ReasoningOutput, new_id
+from .journal import Journal
 from .log import EventLog, Runs
 from .sealed import Sealer, Unsealable
 from .choice import check_choice, forced_header, offered_tools
@@ -56,6 +59,7 @@ class Services:
     metrics: Metrics
     renderer: PromptRenderer
     runs: Runs
+    replicas: Replicas
     sealer: Sealer
     sandbox: SandboxManager | None = None
     mcp: MCPServers | None = None
@@ -105,6 +109,10 @@ class ResponseRun:
         self._tokens_counted = False
         self._cancel = anyio.CancelScope()
         self.background = bool(request.background)  # runs on whatever the client does; resumable, cancellable
+        self.journal: Journal | None = None  # a background response's events and progress, in the store
+        # The stored response this one continues, and how many of the dialog's messages are its.
+        self._parent_id: str | None = None
+        self._parent_length = 0
 
     # -- before the first event: everything that can still be an HTTP error ------------------------------
 
@@ -137,7 +145,13 @@ class ResponseRun:
                     param="previous_response_id",
                     code="previous_response_not_found",
                 )
+            if previous.status in RUNNING:
+                raise bad_request(
+                    f"Previous response '{request.previous_response_id}' is still running: wait for it to end, or cancel it.",
+                    param="previous_response_id",
+                )
             self.dialog = Dialog.from_json(previous.dialog, previous.open_calls, previous.state)
+            self._parent_id, self._parent_length = request.previous_response_id, len(previous.dialog)
         known: set[str] = set()
         if request.conversation_id is not None:
             self.conversation, self.dialog, known = await open_conversation(
@@ -232,10 +246,26 @@ class ResponseRun:
 
     # -- the events ---------------------------------------------------------------------------------------
 
+    async def begin(self) -> None:
+        """A background response is stored as it starts, for every replica to find (a failure here is the
+        request's: a 503, and the engine request opened by `prepare` is closed)."""
+        if not self.background:
+            return
+        services = self.services
+        try:
+            await services.store.begin(self.snapshot(), self.input_items, self.tenant, services.replicas.id)
+        except BaseException:
+            with anyio.CancelScope(shield=True):
+                if self._stream is not None:
+                    await self._stream.aclose()
+            raise
+        self.journal = Journal(services.store, self.response["id"], services.replicas.id, self.log, self.snapshot)
+
     def start(self) -> None:
         """Hand the run to a task of its own; from here on it is read through `self.log`."""
-        if self.background:
+        if self.journal is not None:
             self.services.runs.background[self.response["id"]] = self
+            self.services.runs.start(self.journal.run)
         self.services.runs.start(self.execute)
 
     def cancel(self) -> None:
@@ -288,17 +318,40 @@ class ResponseRun:
             error = {"code": "server_error", "message": self.failure.message}
         self.finish(status, error, incomplete)
         with anyio.CancelScope(shield=True):
-            if self.request.store:
-                await self._save()
             if self.conversation is not None and status in ("completed", "incomplete"):
                 await self._add_to_conversation(self.conversation)
+            if self.journal is not None:
+                await self._finish_background(status)
+            else:
+                if self.request.store:
+                    await self._save_or_fail()
+                if status != "cancelled":
+                    emit([log.make(f"response.{self.response['status']}", response=self.response)])
+
+    async def _finish_background(self, status: str) -> None:
+        """The terminal event (its readers are still there: a cancelled stream ends with an error event),
+        then the final record with the events not written yet; only then is the run forgotten here, so a
+        reader always finds it, live or stored."""
+        assert self.journal is not None
+        log = self.events_log
         if status != "cancelled":
-            emit([log.make(f"response.{status}", response=self.response)])
-        elif self.background:  # its readers are still there: their stream ends with an error event
-            emit([log.make("error", code="response_cancelled", message="The response was cancelled.", param=None)])
-        if self.background:
-            with anyio.CancelScope(shield=True):
-                await self._save_events()
+            self.log.append([log.make(f"response.{status}", response=self.response)])
+        else:
+            self.log.append([log.make("error", code="response_cancelled", message="The response was cancelled.", param=None)])
+        try:
+            await self.journal.finish(lambda frames: self._save(frames, owner=self.services.replicas.id))
+        finally:
+            self.services.runs.background.pop(self.response["id"], None)
+
+    async def _save_or_fail(self) -> None:
+        """Store the response; if the database stays unreachable beyond its retry window, the response
+        fails (a client told `completed` would find nothing to continue from)."""
+        try:
+            await self._save()
+        except StorageError as exc:
+            logger.error("response %s could not be stored: %s", self.response["id"], exc)
+            self.failure = APIError(503, "The response could not be stored.", type="server_error", code="storage_unavailable")
+            self.finish("failed", {"code": "server_error", "message": self.failure.message}, None)
 
     async def _loop(self) -> tuple[str, dict[str, str] | None]:
         """Engine calls and tool calls, until the model answers or a limit is reached: the status."""
@@ -638,21 +691,12 @@ class ResponseRun:
             },
         }
 
-    async def _save(self) -> None:
-        dialog = self.dialog
-        record = StoredResponse(self.response, self.input_items, dialog.to_json(), dialog.open_calls, dialog.state(), self.tenant)
-        await self.services.store.put(record)
-
-    async def _save_events(self) -> None:
-        """A background response's events, kept so that its stream can be resumed after it ended; the run
-        is forgotten only then, so a reader always finds it live or stored."""
-        try:
-            frames = await anyio.to_thread.run_sync(numbered_frames, self.log.batches)
-            await self.services.store.put_events(self.response["id"], frames)
-        except Exception:  # the response itself is stored; only resuming its stream will not work
-            logger.exception("could not store the events of response %s", self.response["id"])
-        finally:
-            self.services.runs.background.pop(self.response["id"], None)
+    async def _save(self, frames: list[tuple[int, bytes]] | None = None, owner: str | None = None) -> bool:
+        """Store the response: with a parent, only the messages it added to the parent's dialog."""
+        dialog, parent_id = self.dialog, self._parent_id
+        added = dialog.to_json(self._parent_length) if parent_id is not None else dialog.to_json()
+        record = StoredResponse(self.response, self.input_items, added, dialog.open_calls, dialog.state(), self.tenant, parent_id=parent_id)
+        return await self.services.store.put(record, dialog.to_json, frames=frames, owner=owner)
 
     async def _add_to_conversation(self, conversation: Conversation) -> None:
         """The response's input and output become the conversation's next items (a failed or cancelled
@@ -717,19 +761,3 @@ def _echo_tool(tool: Any) -> dict[str, Any]:
 
 def _text(message: Any) -> str:
     return "".join(getattr(part, "text", "") for part in message.content)
-
-
-def sequence_number(event: Event | Delta) -> int:
-    return event.sequence_number if type(event) is Delta else event["sequence_number"]
-
-
-def numbered_frames(batches: list[list[Event | Delta]]) -> list[tuple[int, bytes]]:
-    return [(sequence_number(event), sse_frame(event)) for batch in batches for event in batch]
-
-
-def sse_frame(event: Event | Delta) -> bytes:
-    """The SSE frame of one event: `event: TYPE`, `data: JSON`, a blank line."""
-    if type(event) is Delta:
-        return event.frame()
-    data = json.dumps(event, ensure_ascii=False, separators=(",", ":"))
-    return f"event: {event['type']}\ndata: {data}\n\n".encode()

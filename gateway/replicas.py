@@ -1,0 +1,126 @@
+"""This gateway process among the replicas that share one database.
+
+Each replica holds a lease it renews every `lease_s / 3`. A background response is stored as it starts
+with the replica running it as its owner; when a replica stops renewing (killed, cut off), another
+replica ends its responses as failed, with a last event that ends every stream following them, so no
+response stays `in_progress` forever. A cancel that reaches a replica not running the response is
+sent to the one that is (PostgreSQL's NOTIFY); if that one is gone, the cancel is carried out here.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import time
+import uuid
+from typing import Any, Callable
+
+import anyio
+
+from .config import StorageConfig
+from .storage import Database, StorageError
+from .store import RUNNING, ResponseStore, Stalled, StoredResponse
+
+log = logging.getLogger("gateway.replicas")
+
+CANCEL_CHANNEL = "gateway_cancel"
+_RESEND_CANCEL_S = 1.0
+
+
+class Replicas:
+    def __init__(self, db: Database, store: ResponseStore, config: StorageConfig) -> None:
+        self.db = db
+        self.store = store
+        self.lease_s = config.lease_s
+        self.id = config.replica_id or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        self._cancel_handlers: list[Callable[[str], None]] = []
+        db.listen(CANCEL_CHANNEL, self._on_cancel)
+
+    def on_cancel(self, handler: Callable[[str], None]) -> None:
+        """Call `handler(response_id)` when any replica asks for a response to be cancelled."""
+        self._cancel_handlers.append(handler)
+
+    def _on_cancel(self, response_id: str) -> None:
+        for handler in self._cancel_handlers:
+            handler(response_id)
+
+    async def join(self) -> None:
+        """Take the lease before running anything, so no other replica mistakes this one's runs for orphans."""
+        await self._renew()
+
+    async def run(self) -> None:
+        """For the app's lifetime: renew the lease, and end the runs of replicas whose lease ran out."""
+        interval = self.lease_s / 3
+        while True:
+            await anyio.sleep(interval)
+            try:
+                await self._renew()
+                await self.reap()
+            except StorageError as exc:
+                log.warning("lease not renewed: %s", exc)
+
+    async def _renew(self) -> None:
+        await self.db.execute(
+            "INSERT INTO replicas (id, heartbeat_at) VALUES (?, ?) ON CONFLICT (id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at",
+            self.id,
+            time.time(),
+        )
+
+    async def leave(self) -> None:
+        """A clean shutdown: give the lease up (the runs here have ended by now)."""
+        with anyio.move_on_after(2, shield=True):
+            try:
+                await self.db.execute("DELETE FROM replicas WHERE id = ?", self.id)
+            except StorageError:
+                pass
+
+    async def reap(self) -> int:
+        """End, as failed, the responses of replicas whose lease ran out; how many."""
+        ended = 0
+        for stalled in await self.store.stalled(time.time() - self.lease_s):
+            error = {"code": "server_error", "message": "The gateway replica running this response stopped before it finished."}
+            if await self._end(stalled, "failed", error):
+                log.warning("response %s failed: its replica %s stopped renewing its lease", stalled.id, stalled.owner)
+                ended += 1
+        if ended:
+            await self.db.execute("DELETE FROM replicas WHERE heartbeat_at < ?", time.time() - 10 * self.lease_s)
+        return ended
+
+    async def cancel(self, stored: StoredResponse, wait_s: float) -> None:
+        """Cancel a background response another replica runs: ask it (again every second, notifications
+        can be lost) until the response ends; if its replica is gone, cancel it here."""
+        deadline = time.monotonic() + wait_s
+        resend = 0.0
+        while time.monotonic() < deadline:
+            state = await self.store.status(stored.response["id"])
+            if state is None or state[0] not in RUNNING or state[1] is None:
+                return
+            if not await self._alive(state[1]):
+                await self._end(Stalled(stored.response["id"], state[1]), "cancelled", None)
+                return
+            if time.monotonic() >= resend:
+                await self.db.notify(CANCEL_CHANNEL, stored.response["id"])
+                resend = time.monotonic() + _RESEND_CANCEL_S
+            await anyio.sleep(0.05)
+
+    async def _alive(self, replica: str) -> bool:
+        rows = await self.db.fetch("SELECT heartbeat_at FROM replicas WHERE id = ?", replica)
+        return bool(rows) and rows[0][0] >= time.time() - self.lease_s
+
+    async def _end(self, stalled: Stalled, status: str, error: dict[str, str] | None) -> bool:
+        rows = await self.db.fetch("SELECT response FROM responses WHERE id = ?", stalled.id)
+        if not rows:
+            return False
+        response: dict[str, Any] = json.loads(rows[0][0]) | {"status": status, "error": error}
+        if status == "cancelled":
+            event: dict[str, Any] = {"type": "error", "code": "response_cancelled", "message": "The response was cancelled.", "param": None}
+        else:
+            event = {"type": f"response.{status}", "response": response}
+
+        def frame(sequence_number: int) -> bytes:
+            data = json.dumps(event | {"sequence_number": sequence_number}, separators=(",", ":"))
+            return f"event: {event['type']}\ndata: {data}\n\n".encode()
+
+        return await self.store.take_over(stalled, response, frame)

@@ -1,0 +1,48 @@
+"""Following a background response from the store: what a replica that does not run the response (or a
+client resuming after the run ended) reads. The replica running it writes its events as they come
+(journal.py); this reads them back in order until the terminal event, which is written in the same
+transaction as the final record, or by the replica that ended the run of a dead one."""
+
+from __future__ import annotations
+
+import json
+from typing import AsyncIterator
+
+import anyio
+
+from ..storage import StorageError
+from ..store import TERMINAL_EVENTS, ResponseStore
+
+POLL_S = 0.1  # how often a running response's new events are looked for
+
+
+async def follow_stored(store: ResponseStore, response_id: str, after: int) -> AsyncIterator[bytes]:
+    """The stored events after sequence number `after`, then those still to come, until the last."""
+    last = after
+    try:
+        while True:
+            rows = await store.events_after(response_id, last)
+            if rows:
+                frames = []
+                for number, frame in rows:
+                    frames.append(frame)
+                    last = number
+                    if frame.startswith(TERMINAL_EVENTS):
+                        yield b"".join(frames)
+                        return
+                yield b"".join(frames)
+                continue
+            state = await store.status(response_id)
+            if state is None:
+                yield _error(last + 1, "not_found", "The response was deleted.")
+                return
+            if state[1] is None:  # it ended: its last events were stored with its end, and all are read
+                return
+            await anyio.sleep(POLL_S)
+    except StorageError:
+        yield _error(last + 1, "storage_unavailable", "The gateway's database became unavailable; resume the stream later.")
+
+
+def _error(sequence_number: int, code: str, message: str) -> bytes:
+    data = json.dumps({"type": "error", "code": code, "message": message, "param": None, "sequence_number": sequence_number})
+    return f"event: error\ndata: {data}\n\n".encode()

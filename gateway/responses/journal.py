@@ -1,0 +1,77 @@
+"""A background response's journal: its events and its progress, written to the store while it runs, so
+that any replica can show it (GET), follow it (a resumed stream) or cancel it, and nothing is lost if
+this replica dies (its lease runs out and another replica ends the response).
+
+Writes are batched: every FLUSH_INTERVAL_S at most, one transaction with the new events' frames and the
+Response object as it is now. The last write, with the terminal event, is the response's final record:
+one transaction, so a reader never sees the end of the stream without the stored result, or the
+reverse.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Awaitable, Callable
+
+import anyio
+
+from ..storage import StorageError
+from ..store import ResponseStore
+from .log import EventLog, numbered_frames
+
+logger = logging.getLogger("gateway.responses")
+
+FLUSH_INTERVAL_S = 0.1
+RETRY_FINAL_S = 2.0  # a final record that could not be written is tried again this often
+
+Frames = list[tuple[int, bytes]]
+
+
+class Journal:
+    def __init__(self, store: ResponseStore, response_id: str, owner: str, log: EventLog, snapshot: Callable[[], dict[str, Any]]) -> None:
+        self._store = store
+        self._id = response_id
+        self._owner = owner
+        self._log = log
+        self._snapshot = snapshot
+        self._written = 0  # batches of the log written so far
+        self._lock = anyio.Lock()
+        self._finished = False
+
+    async def run(self) -> None:
+        """Follow the log, writing what is new, until the run's end hands the rest to `finish`."""
+        while not self._finished:
+            await self._log.wait_beyond(self._written)
+            if self._log.closed or self._finished:
+                return
+            await anyio.sleep(FLUSH_INTERVAL_S)  # events of the next moments go in the same write
+            async with self._lock:
+                if self._finished:
+                    return
+                end = len(self._log.batches)
+                try:
+                    await self._store.progress(self._id, self._owner, self._snapshot(), self._frames(end))
+                except StorageError as exc:  # tried again with the next events; the final write has them all
+                    logger.warning("progress of response %s not stored: %s", self._id, exc)
+                    continue
+                self._written = end
+
+    async def finish(self, save: Callable[[Frames], Awaitable[bool]]) -> None:
+        """Write the final record with the events not yet written, by `save(frames)`; while the database
+        is unreachable, again and again (the response stays readable here meanwhile; if this replica
+        stops first, another ends the response when the lease runs out)."""
+        async with self._lock:
+            self._finished = True
+            frames = self._frames(len(self._log.batches))
+        while True:
+            try:
+                with anyio.CancelScope(shield=True):
+                    if not await save(frames):
+                        logger.warning("response %s was ended by another replica before its own end was stored", self._id)
+                return
+            except StorageError as exc:
+                logger.error("response %s could not be stored (%s); trying again", self._id, exc)
+            await anyio.sleep(RETRY_FINAL_S)
+
+    def _frames(self, end: int) -> Frames:
+        return numbered_frames(self._log.batches[self._written : end])

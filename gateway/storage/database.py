@@ -1,0 +1,91 @@
+"""The one interface the stores talk to: SQL statements, transactions, and notifications between replicas.
+
+Statements are written once, with `?` placeholders and SQL that SQLite and PostgreSQL both read
+(`INSERT ... ON CONFLICT`, recursive CTEs); the PostgreSQL backend numbers the placeholders. What the two
+dialects write differently (column types, auto-increment) lives only in the migrations.
+"""
+
+from __future__ import annotations
+
+import abc
+import logging
+from typing import Any, Awaitable, Callable, TypeVar
+
+T = TypeVar("T")
+Row = tuple[Any, ...]
+log = logging.getLogger("gateway.storage")
+
+
+class StorageError(Exception):
+    """The database could not be reached, or failed, for longer than the retry window."""
+
+
+class Conflict(Exception):
+    """A unique key the statement would have written twice."""
+
+
+class Tx(abc.ABC):
+    """Statements inside one transaction."""
+
+    @abc.abstractmethod
+    async def fetch(self, sql: str, *params: Any) -> list[Row]: ...
+
+    @abc.abstractmethod
+    async def execute(self, sql: str, *params: Any) -> int:
+        """Run a statement; how many rows it changed."""
+
+    @abc.abstractmethod
+    async def executemany(self, sql: str, rows: list[tuple[Any, ...]]) -> None: ...
+
+
+class Database(abc.ABC):
+    """A database the stores share. Every call is retried while the database is unreachable (a restart,
+    a failover), up to the configured window; after that it raises StorageError. A transaction's work is
+    run again from the start on a retry, so it must only read and write through its `Tx`."""
+
+    dialect: str
+
+    @abc.abstractmethod
+    async def start(self) -> None:
+        """Connect, and bring the schema up to date (migrations.py)."""
+
+    @abc.abstractmethod
+    async def close(self) -> None: ...
+
+    @abc.abstractmethod
+    async def transaction(self, work: Callable[[Tx], Awaitable[T]]) -> T:
+        """Run `work` in one transaction: all of it lands, or none."""
+
+    async def fetch(self, sql: str, *params: Any) -> list[Row]:
+        return await self.transaction(lambda tx: tx.fetch(sql, *params))
+
+    async def execute(self, sql: str, *params: Any) -> int:
+        return await self.transaction(lambda tx: tx.execute(sql, *params))
+
+    @abc.abstractmethod
+    async def notify(self, channel: str, payload: str) -> None:
+        """Tell every replica listening on `channel` (this one included)."""
+
+    @abc.abstractmethod
+    def listen(self, channel: str, callback: Callable[[str], None]) -> None:
+        """Call `callback(payload)` for every notification on `channel`, for the database's lifetime."""
+
+    async def keep_listening(self) -> None:
+        """Run for the app's lifetime where notifications come from other processes; by default they do not."""
+
+    @property
+    def shared(self) -> bool:
+        """Whether other gateway processes may use this database at the same time (replicas)."""
+        return False
+
+
+def open_database(url: str, *, retry_s: float, pool_size: int) -> Database:
+    """The database `storage.url` names: `sqlite:///PATH` (or a bare path) or `postgresql://...`."""
+    if url.startswith(("postgresql://", "postgres://")):
+        from .postgres import PostgreSQL  # asyncpg is only imported where it is used
+
+        return PostgreSQL(url, retry_s=retry_s, pool_size=pool_size)
+    from .sqlite import SQLite
+
+    # As SQLAlchemy writes them: sqlite:///relative/path, sqlite:////absolute/path.
+    return SQLite(url[len("sqlite:///") :] if url.startswith("sqlite:///") else url)

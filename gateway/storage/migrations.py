@@ -1,0 +1,101 @@
+"""The schema, as numbered migrations applied in order at start-up; `schema_version` records how far a
+database has come. A migration is never edited once released: a change is a new migration.
+
+Both dialects get the same versions; where they spell a type differently, each has its own statement.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    sqlite: tuple[str, ...]
+    postgresql: tuple[str, ...]
+
+    def statements(self, dialect: str) -> tuple[str, ...]:
+        return self.sqlite if dialect == "sqlite" else self.postgresql
+
+
+def _both(*statements: str) -> tuple[str, ...]:
+    return statements
+
+
+_RESPONSES = """
+CREATE TABLE IF NOT EXISTS responses (
+    id TEXT PRIMARY KEY,
+    created_at {real} NOT NULL,
+    response TEXT NOT NULL,      -- the Response object as the API returns it
+    input_items TEXT NOT NULL,   -- the request's input items, as input_items lists them
+    dialog TEXT NOT NULL,        -- Harmony messages after the preamble (openai_harmony Message dicts)
+    open_calls TEXT NOT NULL,    -- call_id -> recipient of calls still waiting for output
+    state TEXT NOT NULL DEFAULT '{{}}',  -- the conversation's tool state: sandbox session, MCP listings
+    tenant TEXT NOT NULL DEFAULT 'default'  -- whose it is: other tenants never see it
+)
+"""
+
+# The streamed events of background responses, kept so that a stream can be resumed after any of them.
+_EVENTS = """
+CREATE TABLE IF NOT EXISTS response_events (
+    response_id TEXT NOT NULL,
+    sequence_number INTEGER NOT NULL,
+    frame {blob} NOT NULL,             -- the event's SSE frame, as it was sent
+    PRIMARY KEY (response_id, sequence_number)
+)
+"""
+
+_CONVERSATIONS = """
+CREATE TABLE IF NOT EXISTS conversations (
+    id TEXT PRIMARY KEY,
+    created_at BIGINT NOT NULL,
+    metadata TEXT NOT NULL,
+    open_calls TEXT NOT NULL DEFAULT '{{}}',  -- call_id -> recipient of calls waiting for their output
+    state TEXT NOT NULL DEFAULT '{{}}',       -- tool state: sandbox session, MCP listings, approvals
+    tenant TEXT NOT NULL
+)
+"""
+
+_ITEMS = """
+CREATE TABLE IF NOT EXISTS conversation_items (
+    seq {serial},  -- the item's place in the conversation
+    conversation_id TEXT NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+    id TEXT NOT NULL,
+    item TEXT NOT NULL,      -- the item as the API shows it
+    messages TEXT NOT NULL,  -- the Harmony messages it stands for (openai_harmony Message dicts)
+    UNIQUE (conversation_id, id)
+)
+"""
+
+_V1 = (_RESPONSES, _EVENTS, _CONVERSATIONS, _ITEMS)
+_SQLITE_TYPES = {"real": "REAL", "blob": "BLOB", "serial": "INTEGER PRIMARY KEY AUTOINCREMENT"}
+_POSTGRES_TYPES = {"real": "DOUBLE PRECISION", "blob": "BYTEA", "serial": "BIGSERIAL PRIMARY KEY"}
+
+# Version 2: durable runs on several replicas.
+_V2 = _both(
+    # Where a response is in its life, which replica runs it (NULL once it ended), and the response it
+    # continues: its dialog then holds only the messages it added to its parent's.
+    "ALTER TABLE responses ADD COLUMN status TEXT NOT NULL DEFAULT 'completed'",
+    "ALTER TABLE responses ADD COLUMN owner TEXT",
+    "ALTER TABLE responses ADD COLUMN parent_id TEXT",
+    # Deleted or expired while a stored child still builds on its messages: hidden, removed with the last child.
+    "ALTER TABLE responses ADD COLUMN deleted INTEGER NOT NULL DEFAULT 0",
+    "CREATE INDEX IF NOT EXISTS responses_parent ON responses (parent_id) WHERE parent_id IS NOT NULL",
+    "CREATE INDEX IF NOT EXISTS responses_owner ON responses (owner) WHERE owner IS NOT NULL",
+    "CREATE INDEX IF NOT EXISTS responses_created ON responses (created_at)",
+    # Live gateway processes: each renews its lease; the runs of one whose lease ran out are failed.
+    """
+    CREATE TABLE IF NOT EXISTS replicas (
+        id TEXT PRIMARY KEY,
+        heartbeat_at DOUBLE PRECISION NOT NULL
+    )
+    """,
+)
+
+MIGRATIONS = (
+    Migration(1, tuple(s.format(**_SQLITE_TYPES) for s in _V1), tuple(s.format(**_POSTGRES_TYPES) for s in _V1)),
+    Migration(2, _V2, _V2),
+)
+
+VERSION_TABLE = "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)"

@@ -1,0 +1,120 @@
+"""SQLite, the embedded default: one file, one gateway process. Statements run in worker threads, one at
+a time, so the event loop never waits on the disk."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any, Awaitable, Callable, TypeVar
+
+import anyio
+import anyio.to_thread
+
+from .database import Conflict, Database, Row, StorageError, Tx
+from .migrations import MIGRATIONS, VERSION_TABLE
+
+T = TypeVar("T")
+
+
+class SQLite(Database):
+    dialect = "sqlite"
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._db: sqlite3.Connection | None = None
+        self._lock = anyio.Lock()  # one statement or transaction at a time on the one connection
+        self._listeners: dict[str, list[Callable[[str], None]]] = {}
+
+    async def start(self) -> None:
+        await anyio.to_thread.run_sync(self._open)
+        await self.transaction(_migrate)
+
+    def _open(self) -> None:
+        if self.path != ":memory:":
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=NORMAL")
+        db.execute("PRAGMA foreign_keys=ON")
+        db.execute("PRAGMA busy_timeout=5000")
+        self._db = db
+
+    async def close(self) -> None:
+        async with self._lock:
+            if self._db is not None:
+                self._db.close()
+                self._db = None
+
+    async def transaction(self, work: Callable[[Tx], Awaitable[T]]) -> T:
+        async with self._lock:
+            db = self._db
+            if db is None:
+                raise StorageError("the database is closed")
+            await _run(db.execute, "BEGIN IMMEDIATE")
+            try:
+                result = await work(_SQLiteTx(db))
+            except BaseException:
+                with anyio.CancelScope(shield=True):
+                    await _run(db.execute, "ROLLBACK")
+                raise
+            with anyio.CancelScope(shield=True):  # a commit that started lands, cancelled or not
+                await _run(db.execute, "COMMIT")
+            return result
+
+    async def notify(self, channel: str, payload: str) -> None:
+        # One process holds the file: its own listeners are all there are.
+        for callback in self._listeners.get(channel, []):
+            callback(payload)
+
+    def listen(self, channel: str, callback: Callable[[str], None]) -> None:
+        self._listeners.setdefault(channel, []).append(callback)
+
+
+class _SQLiteTx(Tx):
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self._db = db
+
+    async def fetch(self, sql: str, *params: Any) -> list[Row]:
+        return await _run(lambda: self._db.execute(sql, params).fetchall())
+
+    async def execute(self, sql: str, *params: Any) -> int:
+        return await _run(lambda: self._db.execute(sql, params).rowcount)
+
+    async def executemany(self, sql: str, rows: list[tuple[Any, ...]]) -> None:
+        await _run(self._db.executemany, sql, rows)
+
+
+async def _run(function: Callable[..., T], *args: Any) -> T:
+    try:
+        return await anyio.to_thread.run_sync(function, *args)
+    except sqlite3.IntegrityError as exc:
+        if "UNIQUE" in str(exc) or "PRIMARY KEY" in str(exc):
+            raise Conflict(str(exc)) from None
+        raise StorageError(str(exc)) from exc
+    except sqlite3.Error as exc:
+        raise StorageError(str(exc)) from exc
+
+
+async def _migrate(tx: Tx) -> None:
+    await tx.execute(VERSION_TABLE)
+    rows = await tx.fetch("SELECT version FROM schema_version")
+    version = rows[0][0] if rows else 0
+    if not rows:
+        await tx.execute("INSERT INTO schema_version (version) VALUES (0)")
+        await _adopt_unversioned(tx)
+    if version > MIGRATIONS[-1].version:
+        raise StorageError(f"the database's schema (version {version}) is newer than this gateway's")
+    for migration in MIGRATIONS:
+        if migration.version > version:
+            for statement in migration.statements("sqlite"):
+                await tx.execute(statement)
+            await tx.execute("UPDATE schema_version SET version = ?", migration.version)
+
+
+async def _adopt_unversioned(tx: Tx) -> None:
+    """A database from before migrations: bring its responses table to version 1's columns."""
+    columns = {row[1] for row in await tx.fetch("PRAGMA table_info(responses)")}
+    if columns and "state" not in columns:
+        await tx.execute("ALTER TABLE responses ADD COLUMN state TEXT NOT NULL DEFAULT '{}'")
+    if columns and "tenant" not in columns:
+        await tx.execute("ALTER TABLE responses ADD COLUMN tenant TEXT NOT NULL DEFAULT 'default'")

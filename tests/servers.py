@@ -1,0 +1,142 @@
+"""Real PostgreSQL and HAProxy servers on loopback for the tests, from Debian's packages (scripts/test
+installs them when missing): no images, no network."""
+
+from __future__ import annotations
+
+import glob
+import os
+import pwd
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from .conftest import free_port, wait_for_port
+
+
+def _postgres_bin(name: str) -> str:
+    found = sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"), key=lambda path: int(path.split("/")[4]))
+    if found:
+        return found[-1]
+    on_path = shutil.which(name)
+    if on_path is None:
+        raise RuntimeError(f"PostgreSQL's {name} is not installed (Debian's postgresql package; scripts/test installs it)")
+    return on_path
+
+
+def postgres_available() -> bool:
+    try:
+        _postgres_bin("initdb")
+    except RuntimeError:
+        return False
+    return True
+
+
+class PostgresServer:
+    """A throwaway cluster: initdb into a temporary directory, trust authentication on loopback only.
+    PostgreSQL refuses to run as root, so as root it runs as the `postgres` user the package made."""
+
+    def __init__(self) -> None:
+        self.dir = Path(tempfile.mkdtemp(prefix="hg-postgres-"))
+        self.data = self.dir / "data"
+        self.port = free_port()
+        self.log = self.dir / "server.log"
+        self._user = "postgres" if os.getuid() == 0 else None
+        if self._user is not None:
+            entry = pwd.getpwnam(self._user)
+            os.chown(self.dir, entry.pw_uid, entry.pw_gid)
+        self._run(_postgres_bin("initdb"), "-D", str(self.data), "-U", "gateway", "--auth=trust", "-E", "UTF8", "--no-sync")
+        self._databases = 0
+
+    def _run(self, *args: str) -> None:
+        command = list(args) if self._user is None else ["runuser", "-u", self._user, "--", *args]
+        subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=self.dir)
+
+    def start(self) -> "PostgresServer":
+        options = f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200"
+        self._run(_postgres_bin("pg_ctl"), "-D", str(self.data), "-l", str(self.log), "-o", options, "-w", "start")
+        wait_for_port(self.port)
+        return self
+
+    def stop(self, mode: str = "fast") -> None:
+        self._run(_postgres_bin("pg_ctl"), "-D", str(self.data), "-m", mode, "-w", "stop")
+
+    def restart(self, down_s: float = 0.0) -> None:
+        """Stop the server (open connections are cut), stay down a while, start again on the same port."""
+        self.stop()
+        time.sleep(down_s)
+        self.start()
+
+    def url(self, database: str = "postgres") -> str:
+        return f"postgresql://gateway@127.0.0.1:{self.port}/{database}"
+
+    def new_database(self) -> str:
+        """A fresh, empty database; its URL."""
+        self._databases += 1
+        name = f"test{self._databases}"
+        psql = _postgres_bin("psql")
+        subprocess.run(
+            [psql, "-h", "127.0.0.1", "-p", str(self.port), "-U", "gateway", "-d", "postgres", "-q", "-c", f"CREATE DATABASE {name}"],
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
+        return self.url(name)
+
+    def close(self) -> None:
+        try:
+            self.stop("immediate")
+        except subprocess.CalledProcessError:
+            pass
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class HAProxy:
+    """HAProxy balancing HTTP round-robin over gateway replicas, with health checks on /ready."""
+
+    def __init__(self, backends: list[int], workdir: Path) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        servers = "\n".join(
+            f"    server replica{index} 127.0.0.1:{port} check inter 500ms fall 2 rise 1" for index, port in enumerate(backends)
+        )
+        self.config = workdir / f"haproxy-{self.port}.cfg"
+        self.config.write_text(
+            f"""global
+    maxconn 1024
+
+defaults
+    mode http
+    timeout connect 2s
+    timeout client 120s
+    timeout server 120s
+    option http-server-close
+
+frontend gateway
+    bind 127.0.0.1:{self.port}
+    default_backend replicas
+
+backend replicas
+    balance roundrobin
+    option httpchk GET /ready
+    retry-on conn-failure empty-response
+    retries 2
+    option redispatch
+{servers}
+"""
+        )
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> "HAProxy":
+        binary = shutil.which("haproxy") or "/usr/sbin/haproxy"
+        if not os.path.exists(binary):
+            raise RuntimeError("HAProxy is not installed (Debian's haproxy package; scripts/test installs it)")
+        subprocess.run([binary, "-c", "-q", "-f", str(self.config)], check=True)
+        self._proc = subprocess.Popen([binary, "-db", "-f", str(self.config)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_for_port(self.port)
+        return self
+
+    def stop(self) -> None:
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.terminate()
+            self._proc.wait(10)

@@ -1,0 +1,200 @@
+"""The PostgreSQL backend (`storage.url: postgresql://...`), against a real server started from Debian's
+package: the stored-state scenarios of the other test modules played again on it, what the storage
+layer itself promises (parents shared along a chain, deletion, migrations), and a server restart
+during runs."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import sqlite3
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import httpx
+import pytest
+
+from . import test_background, test_conversations, test_responses
+from .conftest import MODEL, Gateway, gateway_config
+from .servers import PostgresServer
+from .stream_checker import check_response_stream, parse_sse
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[PostgresServer]:
+    server = PostgresServer().start()
+    yield server
+    server.close()
+
+
+@pytest.fixture(scope="module")
+def pg_gateway(emulator, postgres, tmp_path_factory) -> Iterator[Gateway]:
+    tmp = tmp_path_factory.mktemp("pg-gateway")
+    process = Gateway(gateway_config(emulator.url, tmp, storage={"url": postgres.new_database()}), tmp).start()
+    yield process
+    process.stop()
+
+
+# Scenarios written for the default store, played on PostgreSQL: what a stored response, a conversation
+# and a background run promise must not depend on the backend.
+SCENARIOS: list[Callable[..., None]] = [
+    test_responses.test_previous_response_id_continues,
+    test_responses.test_retrieve_delete_and_input_items,
+    test_responses.test_stored_streamed_response_matches_the_stream,
+    test_conversations.test_conversation_lifecycle,
+    test_conversations.test_responses_continue_and_fill_the_conversation,
+    test_conversations.test_items_api_changes_what_the_model_reads,
+    test_conversations.test_item_pages,
+    test_conversations.test_function_calls_through_a_conversation,
+    test_conversations.test_conversation_refusals,
+    test_background.test_background_is_answered_at_once_and_polled,
+    test_background.test_a_stream_resumed_after_a_lost_connection_loses_nothing,
+    test_background.test_cancel_stops_the_run,
+    test_background.test_two_cancels_at_once_and_many_runs,
+]
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda scenario: f"{scenario.__module__.rsplit('.', 1)[-1]}.{scenario.__name__}")
+def test_scenario_on_postgresql(scenario, pg_gateway, emulator):
+    fixtures = {"gateway": pg_gateway, "emulator": emulator}
+    scenario(**{name: fixtures[name] for name in inspect.signature(scenario).parameters})
+
+
+def _stored_rows(gateway: Gateway, postgres: PostgresServer | None, sql: str) -> list[tuple[Any, ...]]:
+    """Rows of the gateway's own database, read directly (SQLite file or PostgreSQL)."""
+    import yaml
+
+    storage = yaml.safe_load(gateway.config_path.read_text())["storage"]
+    if "url" not in storage:
+        with sqlite3.connect(storage["path"]) as db:
+            return db.execute(sql).fetchall()
+    import asyncio
+
+    import asyncpg
+
+    async def fetch() -> list[tuple[Any, ...]]:
+        connection = await asyncpg.connect(storage["url"])
+        try:
+            return [tuple(row) for row in await connection.fetch(sql)]
+        finally:
+            await connection.close()
+
+    return asyncio.run(fetch())
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def any_gateway(request, emulator, make_gateway) -> Gateway:
+    if request.param == "sqlite":
+        return make_gateway(emulator.url)
+    return make_gateway(emulator.url, storage={"url": request.getfixturevalue("postgres").new_database()})
+
+
+def test_a_chain_stores_each_response_once(any_gateway):
+    """Each response of a chain stores only the messages it added: the stored size grows with the
+    conversation, not with its square; the model still reads everything."""
+    client = any_gateway.client()
+    previous = None
+    for turn in range(6):
+        response = client.responses.create(model=MODEL, input=f"turn {turn} " + "x" * 2000, previous_response_id=previous)
+        previous = response.id
+    last = client.responses.create(model=MODEL, input="what was said? [recall]", previous_response_id=previous)
+    assert all(f"turn {turn} " in last.output_text for turn in range(6))
+    rows = _stored_rows(any_gateway, None, "SELECT id, dialog FROM responses")
+    sizes = {row[0]: len(json.loads(row[1])) for row in rows}
+    # user message, analysis, final answer: three messages each, never the earlier ones again.
+    assert set(sizes.values()) == {3}, sizes
+    lengths = sorted(len(row[1]) for row in rows)
+    assert lengths[-2] < 1.2 * lengths[0]  # the sixth turn stores no more than the first did
+
+
+def test_deleting_a_parent_keeps_its_children_whole(any_gateway):
+    client = any_gateway.client()
+    first = client.responses.create(model=MODEL, input="my name is Ada")
+    second = client.responses.create(model=MODEL, input="and I like tea", previous_response_id=first.id)
+    client.responses.delete(first.id)
+    with pytest.raises(Exception) as err:
+        client.responses.retrieve(first.id)
+    assert getattr(err.value, "status_code", None) == 404
+    # The child still reads its parent's messages: hidden, kept while a child builds on them.
+    third = client.responses.create(model=MODEL, input="who am I? [recall]", previous_response_id=second.id)
+    assert "my name is Ada" in third.output_text and "and I like tea" in third.output_text
+    ids = {row[0] for row in _stored_rows(any_gateway, None, "SELECT id FROM responses")}
+    assert first.id in ids
+    # Once the last child that needs them is gone, they go too.
+    client.responses.delete(third.id)
+    client.responses.delete(second.id)
+    ids = {row[0] for row in _stored_rows(any_gateway, None, "SELECT id FROM responses")}
+    assert not ids & {first.id, second.id, third.id}
+
+
+def test_an_unversioned_sqlite_database_is_migrated(emulator, make_gateway, tmp_path):
+    """A database written before migrations existed (no schema_version, no tenant or state columns)
+    is brought up to date at start, and its responses can still be continued."""
+    path = tmp_path / "legacy.sqlite3"
+    dialog = [{"role": "user", "content": [{"type": "text", "text": "my name is Grace"}]}]
+    response = {"id": "resp_legacy", "object": "response", "created_at": int(time.time()), "status": "completed", "output": []}
+    with sqlite3.connect(path) as db:
+        db.execute(
+            "CREATE TABLE responses (id TEXT PRIMARY KEY, created_at REAL NOT NULL, response TEXT NOT NULL, "
+            "input_items TEXT NOT NULL, dialog TEXT NOT NULL, open_calls TEXT NOT NULL)"
+        )
+        db.execute(
+            "INSERT INTO responses VALUES (?,?,?,?,?,?)",
+            ("resp_legacy", time.time(), json.dumps(response), "[]", json.dumps(dialog), "{}"),
+        )
+    gateway = make_gateway(emulator.url, storage={"path": str(path)})
+    client = gateway.client()
+    assert client.responses.retrieve("resp_legacy").id == "resp_legacy"
+    answer = client.responses.create(model=MODEL, input="who am I? [recall]", previous_response_id="resp_legacy")
+    assert "my name is Grace" in answer.output_text
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT version FROM schema_version").fetchone()[0] >= 2
+
+
+def test_postgresql_restarted_during_runs(emulator, make_gateway, tmp_path):
+    """The database goes away and comes back while responses run: they finish, and are stored whole
+    (statements are retried within storage.retry_s), including a background run's events."""
+    server = PostgresServer().start()
+    try:
+        gateway = make_gateway(emulator.url, storage={"url": server.url(), "retry_s": 20})
+        client = gateway.client()
+        background = client.responses.create(model=MODEL, input="[long 60] [slow 40]", background=True)
+        results: dict[str, Any] = {}
+
+        def foreground() -> None:
+            results["response"] = client.responses.create(model=MODEL, input="[long 60] [slow 40]")
+
+        thread = threading.Thread(target=foreground)
+        thread.start()
+        time.sleep(0.6)
+        server.restart(down_s=1.5)
+        thread.join(30)
+        stored = client.responses.retrieve(results["response"].id)
+        assert stored.status == "completed" and stored.output_text == results["response"].output_text
+        done = test_background.poll(client, background.id)
+        assert done.status == "completed" and done.output_text == " ".join(f"word{i}" for i in range(60))
+        events = parse_sse(httpx.get(f"{gateway.url}/v1/responses/{background.id}", params={"stream": "true"}, timeout=30).content)
+        assert check_response_stream(events).status == "completed"  # every event kept, in order, none twice
+    finally:
+        server.close()
+
+
+def test_the_gateway_waits_for_postgresql_then_refuses_clearly(emulator, make_gateway, tmp_path):
+    """A database that stays down: requests that need it get a 503 in OpenAI's shape, not a hang or a 500;
+    once it is back they work again."""
+    server = PostgresServer().start()
+    try:
+        gateway = make_gateway(emulator.url, storage={"url": server.url(), "retry_s": 1})
+        client = gateway.client()
+        stored = client.responses.create(model=MODEL, input="hello")
+        server.stop()
+        started = time.monotonic()
+        answer = httpx.get(f"{gateway.url}/v1/responses/{stored.id}", timeout=30)
+        assert answer.status_code == 503 and answer.json()["error"]["code"] == "storage_unavailable"
+        assert time.monotonic() - started < 10
+        server.start()
+        assert client.responses.retrieve(stored.id).id == stored.id
+    finally:
+        server.close()
