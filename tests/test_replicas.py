@@ -1,0 +1,155 @@
+"""Several gateway replicas sharing one PostgreSQL, with HAProxy in front: any replica serves any
+response, a cancel reaches the replica running it, a killed replica's runs are ended by the others, and
+a client that reconnects to another replica mid-stream loses nothing."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from typing import Any, Iterator
+
+import httpx
+import openai
+import pytest
+
+from .conftest import MODEL, Gateway, emulator_stats, gateway_config
+from .servers import HAProxy, PostgresServer
+from .stream_checker import check_response_stream, parse_sse
+from .test_background import poll
+from .test_postgres import postgres  # noqa: F401  (the session's PostgreSQL server)
+
+LEASE_S = 2.0
+SLOW = "[long 80] [slow 30]"  # about 2.5 s of streaming
+EXPECTED = " ".join(f"word{i}" for i in range(80))
+
+
+class Cluster:
+    def __init__(self, replicas: list[Gateway], balancer: HAProxy) -> None:
+        self.replicas = replicas
+        self.balancer = balancer
+
+    def client(self, index: int | None = None) -> openai.OpenAI:
+        url = self.balancer.url if index is None else self.replicas[index].url
+        return openai.OpenAI(base_url=url + "/v1", api_key="unused", max_retries=0)
+
+
+@pytest.fixture
+def cluster(emulator, postgres, tmp_path) -> Iterator[Cluster]:  # noqa: F811
+    database = postgres.new_database()
+    replicas = []
+    try:
+        for _ in range(2):
+            config = gateway_config(emulator.url, tmp_path, storage={"url": database, "lease_s": LEASE_S})
+            replicas.append(Gateway(config, tmp_path).start())
+        balancer = HAProxy([replica.port for replica in replicas], tmp_path).start()
+        yield Cluster(replicas, balancer)
+        balancer.stop()
+    finally:
+        for replica in replicas:
+            replica.stop()
+
+
+def _read_events(url: str, response_id: str, after: int | None = None) -> list[dict[str, Any]]:
+    params = {"stream": "true"} | ({"starting_after": str(after)} if after is not None else {})
+    return parse_sse(httpx.get(f"{url}/v1/responses/{response_id}", params=params, timeout=60).content)
+
+
+def test_any_replica_serves_a_response_running_on_another(cluster):
+    first, second = cluster.client(0), cluster.client(1)
+    response = first.responses.create(model=MODEL, input=SLOW, background=True)
+    # While it runs on the first replica, the second shows its progress, from the store.
+    deadline = time.monotonic() + 10
+    seen = second.responses.retrieve(response.id)
+    while len(seen.output) < 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+        seen = second.responses.retrieve(response.id)
+    assert seen.status == "in_progress" and [item.type for item in seen.output] == ["reasoning", "message"]
+    assert seen.output[0].content[0].text.startswith("The user said")
+    assert [item.content[0].text for item in second.responses.input_items.list(response.id)] == [SLOW]
+    with pytest.raises(openai.BadRequestError) as err:  # not continued before it ended
+        second.responses.create(model=MODEL, input="and then?", previous_response_id=response.id)
+    assert err.value.body["param"] == "previous_response_id"
+    # The second replica follows its stream live, from any point, to the end.
+    events = _read_events(cluster.replicas[1].url, response.id, after=3)
+    assert events[0]["sequence_number"] == 4
+    final = check_response_stream(_read_events(cluster.replicas[1].url, response.id))
+    assert final.status == "completed" and final.output_text == EXPECTED
+    assert events == _read_events(cluster.replicas[0].url, response.id, after=3)
+    # Continued on the other replica, with the first one's dialog.
+    later = second.responses.create(model=MODEL, input="what did I ask? [recall]", previous_response_id=response.id)
+    assert "[long 80]" in later.output_text
+
+
+def test_a_cancel_reaches_the_replica_running_the_response(cluster, emulator):
+    aborted = emulator_stats(emulator)["aborted"]
+    response = cluster.client(0).responses.create(model=MODEL, input="[long 400] [slow 40]", background=True)
+    followed: dict[str, Any] = {}
+
+    def follow() -> None:  # a reader on the second replica, which does not run the response
+        followed["events"] = _read_events(cluster.replicas[1].url, response.id)
+
+    reader = threading.Thread(target=follow)
+    reader.start()
+    time.sleep(0.8)
+    cancelled = cluster.client(1).responses.cancel(response.id)
+    assert cancelled.status == "cancelled"
+    reader.join(30)
+    assert followed["events"][-1]["type"] == "error" and followed["events"][-1]["code"] == "response_cancelled"
+    assert emulator_stats(emulator)["aborted"] == aborted + 1  # the first replica aborted its engine request
+    assert cluster.client(0).responses.retrieve(response.id).status == "cancelled"
+    assert cluster.client(1).responses.cancel(response.id).status == "cancelled"  # idempotent, anywhere
+
+
+def test_a_killed_replicas_runs_are_failed_by_another(cluster):
+    response = cluster.client(0).responses.create(model=MODEL, input="[long 400] [slow 40]", background=True)
+    followed: dict[str, Any] = {}
+
+    def follow() -> None:
+        followed["events"] = _read_events(cluster.replicas[1].url, response.id)
+
+    reader = threading.Thread(target=follow)
+    reader.start()
+    time.sleep(0.8)
+    killed_at = time.monotonic()
+    cluster.replicas[0].proc.kill()  # SIGKILL: no shutdown, no last write
+    reader.join(30)
+    assert time.monotonic() - killed_at < 4 * LEASE_S
+    events = followed["events"]
+    assert events[-1]["type"] == "response.failed"
+    assert [event["sequence_number"] for event in events] == list(range(len(events)))  # nothing lost or repeated
+    failed = cluster.client(1).responses.retrieve(response.id)
+    assert failed.status == "failed" and "replica" in failed.error.message
+    # Through the balancer, which stops sending to the dead replica, the cluster goes on.
+    assert cluster.client().responses.create(model=MODEL, input="still there?").status == "completed"
+
+
+def test_a_client_reconnects_to_another_replica_mid_stream(cluster):
+    first: list[dict[str, Any]] = []
+    body = {"model": MODEL, "input": SLOW, "background": True, "stream": True}
+    with httpx.stream("POST", f"{cluster.replicas[0].url}/v1/responses", json=body, timeout=30) as answer:
+        for line in answer.iter_lines():
+            if line.startswith("data: "):
+                first.append(json.loads(line[6:]))
+                if len(first) == 10:
+                    break  # the connection drops
+    response_id = first[0]["response"]["id"]
+    # The SDK resumes on the other replica, after the last event it saw.
+    rest = [event.to_dict() for event in cluster.client(1).responses.retrieve(response_id, stream=True, starting_after=first[-1]["sequence_number"])]
+    final = check_response_stream(first + rest)
+    assert final.status == "completed" and final.output_text == EXPECTED
+
+
+def test_the_balanced_cluster_serves_every_operation(cluster):
+    """Through HAProxy each request may land on either replica: create, poll, resume, cancel, continue."""
+    client = cluster.client()
+    runs = [client.responses.create(model=MODEL, input=SLOW, background=True) for _ in range(6)]
+    cancelled = client.responses.cancel(runs[0].id)
+    assert cancelled.status == "cancelled"
+    for run in runs[1:]:
+        done = poll(client, run.id)
+        assert done.status == "completed" and done.output_text == EXPECTED
+        events = [event.to_dict() for event in client.responses.retrieve(run.id, stream=True, starting_after=2)]
+        assert events[0]["sequence_number"] == 3 and events[-1]["type"] == "response.completed"
+    later = client.responses.create(model=MODEL, input="what did I ask? [recall]", previous_response_id=runs[1].id)
+    assert "[long 80]" in later.output_text
