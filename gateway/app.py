@@ -34,6 +34,7 @@ from .storage import StorageError, open_database
 from .store import ResponseStore, expire_responses
 from .conversations.store import ConversationStore
 from .conversations.routes import routes as conversation_routes
+from sandbox.docker_backend import Owner
 from sandbox.manager import SandboxManager, SandboxUnavailable
 from tools.servers import MCPServers
 
@@ -87,10 +88,12 @@ async def handle_http_exception(request: Request, exc: Exception) -> Response:
     return APIError(exc.status_code, message, code=kind).response()
 
 
-async def _start_sandbox(config: GatewayConfig, tasks: TaskGroup) -> SandboxManager | None:
+async def _start_sandbox(config: GatewayConfig, tasks: TaskGroup, replicas: Replicas) -> SandboxManager | None:
     if config.sandbox is None:
         return None
-    sandbox = SandboxManager(config.sandbox)
+    # Containers carry this replica's id; at start-up and from time to time, those of replicas whose lease
+    # ran out are removed, never those of a live replica sharing the Docker daemon.
+    sandbox = SandboxManager(config.sandbox, Owner(replicas.id, replicas.live, sweep_s=replicas.lease_s))
     try:
         await sandbox.start(tasks)
     except SandboxUnavailable as exc:
@@ -120,7 +123,7 @@ def create_app(config: GatewayConfig, drain: Drain | None = None) -> Starlette:
         await replicas.join()
         renderer = PromptRenderer()
         async with anyio.create_task_group() as tasks:
-            sandbox = await _start_sandbox(config, tasks)
+            sandbox = await _start_sandbox(config, tasks, replicas)
             mcp = MCPServers(config)
             await mcp.start(tasks)
             drain.bind()

@@ -105,6 +105,11 @@ class Replicas:
                 resend = time.monotonic() + _RESEND_CANCEL_S
             await anyio.sleep(0.05)
 
+    async def live(self) -> set[str]:
+        """The replicas whose lease is current (this one included)."""
+        rows = await self.db.fetch("SELECT id FROM replicas WHERE heartbeat_at >= ?", time.time() - self.lease_s)
+        return {row[0] for row in rows} | {self.id}
+
     async def _alive(self, replica: str) -> bool:
         rows = await self.db.fetch("SELECT heartbeat_at FROM replicas WHERE id = ?", replica)
         return bool(rows) and rows[0][0] >= time.time() - self.lease_s

@@ -9,7 +9,8 @@ from __future__ import annotations
 import logging
 import socket
 import time
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable
 
 import anyio
 import anyio.to_thread
@@ -26,10 +27,30 @@ log = logging.getLogger("sandbox.docker")
 
 LABEL = "harmony-gateway.sandbox"
 INSTANCE_LABEL = "harmony-gateway.instance"
+OWNER_LABEL = "harmony-gateway.owner"  # the gateway replica that started the container
+
 
 
 class SandboxUnavailable(Exception):
     """The sandbox cannot run at all (no daemon, no image): the gateway does not start."""
+
+
+@dataclass(frozen=True)
+class Owner:
+    """Which gateway replica this is, and how to learn which replicas are alive (the store's leases)."""
+
+    id: str
+    live: Callable[[], Awaitable[set[str]]]
+    sweep_s: float = 30.0  # how often containers of replicas that are gone are looked for
+
+    @classmethod
+    def alone(cls, id: str = "gateway") -> "Owner":
+        """A gateway with no other replicas to consider: only its own containers are live."""
+
+        async def live() -> set[str]:
+            return {id}
+
+        return cls(id, live)
 
 
 class DockerKernel:
@@ -56,9 +77,10 @@ class DockerBackend:
     data_dir = "/mnt/data"
     isolation = "docker"
 
-    def __init__(self, config: SandboxConfig) -> None:
+    def __init__(self, config: SandboxConfig, owner: Owner | None = None) -> None:
         self.config = config
-        self.labels = {LABEL: "1", INSTANCE_LABEL: config.instance}
+        self.owner = owner or Owner.alone()
+        self.labels = {LABEL: "1", INSTANCE_LABEL: config.instance, OWNER_LABEL: self.owner.id}
         self._client: docker.DockerClient | None = None
 
     @property
@@ -67,11 +89,27 @@ class DockerBackend:
         return self._client
 
     async def start(self) -> None:
-        """Check the daemon and the image, and remove what a previous run of this instance left behind."""
+        """Check the daemon and the image, and remove what replicas of this instance that are gone left
+        behind (never a live replica's: several replicas may share the daemon)."""
         self._client = await anyio.to_thread.run_sync(self._connect)
-        removed = await anyio.to_thread.run_sync(self.remove_all)
+        await self.remove_orphans()
+
+    async def remove_orphans(self) -> int:
+        """Remove the containers of this instance whose replica is no longer alive (its lease ran out)."""
+        live = await self.owner.live()
+        removed = await anyio.to_thread.run_sync(self._remove, lambda owner: owner not in live)
         if removed:
-            log.info("removed %d sandbox container(s) left by a previous run", removed)
+            log.info("removed %d sandbox container(s) left by gateway replicas that are gone", removed)
+        return removed
+
+    async def sweep_orphans(self) -> None:
+        """Run for the app's lifetime: a replica that died leaves its containers to the others."""
+        while True:
+            await anyio.sleep(self.owner.sweep_s)
+            try:
+                await self.remove_orphans()
+            except Exception as exc:  # the daemon or the database is away for now: next time
+                log.warning("looking for orphaned sandbox containers failed: %s", exc)
 
     def _connect(self) -> docker.DockerClient:
         try:
@@ -163,17 +201,22 @@ class DockerBackend:
             if exc.status_code != 409:  # 409: removal already in progress
                 raise
 
-    def remove_all(self) -> int:
-        """Remove every container of this instance (at start-up: orphans; at shutdown: what is left)."""
+    def _remove(self, whose: Callable[[str], bool]) -> int:
+        """Remove the containers of this instance whose owner `whose` picks (containers of a version
+        before owners carry an empty one)."""
         filters = {"label": [f"{LABEL}=1", f"{INSTANCE_LABEL}={self.config.instance}"]}
-        containers = self.client.api.containers(all=True, filters=filters, quiet=True)
+        containers = self.client.api.containers(all=True, filters=filters)
+        removed = 0
         for container in containers:
-            self.remove(container["Id"])
-        return len(containers)
+            if whose((container.get("Labels") or {}).get(OWNER_LABEL, "")):
+                self.remove(container["Id"])
+                removed += 1
+        return removed
 
     async def close(self) -> None:
+        """At shutdown: this replica's own containers go, the other replicas' stay."""
         with anyio.CancelScope(shield=True):
-            await anyio.to_thread.run_sync(self.remove_all)
+            await anyio.to_thread.run_sync(self._remove, lambda owner: owner == self.owner.id)
             await anyio.to_thread.run_sync(self.client.close)
 
 

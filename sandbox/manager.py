@@ -20,7 +20,7 @@ from gateway.config import SandboxConfig
 from gateway.quota import AllBusy, to_evict
 
 from .channel import KernelChannel, KernelDied, KernelProtocolError
-from .docker_backend import DockerBackend, SandboxUnavailable
+from .docker_backend import DockerBackend, Owner, SandboxUnavailable
 from .local_backend import LocalBackend
 
 log = logging.getLogger("sandbox")
@@ -86,9 +86,9 @@ class _Session:
 
 
 class SandboxManager:
-    def __init__(self, config: SandboxConfig) -> None:
+    def __init__(self, config: SandboxConfig, owner: Owner | None = None) -> None:
         self.config = config
-        self.backend: Backend = DockerBackend(config) if config.backend == "docker" else LocalBackend(config)
+        self.backend: Backend = DockerBackend(config, owner) if config.backend == "docker" else LocalBackend(config)
         self._sessions: dict[str, _Session] = {}
         self._pool: list[Kernel] = []
         self._filling = 0
@@ -121,6 +121,8 @@ class SandboxManager:
         self._tasks = tasks
         tasks.start_soon(self._keep_pool_full)
         tasks.start_soon(self._reap_idle)
+        if isinstance(self.backend, DockerBackend):
+            tasks.start_soon(self.backend.sweep_orphans)
 
     async def execute(self, container_id: str, code: str, resumed: bool, tenant: str) -> Execution:
         """Run code in the tenant's session named `container_id`, starting the session if it is not live.

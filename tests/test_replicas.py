@@ -153,3 +153,46 @@ def test_the_balanced_cluster_serves_every_operation(cluster):
         assert events[0]["sequence_number"] == 3 and events[-1]["type"] == "response.completed"
     later = client.responses.create(model=MODEL, input="what did I ask? [recall]", previous_response_id=runs[1].id)
     assert "[long 80]" in later.output_text
+
+
+def _containers_by_owner(instance: str) -> dict[str, list[str]]:
+    import docker
+
+    filters = {"label": ["harmony-gateway.sandbox=1", f"harmony-gateway.instance={instance}"]}
+    owners: dict[str, list[str]] = {}
+    for container in docker.from_env().api.containers(all=True, filters=filters):
+        owners.setdefault(container["Labels"].get("harmony-gateway.owner", ""), []).append(container["Id"])
+    return owners
+
+
+def test_replicas_sharing_a_docker_daemon_keep_each_others_sessions(emulator, postgres, tmp_path, sandbox_image):  # noqa: F811
+    """Two replicas with the same sandbox.instance on one Docker daemon: a replica starting up removes
+    only containers of replicas that are gone, never a live one's; a killed replica's containers are
+    removed by the other once its lease runs out."""
+    from .conftest import sandbox_section
+    from .test_sandbox import CODE_TOOL
+
+    database = postgres.new_database()
+    instance = f"test-{time.monotonic_ns()}-shared"
+    sections = {"storage": {"url": database, "lease_s": LEASE_S}, "sandbox": sandbox_section("docker", instance, pool_size=1)}
+    first = Gateway(gateway_config(emulator.url, tmp_path, **sections), tmp_path).start()
+    second = None
+    try:
+        client = first.client()
+        tools: Any = [CODE_TOOL]
+        response = client.responses.create(model=MODEL, input="[[python x = 6 * 7]]", tools=tools)
+        second = Gateway(gateway_config(emulator.url, tmp_path, **sections), tmp_path).start()
+        assert len(_containers_by_owner(instance)) == 2  # each replica's own pool and sessions
+        # The second replica's start-up left the first one's live session alone.
+        follow = client.responses.create(model=MODEL, input="[[python print(x)]]", tools=tools, previous_response_id=response.id)
+        assert "42" in follow.output_text and "restarted" not in follow.output_text
+        first.proc.kill()  # its containers are orphans now
+        deadline = time.monotonic() + 6 * LEASE_S + 10
+        while len(_containers_by_owner(instance)) > 1 and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert len(_containers_by_owner(instance)) == 1  # only the live replica's remain
+    finally:
+        first.stop()
+        if second is not None:
+            second.stop()
+    assert _containers_by_owner(instance) == {}  # a clean shutdown removes the replica's own
