@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import gc
 import logging
 from typing import AsyncIterator
 
@@ -130,6 +131,7 @@ def create_app(config: GatewayConfig, drain: Drain | None = None) -> Starlette:
             if config.storage.ttl_s is not None:
                 tasks.start_soon(expire_responses, store, config.storage.ttl_s, config.storage.sweep_interval_s)
             tasks.start_soon(replicas.run)
+            tasks.start_soon(app_metrics.watch_event_loop, config.server.loop_monitor_interval_s)
             tasks.start_soon(database.keep_listening)
             runs = Runs(tasks)
             replicas.on_cancel(runs.cancel)
@@ -138,6 +140,9 @@ def create_app(config: GatewayConfig, drain: Drain | None = None) -> Starlette:
                 config=config, engine=engine, store=store, conversations=conversations, drain=drain, metrics=app_metrics, renderer=renderer,
                 runs=runs, replicas=replicas, sealer=Sealer(config.server.reasoning_key), sandbox=sandbox, mcp=mcp,
             )
+            # What start-up made (vocabulary tables, schemas, modules) lives as long as the process: kept out
+            # of the cyclic garbage collector's sweeps, whose full passes would otherwise stall the loop.
+            gc.freeze()
             log.info("gateway ready; engine at %s", config.engine.url)
             try:
                 yield

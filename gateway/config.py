@@ -56,6 +56,9 @@ class ServerConfig(_Section):
     # A stream whose client reads nothing for this long is closed and its response stopped (engine
     # request aborted), as if the client had disconnected.
     send_timeout_s: float = Field(60.0, gt=0)
+    # How often the event loop's lag is sampled (gateway_event_loop_lag_seconds); a stall shorter than
+    # this may go unseen.
+    loop_monitor_interval_s: float = Field(0.01, ge=0.001, le=1.0)
     # Tools of OpenAI's that nothing here runs (web_search, file_search, ...): a 400 naming them, or, set
     # true, dropped with a warning, for clients that always declare them.
     drop_unavailable_tools: bool = False

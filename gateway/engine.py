@@ -16,7 +16,7 @@ import httpx
 
 from .config import EngineConfig
 from .errors import APIError, server_error
-from .harmony import STOP_TOKEN_IDS
+from .harmony import STOP_TOKEN_IDS, Prompt
 
 
 MAX_LINE_BYTES = 16 * 1024 * 1024  # one stream chunk; real ones are a few hundred bytes
@@ -118,13 +118,14 @@ class EngineClient:
             return False
         return response.status_code == 200
 
-    async def generate(self, prompt: list[int], sampling: Sampling, session_key: str | None = None) -> "EngineStream":
+    async def generate(self, prompt: Prompt | list[int], sampling: Sampling, session_key: str | None = None) -> "EngineStream":
         """Start a streamed completion; engine errors before the first chunk raise here. `session_key`
         names the conversation to a session-aware router (`engine.session_header`)."""
         model = await self.model()
+        if not isinstance(prompt, Prompt):
+            prompt = Prompt.of(prompt)
         body = {
             "model": model.id,
-            "prompt": prompt,
             "max_tokens": sampling.max_tokens,
             "stop_token_ids": list(STOP_TOKEN_IDS),
             "return_token_ids": True,
@@ -141,7 +142,11 @@ class EngineClient:
             body |= {"logprobs": sampling.logprobs, "return_tokens_as_token_ids": True}
         header = self.config.session_header
         headers = {header: session_key} if header and session_key else None
-        request = self._http.build_request("POST", "/v1/completions", json=body, headers=headers)
+        # The prompt's JSON is spliced in as it is: made once per run, never rebuilt id by id on the loop.
+        encoded = json.dumps(body, separators=(",", ":"))
+        content = f'{encoded[:-1]},"prompt":[{prompt.json}]}}'.encode()
+        headers = {"content-type": "application/json"} | (headers or {})
+        request = self._http.build_request("POST", "/v1/completions", content=content, headers=headers)
         try:
             response = await self._http.send(request, stream=True)
         except httpx.HTTPError as exc:
@@ -179,6 +184,7 @@ class EngineStream:
 
     async def __aiter__(self) -> AsyncIterator[EngineChunk]:
         done = False
+        first = True
         try:
             async for line in self._lines():
                 if not line.startswith(b"data: "):
@@ -188,6 +194,9 @@ class EngineStream:
                     # Read on to the end of the body, so the connection goes back to the pool.
                     done = True
                     continue
+                if first:
+                    first = False
+                    payload = without_prompt_ids(payload)
                 chunk = json.loads(payload)
                 choices = chunk.get("choices")
                 if choices:
@@ -235,6 +244,30 @@ class EngineStream:
             completion_tokens=int(usage.get("completion_tokens") or 0),
             cached_tokens=int(details.get("cached_tokens") or 0),
         )
+
+
+_PROMPT_IDS = b'"prompt_token_ids":'
+
+
+def without_prompt_ids(payload: bytes) -> bytes:
+    """The first chunk without the prompt's ids, which vLLM echoes with `return_token_ids` and the gateway
+    does not need: cut out by a byte search instead of parsed into as many Python ints as the context
+    is long. (Inside a JSON string a quote is escaped, so the key cannot be matched there.)"""
+    start = payload.find(_PROMPT_IDS)
+    if start < 0:
+        return payload
+    opening = start + len(_PROMPT_IDS)
+    while payload[opening : opening + 1] in (b" ", b"\t"):
+        opening += 1
+    end = payload.find(b"]", opening) if payload[opening : opening + 1] == b"[" else -1
+    if end < 0:
+        return payload
+    before, after = payload[:start].rstrip(), payload[end + 1 :].lstrip()
+    if before.endswith(b","):
+        before = before[:-1]
+    elif after.startswith(b","):
+        after = after[1:]
+    return before + after
 
 
 def _logprobs(data: dict) -> list[TokenLogprob | None]:

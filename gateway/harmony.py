@@ -111,13 +111,49 @@ def render_prompt(preamble: Preamble, dialog: list[Message]) -> list[int]:
 INLINE_RENDER_CHARS = 16 * 1024
 
 
+ASSISTANT_START = (START, 173781)  # `<|start|>assistant`, where every prompt ends (checked in tests)
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """A prompt's token ids as the JSON the engine is sent (`1,2,3`, without brackets), and how many. A
+    long prompt goes to the engine again on every turn of a run: its JSON is made once, off the event
+    loop, and each turn only appends the new messages' ids."""
+
+    json: str
+    length: int
+
+    @classmethod
+    def of(cls, ids: list[int]) -> "Prompt":
+        return cls(",".join(map(str, ids)), len(ids))
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __add__(self, ids: list[int]) -> "Prompt":
+        if not ids:
+            return self
+        more = ",".join(map(str, ids))
+        return Prompt(f"{self.json},{more}" if self.json else more, self.length + len(ids))
+
+    def without_last(self, count: int) -> "Prompt":
+        """The prompt without its last `count` ids (found from the end: no work for the ids before)."""
+        cut = len(self.json)
+        for _ in range(count):
+            cut = self.json.rfind(",", 0, cut)
+        return Prompt(self.json[: max(cut, 0)], self.length - count)
+
+    def ids(self) -> list[int]:
+        return [int(token) for token in self.json.split(",")] if self.json else []
+
+
 class PromptRenderer:
     """Renders prompts to token ids without holding up the event loop.
 
     openai-harmony's tokenizer holds the GIL, and byte-pair encoding is quadratic in the length of an
     unbroken piece of text, so a large prompt rendered on the event loop (or in a thread) stalls every
     other request. Small prompts, the common case, are rendered inline; larger ones in a separate process
-    that loaded the vocabulary once.
+    that loaded the vocabulary once, which also writes their JSON.
     """
 
     def __init__(self) -> None:
@@ -130,12 +166,25 @@ class PromptRenderer:
         return self._pool
 
     async def render(self, preamble: Preamble, dialog: list[Message]) -> list[int]:
+        return (await self.prompt(preamble, dialog)).ids()
+
+    async def prompt(self, preamble: Preamble, dialog: list[Message]) -> Prompt:
+        """The whole conversation, ending with `<|start|>assistant`."""
         messages = preamble.messages() + dialog
         if _text_size(messages) <= INLINE_RENDER_CHARS:
-            return _render(messages)
+            return Prompt.of(_render(messages))
+        return await self._in_process(_render_dicts, messages)
+
+    async def messages(self, messages: list[Message]) -> Prompt:
+        """Messages to append to a prompt, each rendered as Harmony renders it within a conversation."""
+        if _text_size(messages) <= INLINE_RENDER_CHARS:
+            return Prompt.of(_render_each(messages))
+        return await self._in_process(_render_each_dicts, messages)
+
+    async def _in_process(self, work: Any, messages: list[Message]) -> Prompt:
         payload = [message.to_dict() for message in messages]
         try:
-            return await asyncio.get_running_loop().run_in_executor(self._executor(), _render_dicts, payload)
+            return await asyncio.get_running_loop().run_in_executor(self._executor(), work, payload)
         except BrokenProcessPool:  # the tokenizer crashed on this prompt: a new process for the next one
             self._pool = None
             raise APIError(400, "The conversation could not be tokenised.", param="input", code="invalid_value") from None
@@ -144,6 +193,34 @@ class PromptRenderer:
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
             self._pool = None
+
+
+class GrowingPrompt:
+    """The prompt of one run, turn after turn. The first turn renders the whole conversation; later turns
+    append what the run added (the model's messages, the tools' results), so a tool turn costs the gateway
+    the size of what is new, not of the context.
+
+    Harmony decides which earlier analysis to drop from the whole conversation (only while the last
+    assistant message is a final answer), so rendering everything again on the second turn would bring
+    back analysis the first turn dropped, rewriting the past and missing the engine's prefix cache. The
+    past is therefore rendered once per run, as the first turn saw it.
+    """
+
+    def __init__(self, renderer: PromptRenderer) -> None:
+        self._renderer = renderer
+        self._history: Prompt | None = None  # the prompt without its closing `<|start|>assistant`
+        self._preamble: Preamble | None = None
+        self._rendered = 0  # dialog messages in `_history`
+
+    async def render(self, preamble: Preamble, dialog: list[Message]) -> Prompt:
+        if self._history is None or preamble is not self._preamble or len(dialog) < self._rendered:
+            whole = await self._renderer.prompt(preamble, dialog)
+            self._history, self._preamble = whole.without_last(len(ASSISTANT_START)), preamble
+        elif len(dialog) > self._rendered:
+            added = await self._renderer.messages(dialog[self._rendered :])
+            self._history = Prompt(f"{self._history.json},{added.json}", self._history.length + added.length)
+        self._rendered = len(dialog)
+        return self._history + list(ASSISTANT_START)
 
 
 def _text_size(messages: list[Message]) -> int:
@@ -158,13 +235,26 @@ def _render(messages: list[Message]) -> list[int]:
     return encoding().render_conversation_for_completion(Conversation.from_messages(messages), Role.ASSISTANT)
 
 
-def _render_dicts(messages: list[dict[str, Any]]) -> list[int]:
-    return _render([Message.from_dict(message) for message in messages])
+def _render_dicts(messages: list[dict[str, Any]]) -> Prompt:
+    return Prompt.of(_render([Message.from_dict(message) for message in messages]))
+
+
+def _render_each(messages: list[Message]) -> list[int]:
+    ids: list[int] = []
+    for message in messages:
+        ids += encoding().render(message)
+    return ids
+
+
+def _render_each_dicts(messages: list[dict[str, Any]]) -> Prompt:
+    return Prompt.of(_render_each([Message.from_dict(message) for message in messages]))
 
 
 __all__ = [
+    "GrowingPrompt",
     "Message",
     "Preamble",
+    "Prompt",
     "PromptRenderer",
     "Role",
     "ToolDescription",

@@ -46,3 +46,7 @@ def configure_logging(config: LoggingConfig) -> None:
     for name in ("uvicorn", "uvicorn.error"):
         logging.getLogger(name).handlers[:] = []
         logging.getLogger(name).propagate = True
+    # httpx logs every request at INFO: a line per engine call and per tool call, written on the event
+    # loop. The gateway logs what matters of those itself (the access log, failures).
+    for name in ("httpx", "httpcore"):
+        logging.getLogger(name).setLevel(max(logging.WARNING, root.level))

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import time
 from typing import Callable, Iterator
+
+import anyio
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily
@@ -31,6 +34,19 @@ class _ServerHealth(Collector):
         yield family
 
 
+class _LongestLag(Collector):
+    """The longest event-loop lag since the previous scrape: a stall between two scrapes is seen whole,
+    which the histogram's buckets only bound."""
+
+    def __init__(self, metrics: "Metrics") -> None:
+        self.metrics = metrics
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        family = GaugeMetricFamily("gateway_event_loop_lag_max_seconds", "The longest event-loop lag since the previous scrape")
+        family.add_metric([], self.metrics.take_longest_lag())
+        yield family
+
+
 class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
@@ -53,6 +69,14 @@ class Metrics:
             registry=registry,
         )
         self.sandbox_sessions = Gauge("gateway_sandbox_sessions", "Live Python sandbox sessions", registry=registry)
+        self.loop_lag = Histogram(
+            "gateway_event_loop_lag_seconds",
+            "How late the event loop ran a timer: while it is late, every stream of this process waits",
+            buckets=(0.001, 0.0025, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 1),
+            registry=registry,
+        )
+        self._longest_lag = 0.0
+        registry.register(_LongestLag(self))
 
     def watch(self, sandbox_sessions: Callable[[], float] | None, mcp_health: Callable[[], dict[str, bool]]) -> None:
         if sandbox_sessions is not None:
@@ -62,6 +86,20 @@ class Metrics:
     def tool_call(self, kind: str, outcome: str, seconds: float) -> None:
         self.tool_calls.labels(kind, outcome).inc()
         self.tool_latency.labels(kind).observe(seconds)
+
+    async def watch_event_loop(self, interval_s: float) -> None:
+        """Run for the app's lifetime: sleep `interval_s` again and again, and record how late each wake-up
+        is. A callback that holds the loop for S seconds shows as a lag of at least S - interval_s."""
+        while True:
+            started = time.perf_counter()
+            await anyio.sleep(interval_s)
+            lag = max(time.perf_counter() - started - interval_s, 0.0)
+            self.loop_lag.observe(lag)
+            self._longest_lag = max(self._longest_lag, lag)
+
+    def take_longest_lag(self) -> float:
+        longest, self._longest_lag = self._longest_lag, 0.0
+        return longest
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)

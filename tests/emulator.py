@@ -41,6 +41,7 @@ class Stats:
     last_request: dict = field(default_factory=dict)
     last_prompt: str = ""
     last_headers: dict = field(default_factory=dict)
+    recent_prompts: list = field(default_factory=list)  # the last few prompts, decoded, oldest first
 
 
 @dataclass
@@ -231,7 +232,9 @@ def create_emulator(max_model_len: int = 131072, chunk_delay: float = 0.0) -> St
         if not isinstance(prompt, list) or not all(isinstance(t, int) for t in prompt):
             return vllm_error(400, "The emulator expects the prompt as a list of Harmony token ids.", "prompt")
         # The prompt ends with `<|start|>assistant`, possibly followed by the start of the assistant's message.
-        starts = [i for i in range(len(prompt) - 1) if prompt[i : i + 2] == ASSISTANT_START]
+        # The last one, searched from the end (a long prompt is not scanned whole).
+        last_start = next((i for i in range(len(prompt) - 2, -1, -1) if prompt[i : i + 2] == ASSISTANT_START), None)
+        starts = [] if last_start is None else [last_start]
         if not starts:
             return vllm_error(400, "Harmony prompt must end with <|start|>assistant", "prompt")
         history, prefill = prompt[: starts[-1]], prompt[starts[-1] + 2 :]
@@ -244,6 +247,7 @@ def create_emulator(max_model_len: int = 131072, chunk_delay: float = 0.0) -> St
         if not messages or messages[0].author.role != Role.SYSTEM:
             return vllm_error(400, "Harmony prompt must start with a system message", "prompt")
         stats.last_prompt = encoding.decode(prompt)
+        stats.recent_prompts = stats.recent_prompts[-7:] + [stats.last_prompt]
 
         if len(prompt) >= max_model_len:
             return vllm_error(

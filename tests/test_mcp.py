@@ -483,3 +483,23 @@ def test_redirects_to_another_origin_are_not_followed(make_gateway: Any, emulato
     finally:
         for server in (elsewhere, allowed):
             server.shutdown()
+
+
+def test_a_tool_loop_only_appends_to_its_prompt(mcp_gateway, emulator):
+    """Each engine call of a run extends the previous one's prompt: the gateway appends the turn's new
+    messages instead of rendering the conversation again, so the past the engine has cached never
+    changes, even where Harmony's rule for dropping earlier analysis would flip once the model is in
+    the middle of a tool call."""
+    client = mcp_gateway.client()
+    first = client.responses.create(model=MODEL, input="hello there")  # a final answer, after analysis
+    tools: Any = [mcp("local")]
+    add = '{"a": 2, "b": 3}'
+    response = client.responses.create(
+        model=MODEL, input=f"[[call local.add {add}]][[call local.add {add}]]", tools=tools, previous_response_id=first.id
+    )
+    assert [item.type for item in response.output].count("mcp_call") == 2
+    prompts = emulator_stats(emulator)["recent_prompts"][-3:]
+    closing = "<|start|>assistant"
+    for earlier, later in zip(prompts, prompts[1:]):
+        assert earlier.endswith(closing) and later.startswith(earlier[: -len(closing)])
+    assert "The tool local.add answered" not in prompts[0] and prompts[-1].count("to=local.add") == 2

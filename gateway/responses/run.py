@@ -21,7 +21,7 @@ from openai_harmony import Role
 from ..config import GatewayConfig
 from ..engine import EngineClient, EngineStream, Sampling
 from ..errors import APIError, bad_request
-from ..harmony import Preamble, PromptRenderer, ToolDescription, ToolNamespaceConfig, encoding
+from ..harmony import GrowingPrompt, Preamble, Prompt, PromptRenderer, ToolDescription, ToolNamespaceConfig, encoding
 from ..parser import HarmonyStreamParser, MalformedHarmony, MessageFinished, MessageStarted, TextDelta
 from ..metrics import Metrics
 from ..shutdown import Drain
@@ -100,7 +100,8 @@ class ResponseRun:
         self.model_id = ""
         self.response: dict[str, Any] = {}
         self._stream: EngineStream | None = None
-        self._prompt: list[int] = []
+        self._prompt = Prompt("", 0)
+        self._growing = GrowingPrompt(services.renderer)  # this run's prompt, turn after turn
         self._turns = 0
         self.failure: APIError | None = None
         self._prefill: list[int] = []
@@ -166,17 +167,20 @@ class ResponseRun:
         self.preamble = self._preamble()
         await self._check_grammars()
 
-    async def _render(self, max_model_len: int | None) -> list[int]:
+    async def _render(self, max_model_len: int | None) -> Prompt:
         """The prompt; with `truncation: "auto"`, without as many of the oldest turns as it takes to fit
         the context (the preamble, developer messages and the turn in progress are always kept)."""
-        render, messages = self.services.renderer.render, self.dialog.messages
-        prompt = await render(self.preamble, messages) + self._prefill
+        prompt = await self._growing.render(self.preamble, self.dialog.messages) + self._prefill
         if max_model_len is None or len(prompt) < max_model_len or self.request.truncation != "auto":
             return prompt
+        return Prompt.of(await self._truncated(max_model_len, prompt.ids()))
+
+    async def _truncated(self, max_model_len: int, whole: list[int]) -> list[int]:
+        render, messages = self.services.renderer.render, self.dialog.messages
         # Turns start at user messages; cutting at the last one keeps only the turn in progress. The
         # fewest turns to drop is found by bisection, so the prompt is rendered a few times, not per turn.
         cuts = [index for index, message in enumerate(messages) if message.author.role == Role.USER and index > 0]
-        low, high, best = 0, len(cuts) - 1, prompt
+        low, high, best = 0, len(cuts) - 1, whole
         while low <= high:
             middle = (low + high) // 2
             cut = cuts[middle]
