@@ -7,6 +7,9 @@ Both dialects get the same versions; where they spell a type differently, each h
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Awaitable, Callable
+
+from .database import StorageError, Tx
 
 
 @dataclass(frozen=True)
@@ -99,3 +102,22 @@ MIGRATIONS = (
 )
 
 VERSION_TABLE = "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)"
+
+
+async def migrate(tx: Tx, dialect: str, adopt: Callable[[Tx], Awaitable[None]] | None = None) -> None:
+    """Apply the migrations a database lacks, in one transaction. `adopt` runs first on a database that
+    has no `schema_version` yet (one from before migrations)."""
+    await tx.execute(VERSION_TABLE)
+    rows = await tx.fetch("SELECT version FROM schema_version")
+    version = rows[0][0] if rows else 0
+    if not rows:
+        await tx.execute("INSERT INTO schema_version (version) VALUES (0)")
+        if adopt is not None:
+            await adopt(tx)
+    if version > MIGRATIONS[-1].version:
+        raise StorageError(f"the database's schema (version {version}) is newer than this gateway's")
+    for migration in MIGRATIONS:
+        if migration.version > version:
+            for statement in migration.statements(dialect):
+                await tx.execute(statement)
+            await tx.execute("UPDATE schema_version SET version = ?", migration.version)

@@ -17,7 +17,7 @@ import anyio
 import asyncpg
 
 from .database import Conflict, Database, Row, StorageError, Tx
-from .migrations import MIGRATIONS, VERSION_TABLE
+from .migrations import migrate
 
 T = TypeVar("T")
 log = logging.getLogger("gateway.storage")
@@ -169,15 +169,4 @@ class _PostgresTx(Tx):
 
 async def _migrate(tx: Tx) -> None:
     await tx.execute("SELECT pg_advisory_xact_lock(?)", _MIGRATION_LOCK)
-    await tx.execute(VERSION_TABLE)
-    rows = await tx.fetch("SELECT version FROM schema_version")
-    if not rows:
-        await tx.execute("INSERT INTO schema_version (version) VALUES (0)")
-    version = rows[0][0] if rows else 0
-    if version > MIGRATIONS[-1].version:
-        raise StorageError(f"the database's schema (version {version}) is newer than this gateway's")
-    for migration in MIGRATIONS:
-        if migration.version > version:
-            for statement in migration.statements("postgresql"):
-                await tx.execute(statement)
-            await tx.execute("UPDATE schema_version SET version = ?", migration.version)
+    await migrate(tx, "postgresql")

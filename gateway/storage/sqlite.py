@@ -11,7 +11,7 @@ import anyio
 import anyio.to_thread
 
 from .database import Conflict, Database, Row, StorageError, Tx
-from .migrations import MIGRATIONS, VERSION_TABLE
+from .migrations import migrate
 
 T = TypeVar("T")
 
@@ -96,19 +96,7 @@ async def _run(function: Callable[..., T], *args: Any) -> T:
 
 
 async def _migrate(tx: Tx) -> None:
-    await tx.execute(VERSION_TABLE)
-    rows = await tx.fetch("SELECT version FROM schema_version")
-    version = rows[0][0] if rows else 0
-    if not rows:
-        await tx.execute("INSERT INTO schema_version (version) VALUES (0)")
-        await _adopt_unversioned(tx)
-    if version > MIGRATIONS[-1].version:
-        raise StorageError(f"the database's schema (version {version}) is newer than this gateway's")
-    for migration in MIGRATIONS:
-        if migration.version > version:
-            for statement in migration.statements("sqlite"):
-                await tx.execute(statement)
-            await tx.execute("UPDATE schema_version SET version = ?", migration.version)
+    await migrate(tx, "sqlite", _adopt_unversioned)
 
 
 async def _adopt_unversioned(tx: Tx) -> None:
