@@ -118,12 +118,10 @@ class EngineClient:
             return False
         return response.status_code == 200
 
-    async def generate(self, prompt: Prompt | list[int], sampling: Sampling, session_key: str | None = None) -> "EngineStream":
+    async def generate(self, prompt: Prompt, sampling: Sampling, session_key: str | None = None) -> "EngineStream":
         """Start a streamed completion; engine errors before the first chunk raise here. `session_key`
         names the conversation to a session-aware router (`engine.session_header`)."""
         model = await self.model()
-        if not isinstance(prompt, Prompt):
-            prompt = Prompt.of(prompt)
         body = {
             "model": model.id,
             "max_tokens": sampling.max_tokens,
@@ -140,12 +138,12 @@ class EngineClient:
         if sampling.logprobs is not None:
             # Tokens named by id ("token_id:N"): the gateway maps ids to Harmony's tokens itself.
             body |= {"logprobs": sampling.logprobs, "return_tokens_as_token_ids": True}
-        header = self.config.session_header
-        headers = {header: session_key} if header and session_key else None
+        headers = {"content-type": "application/json"}
+        if self.config.session_header and session_key:
+            headers[self.config.session_header] = session_key
         # The prompt's JSON is spliced in as it is: made once per run, never rebuilt id by id on the loop.
         encoded = json.dumps(body, separators=(",", ":"))
         content = f'{encoded[:-1]},"prompt":[{prompt.json}]}}'.encode()
-        headers = {"content-type": "application/json"} | (headers or {})
         request = self._http.build_request("POST", "/v1/completions", content=content, headers=headers)
         try:
             response = await self._http.send(request, stream=True)

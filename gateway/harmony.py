@@ -130,11 +130,12 @@ class Prompt:
     def __len__(self) -> int:
         return self.length
 
-    def __add__(self, ids: list[int]) -> "Prompt":
-        if not ids:
+    def __add__(self, more: "Prompt | list[int]") -> "Prompt":
+        if not isinstance(more, Prompt):
+            more = Prompt.of(more)
+        if not more.length:
             return self
-        more = ",".join(map(str, ids))
-        return Prompt(f"{self.json},{more}" if self.json else more, self.length + len(ids))
+        return Prompt(f"{self.json},{more.json}" if self.json else more.json, self.length + more.length)
 
     def without_last(self, count: int) -> "Prompt":
         """The prompt without its last `count` ids (found from the end: no work for the ids before)."""
@@ -217,8 +218,7 @@ class GrowingPrompt:
             whole = await self._renderer.prompt(preamble, dialog)
             self._history, self._preamble = whole.without_last(len(ASSISTANT_START)), preamble
         elif len(dialog) > self._rendered:
-            added = await self._renderer.messages(dialog[self._rendered :])
-            self._history = Prompt(f"{self._history.json},{added.json}", self._history.length + added.length)
+            self._history += await self._renderer.messages(dialog[self._rendered :])
         self._rendered = len(dialog)
         return self._history + list(ASSISTANT_START)
 

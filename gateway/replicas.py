@@ -58,6 +58,7 @@ class Replicas:
             try:
                 await self._renew()
                 await self.reap()
+                await self.db.execute("DELETE FROM replicas WHERE heartbeat_at < ?", time.time() - 10 * self.lease_s)
             except StorageError as exc:
                 log.warning("lease not renewed: %s", exc)
 
@@ -84,8 +85,6 @@ class Replicas:
             if await self._end(stalled, "failed", error):
                 log.warning("response %s failed: its replica %s stopped renewing its lease", stalled.id, stalled.owner)
                 ended += 1
-        if ended:
-            await self.db.execute("DELETE FROM replicas WHERE heartbeat_at < ?", time.time() - 10 * self.lease_s)
         return ended
 
     async def cancel(self, stored: StoredResponse, wait_s: float) -> None:

@@ -216,3 +216,24 @@ def test_32_concurrent_streams(gateway):
         assert response.status == "completed"
         assert response.output_text == " ".join(f"word{i}" for i in range(60))
     assert len({events[0]["response"]["id"] for events in results}) == 32
+
+
+@pytest.mark.parametrize(
+    "chunk",
+    [
+        b'{"choices":[{"text":"a","token_ids":[1,2],"prompt_token_ids":[3,4,5]}]}',  # vLLM: compact, key last
+        b'{"choices": [{"prompt_token_ids": [3, 4, 5], "text": "a", "token_ids": [1, 2]}]}',  # key first, spaced
+        b'{"choices":[{"text":"\\"prompt_token_ids\\":[9]","token_ids":[1,2],"prompt_token_ids":[3]}]}',  # the key in the text
+        b'{"choices":[{"text":"a","token_ids":[1,2],"prompt_token_ids":null}]}',  # no list: left as it is
+    ],
+)
+def test_the_echoed_prompt_is_cut_from_the_first_chunk(chunk):
+    """The prompt ids vLLM echoes on the first chunk are cut out unparsed (a long context would be parsed
+    into as many Python ints); what is left is the same chunk, the model's text and tokens untouched."""
+    import json
+
+    from gateway.engine import without_prompt_ids
+
+    original, trimmed = json.loads(chunk), json.loads(without_prompt_ids(chunk))
+    choice = original["choices"][0]
+    assert trimmed["choices"][0] == {key: value for key, value in choice.items() if key != "prompt_token_ids" or value is None}

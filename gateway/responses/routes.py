@@ -126,10 +126,10 @@ async def retrieve_response(request: Request) -> Response:
     stream, after = _stream_query(request)
     run = _live(request)
     if not stream:
-        return JSONResponse(run.snapshot() if run is not None else (await _stored(request, dialog=False)).response)
+        return JSONResponse(run.snapshot() if run is not None else (await _stored(request)).response)
     if run is not None:
         return event_stream(services, run, _frames(run, after))
-    stored = await _stored(request, dialog=False)
+    stored = await _stored(request)
     if not stored.response.get("background"):
         raise bad_request("Only responses created with background=true can be streamed again.", param="stream")
     return sse_response(services, follow_stored(services.store, stored.response["id"], after))
@@ -145,12 +145,12 @@ async def cancel_response(request: Request) -> Response:
         run.cancel()
         await run.log.wait_closed()
         return JSONResponse(run.response)
-    stored = await _stored(request, dialog=False)
+    stored = await _stored(request)
     if not stored.response.get("background"):
         raise bad_request("Only responses created with background=true can be cancelled.", param="response_id")
     if stored.status in RUNNING:
         await services.replicas.cancel(stored, wait_s=CANCEL_WAIT_S)
-        stored = await _stored(request, dialog=False)
+        stored = await _stored(request)
     return JSONResponse(stored.response)
 
 
@@ -194,7 +194,7 @@ async def delete_response(request: Request) -> Response:
 
 
 async def list_input_items(request: Request) -> Response:
-    stored = await _stored(request, dialog=False)
+    stored = await _stored(request)
     check_include(include_query(request))
     query = page_query(request)
     items = stored.input_items if query.ascending else stored.input_items[::-1]
@@ -206,10 +206,11 @@ async def list_input_items(request: Request) -> Response:
     return JSONResponse(listing(items[: query.limit], len(items) > query.limit))
 
 
-async def _stored(request: Request, dialog: bool = True) -> StoredResponse:
+async def _stored(request: Request) -> StoredResponse:
+    """The tenant's stored response, without its dialog (no endpoint shows it)."""
     response_id = request.path_params["response_id"]
     services: Services = request.app.state.services
-    stored = await services.store.get(response_id, tenant_of(request), dialog=dialog)
+    stored = await services.store.get(response_id, tenant_of(request), dialog=False)
     if stored is None:
         raise _missing(response_id)
     return stored

@@ -325,23 +325,28 @@ class ResponseRun:
             if self.conversation is not None and status in ("completed", "incomplete"):
                 await self._add_to_conversation(self.conversation)
             if self.journal is not None:
-                await self._finish_background(status)
+                await self._finish_background()
             else:
                 if self.request.store:
                     await self._save_or_fail()
-                if status != "cancelled":
-                    emit([log.make(f"response.{self.response['status']}", response=self.response)])
+                emit(self._terminal_events())
 
-    async def _finish_background(self, status: str) -> None:
-        """The terminal event (its readers are still there: a cancelled stream ends with an error event),
-        then the final record with the events not written yet; only then is the run forgotten here, so a
-        reader always finds it, live or stored."""
-        assert self.journal is not None
-        log = self.events_log
+    def _terminal_events(self) -> list[Event]:
+        """The stream's last event, as the response ended. A cancelled response's stream has readers only
+        in the background (a foreground one was cancelled because its reader left): it ends with an
+        error event, since OpenAI's stream has no cancelled event."""
+        log, status = self.events_log, self.response["status"]
         if status != "cancelled":
-            self.log.append([log.make(f"response.{status}", response=self.response)])
-        else:
-            self.log.append([log.make("error", code="response_cancelled", message="The response was cancelled.", param=None)])
+            return [log.make(f"response.{status}", response=self.response)]
+        if self.background:
+            return [log.make("error", code="response_cancelled", message="The response was cancelled.", param=None)]
+        return []
+
+    async def _finish_background(self) -> None:
+        """The terminal event, then the final record with the events not written yet; only then is the run
+        forgotten here, so a reader always finds it, live or stored."""
+        assert self.journal is not None
+        self.log.append(self._terminal_events())
         try:
             await self.journal.finish(lambda frames: self._save(frames, owner=self.services.replicas.id))
         finally:

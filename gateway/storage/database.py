@@ -73,11 +73,6 @@ class Database(abc.ABC):
     async def keep_listening(self) -> None:
         """Run for the app's lifetime where notifications come from other processes; by default they do not."""
 
-    @property
-    def shared(self) -> bool:
-        """Whether other gateway processes may use this database at the same time (replicas)."""
-        return False
-
 
 def open_database(url: str, *, retry_s: float, pool_size: int) -> Database:
     """The database `storage.url` names: `sqlite:///PATH` (or a bare path) or `postgresql://...`."""

@@ -58,10 +58,6 @@ class PostgreSQL(Database):
         self._listener: asyncpg.Connection | None = None
         self._closing = False
 
-    @property
-    def shared(self) -> bool:
-        return True
-
     async def start(self) -> None:
         self._pool = await self._retrying(self._create_pool)
         await self.transaction(_migrate)
