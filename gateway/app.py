@@ -29,7 +29,7 @@ from .chat.routes import routes as chat_routes
 from .responses.routes import routes as response_routes
 from .responses.log import Runs
 from .responses.sealed import Sealer
-from .responses.run import Services
+from .responses.services import Services
 from .replicas import Replicas
 from .storage import StorageError, open_database
 from .store import ResponseStore, expire_responses

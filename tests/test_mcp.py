@@ -173,6 +173,7 @@ def test_approval_approved(mcp_gateway: Gateway) -> None:
     (request,) = items(asked, "mcp_approval_request")
     assert (request["server_label"], request["name"], json.loads(request["arguments"])) == ("guarded", "add", {"a": 20, "b": 22})
     assert items(asked, "mcp_call") == []
+    assert asked["output"][-1] == request  # the response ends with the request: the user answers first
     answer = [{"type": "mcp_approval_response", "approval_request_id": request["id"], "approve": True}]
     done, events = run(mcp_gateway, "", tools, input=answer, previous_response_id=asked["id"])
     (call,) = items(done, "mcp_call")

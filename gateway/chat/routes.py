@@ -19,7 +19,8 @@ from starlette.routing import Route
 from ..body import parse_body
 from ..responses.items import Delta, FunctionCallOutput, MessageOutput, ReasoningOutput
 from ..responses.routes import event_stream, refuse_while_draining, tenant_of, wait_for_run
-from ..responses.run import ChatOptions, ResponseRun, Services
+from ..responses.run import ChatOptions, ResponseRun
+from ..responses.services import Services
 from .request import ChatRequest
 
 _DONE = b"data: [DONE]\n\n"

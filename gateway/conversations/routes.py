@@ -21,7 +21,7 @@ from ..responses.conversation import Dialog, append_input
 from ..responses.items import new_id
 from ..responses.request import InputItem, Metadata, check_include
 from ..responses.routes import include_query, tenant_of
-from ..responses.run import Services
+from ..responses.services import Services
 from .history import duplicate, keep_state, missing, new_items, open_conversation, refuse_known_ids
 from .store import Conversation, DuplicateItem
 

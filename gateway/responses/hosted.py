@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import logging
 import time
-from dataclasses import dataclass
 from typing import Any, Callable
 
 import anyio
@@ -28,6 +27,8 @@ from .conversation import Dialog, PendingApproval, tool_result
 from .items import Event, Events, OutputItem, new_id
 from .log import Batch
 from .python_call import run_code
+from .services import Services
+from .tool_call import CallKind, ToolCall
 from .request import CodeInterpreterTool, McpTool, ResponsesRequest
 from .tool_items import CodeInterpreterCallOutput, McpApprovalRequestOutput, McpCallOutput, McpListToolsOutput
 
@@ -36,27 +37,9 @@ log = logging.getLogger("gateway.tools")
 Emit = Callable[[Batch], None]  # appends a batch of events to the response's log
 
 
-@dataclass
-class ToolCall:
-    """A message of the model's addressed to a tool, as the run loop tracks it."""
-
-    recipient: str
-    channel: str | None
-    kind: str = "unknown"  # function | python | mcp | approval | unknown | invalid
-    item: OutputItem | None = None
-    server: EnabledServer | None = None
-    tool_name: str = ""
-    output: str | None = None  # what the model is told: the tool's output or why there is none
-
-    @property
-    def ends_response(self) -> bool:
-        """A client function or an approval request: the client acts before the conversation goes on."""
-        return self.kind in ("function", "approval")
-
-
 class HostedTools:
     def __init__(
-        self, services: Any, request: ResponsesRequest, tenant: str, output: list[OutputItem], events: Events, emit: Emit
+        self, services: Services, request: ResponsesRequest, tenant: str, output: list[OutputItem], events: Events, emit: Emit
     ) -> None:
         self.services = services
         self.emit = emit
@@ -150,7 +133,7 @@ class HostedTools:
             listing = [tool_listing(tool) for tool in server.tools()] if error is None else []
             if error is None and server.label not in self.dialog.mcp_listed:
                 self.dialog.mcp_listed.append(server.label)
-            self.emit(item.listed(self.events, listing, error))
+            self.emit([*item.listed(self.events, listing, error)])
         decisions, self.dialog.decisions = self.dialog.decisions, []
         for decision in decisions:
             pending = decision.pending
@@ -159,11 +142,11 @@ class HostedTools:
                 self.dialog.append(tool_result(pending.recipient, pending.channel, f"The user denied this call.{reason}"))
                 continue
             server = self.servers[pending.server_label]
-            item = McpCallOutput(len(self.output), pending.server_label, pending.name, decision.approval_request_id)
-            self.output.append(item)
-            self.dialog.owner = item.id
-            call = ToolCall(pending.recipient, pending.channel, "mcp", item, server, pending.name)
-            self.emit([*item.opened(self.events), item.delta(self.events, pending.arguments), *item.written(self.events)])
+            approved = McpCallOutput(len(self.output), pending.server_label, pending.name, decision.approval_request_id)
+            self.output.append(approved)
+            self.dialog.owner = approved.id
+            call = ToolCall(pending.recipient, pending.channel, CallKind.MCP, approved, server, pending.name)
+            self.emit([*approved.opened(self.events), approved.delta(self.events, pending.arguments), *approved.written(self.events)])
             await self.run_call(call)
             self.dialog.append(tool_result(call.recipient, call.channel, call.output or ""))
 
@@ -176,29 +159,24 @@ class HostedTools:
         server = self.servers.get(label) if self.enabled else None
         is_python = recipient == "python" and self.code_interpreter is not None and self.enabled
         if not is_python and server is None:
-            call.output = f"Error: there is no tool '{recipient}'. Use only the tools declared to you."
+            call.refuse(f"there is no tool '{recipient}'. Use only the tools declared to you.")
             return None
         if server is not None and not (server.connection.connected and server.has_tool(name)):
             state = "is unavailable" if not server.connection.connected else f"has no tool named '{name}'"
-            call.output = f"Error: the '{label}' server {state}."
+            call.refuse(f"the '{label}' server {state}.")
             return None
         limit = self.request.max_tool_calls
         if limit is not None and self.calls_made >= limit:
-            call.output = f"Error: the limit of {limit} tool calls for this response is reached. Answer without tools."
+            call.refuse(f"the limit of {limit} tool calls for this response is reached. Answer without tools.")
             return None
         self.calls_made += 1
         if is_python:
-            call.kind = "python"
-            call.item = CodeInterpreterCallOutput(index, self._container_id(), self.show_code_outputs)
-            return call.item
+            return call.claim(CallKind.PYTHON, CodeInterpreterCallOutput(index, self._container_id(), self.show_code_outputs))
         assert server is not None
         call.server, call.tool_name = server, name
         if server.needs_approval(name):
-            call.kind = "approval"  # no item until the arguments are complete
-            return None
-        call.kind = "mcp"
-        call.item = McpCallOutput(index, label, name)
-        return call.item
+            return call.claim(CallKind.APPROVAL)  # no item until the arguments are complete
+        return call.claim(CallKind.MCP, McpCallOutput(index, label, name))
 
     def _container_id(self) -> str:
         """The conversation's sandbox session: the request's container, the one its code ran in, or a new one."""
@@ -211,15 +189,13 @@ class HostedTools:
     def call_written(self, call: ToolCall, arguments: str) -> list[Event]:
         """The call's message is complete (the engine stopped at `<|call|>`)."""
         item = call.item
-        if call.kind in ("mcp", "approval") and not _is_json_object(arguments):
-            call.output = "Error: the arguments are not a valid JSON object. Call the tool again with a JSON object."
+        if call.kind in (CallKind.MCP, CallKind.APPROVAL) and not _is_json_object(arguments):
+            call.invalidate("the arguments are not a valid JSON object. Call the tool again with a JSON object.")
             if isinstance(item, McpCallOutput):
                 item.error = protocol_error(INVALID_PARAMS, "The arguments are not a valid JSON object.")
-                call.kind = "invalid"
                 return item.written(self.events) + item.finished(self.events, "failed")
-            call.kind = "invalid"
             return []
-        if call.kind == "approval":
+        if call.kind is CallKind.APPROVAL:
             assert call.server is not None
             request = McpApprovalRequestOutput(len(self.output), call.server.label, call.tool_name, arguments)
             self.output.append(request)
@@ -238,41 +214,46 @@ class HostedTools:
         await self._run(call)
         item = call.item
         outcome = getattr(item, "status", "failed")
-        self.services.metrics.tool_call(call.kind, outcome, time.perf_counter() - started)
+        self.services.metrics.tool_call(call.kind.value, outcome, time.perf_counter() - started)
 
     async def _run(self, call: ToolCall) -> None:
-        if call.kind == "python":
-            item = call.item
-            assert isinstance(item, CodeInterpreterCallOutput)
-            sandbox = self.services.sandbox
-            resumed = self.dialog.container_id == item.container_id
-            result = await run_code(sandbox, item, resumed, self.tenant)
-            self.dialog.container_id = item.container_id
-            call.output = result.text
-            item.outputs = result.outputs
-            self.emit(item.finished(self.events, result.status))
-        elif call.kind == "mcp":
-            item = call.item
-            assert isinstance(item, McpCallOutput) and call.server is not None
-            try:
-                result = await call.server.connection.call(call.tool_name, json.loads(item.text))
-                text = result_text(result)
-                if result.is_error:  # the tool ran and reported a failure
-                    content = [block.model_dump(mode="json", exclude_none=True) for block in result.content]
-                    item.error = {"type": "mcp_tool_execution_error", "content": content}
-                    text = f"Error: {text or 'the tool reported an error.'}"
-                else:
-                    item.output = text
-            except ToolCallFailed as exc:
-                item.error, text = protocol_error(exc.code, str(exc)), f"Error: {exc}"
-            except anyio.get_cancelled_exc_class():
-                raise
-            except Exception as exc:  # a fault in the SDK or the server's answer: the call failed, the response goes on
-                log.exception("MCP call %s.%s failed", item.server_label, item.name)
-                item.error = protocol_error(INTERNAL_ERROR, f"{type(exc).__name__}: {exc}")
-                text = f"Error: the call failed ({type(exc).__name__})."
-            call.output = text
-            self.emit(item.finished(self.events, "failed" if item.error else "completed"))
+        if call.kind is CallKind.PYTHON:
+            await self._run_python(call)
+        elif call.kind is CallKind.MCP:
+            await self._run_mcp(call)
+
+    async def _run_python(self, call: ToolCall) -> None:
+        item, sandbox = call.item, self.services.sandbox
+        assert isinstance(item, CodeInterpreterCallOutput) and sandbox is not None  # claimed only with a sandbox
+        resumed = self.dialog.container_id == item.container_id
+        result = await run_code(sandbox, item, resumed, self.tenant)
+        self.dialog.container_id = item.container_id
+        call.output = result.text
+        item.outputs = result.outputs
+        self.emit([*item.finished(self.events, result.status)])
+
+    async def _run_mcp(self, call: ToolCall) -> None:
+        item, server = call.item, call.server
+        assert isinstance(item, McpCallOutput) and server is not None
+        try:
+            result = await server.connection.call(call.tool_name, json.loads(item.text))
+            text = result_text(result)
+            if result.is_error:  # the tool ran and reported a failure
+                content = [block.model_dump(mode="json", exclude_none=True) for block in result.content]
+                item.error = {"type": "mcp_tool_execution_error", "content": content}
+                text = f"Error: {text or 'the tool reported an error.'}"
+            else:
+                item.output = text
+        except ToolCallFailed as exc:
+            item.error, text = protocol_error(exc.code, str(exc)), f"Error: {exc}"
+        except anyio.get_cancelled_exc_class():
+            raise
+        except Exception as exc:  # a fault in the SDK or the server's answer: the call failed, the response goes on
+            log.exception("MCP call %s.%s failed", item.server_label, item.name)
+            item.error = protocol_error(INTERNAL_ERROR, f"{type(exc).__name__}: {exc}")
+            text = f"Error: the call failed ({type(exc).__name__})."
+        call.output = text
+        self.emit([*item.finished(self.events, "failed" if item.error else "completed")])
 
 
 def protocol_error(code: int, message: str) -> dict[str, Any]:

@@ -17,7 +17,8 @@ from .request import ResponsesRequest, check_include
 from ..store import RUNNING, StoredResponse
 from .follow import follow_stored
 from .log import sequence_number, sse_frame
-from .run import ResponseRun, Services
+from .run import ResponseRun
+from .services import Services
 
 
 async def create_response(request: Request) -> Response:

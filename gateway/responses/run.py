@@ -18,27 +18,23 @@ from typing import Any
 import anyio
 from openai_harmony import Role
 
-from ..config import GatewayConfig
-from ..engine import EngineClient, EngineStream, Sampling
+from ..engine import EngineStream, Sampling
 from ..errors import APIError, bad_request
-from ..harmony import GrowingPrompt, Preamble, Prompt, PromptRenderer, ToolDescription, ToolNamespaceConfig, encoding
+from ..harmony import GrowingPrompt, Preamble, Prompt, ToolDescription, ToolNamespaceConfig, encoding
 from ..parser import HarmonyStreamParser, MalformedHarmony, MessageFinished, MessageStarted, TextDelta
-from ..metrics import Metrics
-from ..shutdown import Drain
-from ..replicas import Replicas
 from ..storage import StorageError
-from ..store import RUNNING, ResponseStore, StoredResponse
-from ..conversations.store import Conversation, ConversationStore, DuplicateItem
+from ..store import RUNNING, StoredResponse
+from ..conversations.store import Conversation, DuplicateItem
 from ..conversations.history import keep_state, new_items, open_conversation, refuse_known_ids
-from sandbox.manager import SandboxManager
-from tools.servers import MCPServers
 
 from .conversation import Dialog, append_input, tool_result
-from .hosted import HostedTools, ToolCall
+from .hosted import HostedTools
+from .services import Services
+from .tool_call import CallKind, ToolCall
 from .items import CustomToolCallOutput, Delta, Event, Events, FunctionCallOutput, MessageOutput, OutputItem, ReasoningOutput, new_id
 from .journal import Journal
-from .log import EventLog, Runs
-from .sealed import Sealer, Unsealable
+from .log import EventLog
+from .sealed import Unsealable
 from .choice import check_choice, forced_header, offered_tools
 from .stops import StopMatcher
 from .logprobs import ContentLogprob, load_vocabulary, parse_with_logprobs
@@ -47,22 +43,6 @@ from .grammars import InvalidGrammar, check_grammar, input_problem
 from .request import CustomTool, FunctionTool, GrammarInput, McpTool, NamespaceTool, ReasoningItem, ReasoningText, ResponsesRequest, UnavailableTool, unsupported
 
 logger = logging.getLogger("gateway.responses")
-
-
-@dataclass
-class Services:
-    config: GatewayConfig
-    engine: EngineClient
-    store: ResponseStore
-    conversations: ConversationStore
-    drain: Drain
-    metrics: Metrics
-    renderer: PromptRenderer
-    runs: Runs
-    replicas: Replicas
-    sealer: Sealer
-    sandbox: SandboxManager | None = None
-    mcp: MCPServers | None = None
 
 
 class ResponseRun:
@@ -373,10 +353,10 @@ class ResponseRun:
             if outcome.finish_reason == "length":
                 return "incomplete", {"reason": "max_output_tokens"}
             call = outcome.call
-            if call is None or call.ends_response:
+            if call is None or call.kind.ends_response:
                 return "completed", None
             await self.hosted.run_call(call)
-            if call.kind in ("python", "mcp"):
+            if call.kind.runs_here:
                 self._tool_called = True
             # The tool's output, or what went wrong (no such tool, bad arguments), goes to the model.
             self.dialog.append(tool_result(call.recipient, call.channel, call.output or ""))
@@ -438,7 +418,7 @@ class ResponseRun:
                         assert isinstance(parsed, MessageFinished)
                         self.dialog.append(parsed.message)
                         call = outcome.call
-                        if call is not None and call.kind not in ("function", "unknown"):
+                        if call is not None and call.kind.hosted:
                             batch += self.hosted.call_written(call, _text(parsed.message))
                         elif item is not None:
                             batch += self._held_back(item, stopper)
@@ -466,7 +446,7 @@ class ResponseRun:
             outcome.finish_reason = "stop"
         elif outcome.finish_reason == "abort":
             raise APIError(502, "The engine aborted the generation.", type="server_error", code="engine_error")
-        if outcome.call is not None and outcome.call.kind == "function":
+        if outcome.call is not None and outcome.call.kind is CallKind.FUNCTION:
             self._finish_function_call(outcome)
 
     def _held_back(self, item: OutputItem, stopper: StopMatcher | None) -> list[Event | Delta]:
@@ -494,15 +474,12 @@ class ResponseRun:
         recipient = call.recipient
         if recipient in self.callables and self.request.tool_choice != "none":
             function, namespace = self.callables[recipient]
-            call.kind = "function"
             if isinstance(function, CustomTool):
-                call.item = CustomToolCallOutput(index, function.name)
-            else:
-                call.item = FunctionCallOutput(index, function.name, namespace)
-            return call.item
+                return call.claim(CallKind.FUNCTION, CustomToolCallOutput(index, function.name))
+            return call.claim(CallKind.FUNCTION, FunctionCallOutput(index, function.name, namespace))
         namespace, _, name = recipient.partition(".")
         if namespace == "functions" or namespace in self.namespaces:
-            call.output = f"Error: no function named '{name}' is available in {namespace}. Use only the declared functions."
+            call.refuse(f"no function named '{name}' is available in {namespace}. Use only the declared functions.")
             return None
         return self.hosted.open_call(index, call)
 
@@ -517,17 +494,15 @@ class ResponseRun:
         try:
             arguments = json.loads(item.text)
         except ValueError as exc:
-            call.kind = "invalid"
-            call.output = f"Error: the arguments are not valid JSON ({exc}). Call the function again with a JSON object."
+            call.invalidate(f"the arguments are not valid JSON ({exc}). Call the function again with a JSON object.")
             return "incomplete"
         validator = self.validators.get(item.recipient)
         if validator is not None:
             # In a worker thread: the client's schema decides how much work this is.
             problem = await anyio.to_thread.run_sync(argument_error, validator, arguments)
             if problem is not None:
-                call.kind = "invalid"
-                call.output = (
-                    f"Error: the arguments do not match the parameters of {item.name}: {problem}. "
+                call.invalidate(
+                    f"the arguments do not match the parameters of {item.name}: {problem}. "
                     "Call the function again with arguments that do."
                 )
                 return "incomplete"
@@ -541,8 +516,7 @@ class ResponseRun:
         problem = await input_problem(grammar.syntax, grammar.definition, item.text)
         if problem is None:
             return "completed"
-        call.kind = "invalid"
-        call.output = f"Error: the input of {item.name} is not valid: {problem}. Call the tool again with input that is."
+        call.invalidate(f"the input of {item.name} is not valid: {problem}. Call the tool again with input that is.")
         return "incomplete"
 
     async def _check_grammars(self) -> None:
