@@ -2,7 +2,10 @@
 
   * warm: a second call in a session that already ran code;
   * new session: the first call of a new conversation, its kernel taken from the warm pool;
-  * per-call container: the reference tool's approach, create + start + run + remove a container per call.
+  * per-call container: the reference tool's approach, create + start + run + remove a container per call;
+  * with the sessions' directory (SQLite, as one gateway has it): a warm call, which also marks the session
+    busy and idle in the database, and a takeover, two replicas' managers taking turns on one session
+    (each call: the directory's claim, an attach to the container, a ping, the run).
 
 Run: .venv/bin/python bench/sandbox_roundtrip.py [--image harmony-gateway/sandbox:latest] [--runs 50]
 """
@@ -12,6 +15,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -21,7 +25,12 @@ import docker
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from gateway.config import SandboxConfig  # noqa: E402
+from gateway.config import SandboxConfig, StorageConfig  # noqa: E402
+from gateway.replicas import Replicas  # noqa: E402
+from gateway.sandbox_sessions import SessionDirectory  # noqa: E402
+from gateway.storage import open_database  # noqa: E402
+from gateway.store import ResponseStore  # noqa: E402
+from sandbox.docker_backend import Owner  # noqa: E402
 from sandbox.manager import SandboxManager  # noqa: E402
 
 
@@ -70,9 +79,46 @@ async def measure(image: str, runs: int) -> None:
         await anyio.to_thread.run_sync(per_call_container)
         baseline.append(time.perf_counter() - started)
 
+    shared_warm, takeover = await measure_shared(image, runs)
     figures("warm session", warm)
     figures("new session (from the warm pool)", fresh)
     figures("per-call container (reference)", baseline)
+    figures("warm session, with the directory", shared_warm)
+    figures("takeover by another replica", takeover)
+
+
+async def measure_shared(image: str, runs: int) -> tuple[list[float], list[float]]:
+    with tempfile.TemporaryDirectory() as folder:
+        db = open_database(f"sqlite:///{folder}/bench.sqlite3", retry_s=1, pool_size=1)
+        await db.start()
+        storage = StorageConfig(lease_s=60)
+        managers = []
+        async with anyio.create_task_group() as tasks:
+            for name in ("a", "b"):
+                replicas = Replicas(db, ResponseStore(db), storage.model_copy(update={"replica_id": f"bench-{name}"}))
+                await replicas.join()
+                config = SandboxConfig(image=image, pool_size=1, instance="bench")
+                owner = Owner(replicas.id, replicas.live, sweep_s=3600)
+                managers.append(SandboxManager(config, owner, SessionDirectory(db, replicas)))
+                await managers[-1].start(tasks)
+            first, second = managers
+            await first.execute("cntr_bench", "x = 0", resumed=False, tenant="bench")
+            warm, takeover = [], []
+            for _ in range(runs):
+                started = time.perf_counter()
+                await first.execute("cntr_bench", "x += 1", resumed=True, tenant="bench")
+                warm.append(time.perf_counter() - started)
+            for number in range(runs):
+                manager = managers[number % 2]
+                started = time.perf_counter()
+                result = await manager.execute("cntr_bench", "x += 1; print(x)", resumed=True, tenant="bench")
+                takeover.append(time.perf_counter() - started)
+                assert result.output == f"{runs + number + 1}\n", result
+            for manager in managers:
+                await manager.close()
+            tasks.cancel_scope.cancel()
+        await db.close()
+    return warm, takeover
 
 
 def main() -> None:

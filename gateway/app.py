@@ -31,7 +31,8 @@ from .responses.log import Runs
 from .responses.sealed import Sealer
 from .responses.services import Services
 from .replicas import Replicas
-from .storage import StorageError, open_database
+from .sandbox_sessions import SessionDirectory
+from .storage import Database, StorageError, open_database
 from .store import ResponseStore, expire_responses
 from .conversations.store import ConversationStore
 from .conversations.routes import routes as conversation_routes
@@ -51,14 +52,13 @@ async def ready(request: Request) -> Response:
     """Readiness: the engine answers and every configured tool server is connected."""
     services: Services = request.app.state.services
     engine = await services.engine.healthy()
-    servers = services.mcp.health() if services.mcp is not None else {}
+    servers = services.mcp.health()
     draining = services.drain.draining
     ok = engine and all(servers.values()) and not draining
     body = {"status": "ready" if ok else "not_ready", "engine": engine, "tool_servers": servers, "draining": draining}
     if services.sandbox is not None:
         body["sandbox_sessions"] = services.sandbox.live_sessions
-    if services.mcp is not None:
-        body["mcp_request_sessions"] = services.mcp.request_sessions
+    body["mcp_request_sessions"] = services.mcp.request_sessions
     return JSONResponse(body, status_code=200 if ok else 503)
 
 
@@ -89,12 +89,14 @@ async def handle_http_exception(request: Request, exc: Exception) -> Response:
     return APIError(exc.status_code, message, code=kind).response()
 
 
-async def _start_sandbox(config: GatewayConfig, tasks: TaskGroup, replicas: Replicas) -> SandboxManager | None:
+async def _start_sandbox(config: GatewayConfig, tasks: TaskGroup, replicas: Replicas, database: Database) -> SandboxManager | None:
     if config.sandbox is None:
         return None
     # Containers carry this replica's id; at start-up and from time to time, those of replicas whose lease
-    # ran out are removed, never those of a live replica sharing the Docker daemon.
-    sandbox = SandboxManager(config.sandbox, Owner(replicas.id, replicas.live, sweep_s=replicas.lease_s))
+    # ran out are removed, never those of a live replica sharing the Docker daemon. The sessions'
+    # directory lets a conversation's python session follow it to whichever replica serves it.
+    owner = Owner(replicas.id, replicas.live, sweep_s=replicas.lease_s)
+    sandbox = SandboxManager(config.sandbox, owner, SessionDirectory(database, replicas))
     try:
         await sandbox.start(tasks)
     except SandboxUnavailable as exc:
@@ -124,7 +126,7 @@ def create_app(config: GatewayConfig, drain: Drain | None = None) -> Starlette:
         await replicas.join()
         renderer = PromptRenderer()
         async with anyio.create_task_group() as tasks:
-            sandbox = await _start_sandbox(config, tasks, replicas)
+            sandbox = await _start_sandbox(config, tasks, replicas, database)
             mcp = MCPServers(config)
             await mcp.start(tasks)
             drain.bind()

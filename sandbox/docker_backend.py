@@ -21,7 +21,8 @@ from anyio.abc import SocketStream, UNIXSocketStream
 from gateway.config import SandboxConfig
 
 from .build import sandbox_sha
-from .channel import KernelChannel
+from .channel import KernelChannel, KernelDied
+from .directory import Directory, Placement
 
 log = logging.getLogger("sandbox.docker")
 
@@ -72,14 +73,21 @@ class DockerKernel:
             await self.channel.aclose()
             await anyio.to_thread.run_sync(self.backend.remove, self.container_id)
 
+    async def detach(self) -> None:
+        """Close this replica's attach connection; the container and its kernel carry on (its stdin is
+        not closed with an attach: see `_start_container`)."""
+        with anyio.CancelScope(shield=True):
+            await self.channel.aclose()
+
 
 class DockerBackend:
     data_dir = "/mnt/data"
     isolation = "docker"
 
-    def __init__(self, config: SandboxConfig, owner: Owner | None = None) -> None:
+    def __init__(self, config: SandboxConfig, owner: Owner | None = None, directory: Directory | None = None) -> None:
         self.config = config
         self.owner = owner or Owner.alone()
+        self.directory = directory  # sessions that changed hands belong to their holder, not their starter
         self.labels = {LABEL: "1", INSTANCE_LABEL: config.instance, OWNER_LABEL: self.owner.id}
         self._client: docker.DockerClient | None = None
 
@@ -95,12 +103,62 @@ class DockerBackend:
         await self.remove_orphans()
 
     async def remove_orphans(self) -> int:
-        """Remove the containers of this instance whose replica is no longer alive (its lease ran out)."""
+        """Remove the containers of this instance whose replica is no longer alive (its lease ran out). A
+        session's container belongs to the replica holding the session; one whose holder is gone is kept
+        for its idle time, for another replica to take over when the conversation goes on."""
         live = await self.owner.live()
-        removed = await anyio.to_thread.run_sync(self._remove, lambda owner: owner not in live)
+        placements = await self._placements()
+        stale_before = time.time() - self.config.idle_ttl_s
+
+        def orphaned(container: str, starter: str) -> bool:
+            placement = placements.get(container)
+            if placement is None:
+                return starter not in live
+            return placement.owner not in live and placement.last_used < stale_before
+
+        removed = await anyio.to_thread.run_sync(self._remove, orphaned)
+        await self._drop(removed, placements)
         if removed:
-            log.info("removed %d sandbox container(s) left by gateway replicas that are gone", removed)
-        return removed
+            log.info("removed %d sandbox container(s) left by gateway replicas that are gone", len(removed))
+        return len(removed)
+
+    async def _placements(self) -> dict[str, Placement]:
+        return await self.directory.placements() if self.directory is not None else {}
+
+    async def _drop(self, removed: list[str], placements: dict[str, Placement]) -> None:
+        if self.directory is not None:
+            for container in removed:
+                if container in placements:
+                    await self.directory.drop(container, placements[container].owner)
+
+    async def attach(self, container_id: str) -> DockerKernel | None:
+        """This replica's connection to a running session container another replica started or held;
+        None if the container is gone or its kernel does not answer (then it is removed)."""
+        try:
+            sock = await anyio.to_thread.run_sync(self._attach_socket, container_id)
+        except docker.errors.NotFound:
+            return None
+        if sock is None:
+            return None
+        stream = await _async_stream(sock)
+        kernel = DockerKernel(self, container_id, KernelChannel(stream, stream, multiplexed=True))
+        try:
+            with anyio.fail_after(10):
+                await kernel.channel.request(op="ping")
+        except (KernelDied, TimeoutError) as exc:
+            log.warning("sandbox container %s does not answer (%s): removed", container_id[:12], exc)
+            await kernel.destroy()
+            return None
+        return kernel
+
+    def _attach_socket(self, container_id: str) -> socket.socket | None:
+        api = self.client.api
+        state = api.inspect_container(container_id)
+        if not state["State"].get("Running") or state["Config"].get("Labels", {}).get(INSTANCE_LABEL) != self.config.instance:
+            self.remove(container_id)
+            return None
+        attached = api.attach_socket(container_id, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1})
+        return _detach_socket(attached)
 
     async def sweep_orphans(self) -> None:
         """Run for the app's lifetime: a replica that died leaves its containers to the others."""
@@ -162,15 +220,19 @@ class DockerBackend:
             init=False,
             log_config={"type": "none"},  # replies must not pile up in container logs
         )
-        container = api.create_container(
+        spec = api.create_container_config(
             config.image,
+            None,
             user="1000:1000",
             stdin_open=True,
             labels=self.labels,
             host_config=host_config,
             network_disabled=True,
         )
-        container_id = container["Id"]
+        # The SDK sets StdinOnce with stdin_open: the kernel's stdin would close with the first attach, and
+        # no other replica could attach to the session later (a detach would end the kernel).
+        spec["StdinOnce"] = False
+        container_id = api.create_container_from_config(spec)["Id"]
         try:
             api.start(container_id)
             attached = api.attach_socket(container_id, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1})
@@ -201,22 +263,39 @@ class DockerBackend:
             if exc.status_code != 409:  # 409: removal already in progress
                 raise
 
-    def _remove(self, whose: Callable[[str], bool]) -> int:
-        """Remove the containers of this instance whose owner `whose` picks (containers of a version
-        before owners carry an empty one)."""
+    def _remove(self, whose: Callable[[str, str], bool]) -> list[str]:
+        """Remove the containers of this instance that `whose(container, starter)` picks, where the starter
+        is the replica that started it (empty for containers of a version before owners); their ids."""
         filters = {"label": [f"{LABEL}=1", f"{INSTANCE_LABEL}={self.config.instance}"]}
         containers = self.client.api.containers(all=True, filters=filters)
-        removed = 0
+        removed = []
         for container in containers:
-            if whose((container.get("Labels") or {}).get(OWNER_LABEL, "")):
+            if whose(container["Id"], (container.get("Labels") or {}).get(OWNER_LABEL, "")):
                 self.remove(container["Id"])
-                removed += 1
+                removed.append(container["Id"])
         return removed
 
     async def close(self) -> None:
-        """At shutdown: this replica's own containers go, the other replicas' stay."""
+        """At shutdown: this replica's own containers go; the other replicas', and sessions another
+        replica took over, stay."""
         with anyio.CancelScope(shield=True):
-            await anyio.to_thread.run_sync(self._remove, lambda owner: owner == self.owner.id)
+            try:
+                placements = await self._placements()
+            except Exception as exc:
+                log.warning("the session directory is unavailable at shutdown (%s): removing what this replica started", exc)
+                placements = {}
+            me = self.owner.id
+
+            def mine(container: str, starter: str) -> bool:
+                placement = placements.get(container)
+                return placement.owner == me if placement is not None else starter == me
+
+            removed = await anyio.to_thread.run_sync(self._remove, mine)
+            with anyio.move_on_after(2):
+                try:
+                    await self._drop(removed, placements)
+                except Exception:
+                    pass
             await anyio.to_thread.run_sync(self.client.close)
 
 

@@ -53,6 +53,7 @@ class LocalKernel:
         self.workdir = workdir
         self.uid = uid
         self.channel = channel
+        self.container_id = f"pid-{process.pid}"  # no container: named for the logs only
 
     async def death_reason(self) -> str:
         with anyio.move_on_after(2):
@@ -74,6 +75,10 @@ class LocalKernel:
             await self.process.aclose()
             await anyio.to_thread.run_sync(lambda: shutil.rmtree(self.workdir, ignore_errors=True))
             self.backend.release_uid(self.uid)
+
+    async def detach(self) -> None:
+        """A process cannot outlive its gateway, nor be handed to another: it goes."""
+        await self.destroy()
 
 
 class LocalBackend:

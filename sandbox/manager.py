@@ -3,6 +3,8 @@
 A session is named by a container id (`cntr_…`) that the conversation keeps across turns. Its
 executions run one at a time. A kernel that dies (out of memory, or code that ignored the timeout and
 had to be killed) is replaced by a fresh one, and the result says that the session's state was lost.
+With the Docker backend and a shared directory (directory.py), a session follows its conversation to
+whichever replica gets its next call: that replica takes the session over and attaches to its container.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from gateway.config import SandboxConfig
 from gateway.quota import AllBusy, to_evict
 
 from .channel import KernelChannel, KernelDied, KernelProtocolError
+from .directory import Directory, Placement, SessionBusy, SessionNotFound, SessionTaken
 from .docker_backend import DockerBackend, Owner, SandboxUnavailable
 from .local_backend import LocalBackend
 
@@ -29,15 +32,19 @@ log = logging.getLogger("sandbox")
 # before the whole kernel is replaced.
 KILL_GRACE_S = 8.0
 
-__all__ = ["BACKEND_ERRORS", "Execution", "SandboxFull", "SandboxManager", "SandboxUnavailable", "SessionNotFound"]
+__all__ = ["BACKEND_ERRORS", "Execution", "SandboxFull", "SandboxManager", "SandboxUnavailable", "SessionBusy", "SessionNotFound"]
 
 
 class Kernel(Protocol):
     channel: KernelChannel
+    container_id: str
 
     async def death_reason(self) -> str: ...
 
     async def destroy(self) -> None: ...
+
+    async def detach(self) -> None:
+        """Let go of the kernel, which another replica now holds (where a backend cannot, destroy it)."""
 
 
 class Backend(Protocol):
@@ -55,12 +62,8 @@ class SandboxFull(Exception):
     """The cap on live sessions (in all, or the tenant's) is reached and every session is busy."""
 
 
-class SessionNotFound(Exception):
-    """No live session of this tenant has that container id (another tenant's is not found either)."""
-
-
 # What a backend raises when it cannot start or reach a kernel: the call fails, the response goes on.
-BACKEND_ERRORS = (SandboxUnavailable, KernelDied, OSError, TimeoutError, docker.errors.DockerException)
+BACKEND_ERRORS = (SandboxUnavailable, KernelDied, OSError, TimeoutError, docker.errors.DockerException, SessionBusy)
 
 
 @dataclass
@@ -73,12 +76,12 @@ class Execution:
 
 @dataclass
 class _Session:
-    kernel: Kernel | None  # None while the kernel is being started
     tenant: str
     last_used: float
-    lock: anyio.Lock = field(default_factory=anyio.Lock)
-    ready: anyio.Event = field(default_factory=anyio.Event)  # set once started, or once starting failed
-    ended: bool = False  # evicted or reaped: a caller holding it must start a new session
+    kernel: Kernel | None = None  # None until its first call starts or attaches one
+    generation: int = 0  # the directory's generation of the session when this replica attached to it
+    lock: anyio.Lock = field(default_factory=anyio.Lock)  # one execution at a time; held while starting
+    ended: bool = False  # evicted, reaped or taken over: a caller holding it must look again
 
     @property
     def idle(self) -> bool:
@@ -86,9 +89,13 @@ class _Session:
 
 
 class SandboxManager:
-    def __init__(self, config: SandboxConfig, owner: Owner | None = None) -> None:
+    def __init__(self, config: SandboxConfig, owner: Owner | None = None, directory: Directory | None = None) -> None:
         self.config = config
-        self.backend: Backend = DockerBackend(config, owner) if config.backend == "docker" else LocalBackend(config)
+        # Only containers outlive the replica that started them: a local kernel is never handed over.
+        self.directory = directory if config.backend == "docker" else None
+        self.backend: Backend = DockerBackend(config, owner, self.directory) if config.backend == "docker" else LocalBackend(config)
+        if self.directory is not None:
+            self.directory.on_taken(self._taken)
         self._sessions: dict[str, _Session] = {}
         self._pool: list[Kernel] = []
         self._filling = 0
@@ -105,9 +112,11 @@ class SandboxManager:
         """Kernels started and waiting for a new session."""
         return len(self._pool)
 
-    def has_session(self, container_id: str, tenant: str) -> bool:
+    async def has_session(self, container_id: str, tenant: str) -> bool:
         session = self._sessions.get(container_id)
-        return session is not None and session.tenant == tenant
+        if session is not None:
+            return session.tenant == tenant
+        return self.directory is not None and await self.directory.exists(container_id, tenant)
 
     async def start(self, tasks: TaskGroup) -> None:
         """Check the backend (raises SandboxUnavailable), then keep the pool full and reap idle sessions."""
@@ -134,19 +143,98 @@ class SandboxManager:
             session = self._sessions.get(container_id)
             if session is not None and session.tenant != tenant:
                 raise SessionNotFound(container_id)
-            started = session is None
             if session is None:
-                session = await self._new_session(container_id, tenant)
-            else:
-                await session.ready.wait()  # another call of the conversation may be starting it
+                # Registered before waiting for a kernel, so concurrent starts respect the caps and a
+                # second call of the same conversation waits for this one instead of starting its own.
+                self._make_room(tenant)
+                session = self._sessions[container_id] = _Session(tenant, time.monotonic())
             async with session.lock:
-                if session.ended or session.kernel is None:
-                    continue  # evicted or reaped while we waited, or its start failed: start anew
-                result = await self._run(container_id, session, code)
-                session.last_used = time.monotonic()
+                if session.ended:
+                    continue  # evicted, reaped or taken over while we waited: look again
+                try:
+                    started = await self._hold(container_id, session)
+                except BaseException:
+                    if session.kernel is None and self._sessions.get(container_id) is session:
+                        del self._sessions[container_id]
+                        session.ended = True
+                    raise
+                try:
+                    result = await self._run(container_id, session, code)
+                finally:
+                    session.last_used = time.monotonic()
+                    await self._release(container_id, session)
             if started and resumed:
                 result.state_lost = True
             return result
+
+    async def _hold(self, container_id: str, session: _Session) -> bool:
+        """Make sure this replica holds the session and has its kernel: attached, or started (True)."""
+        directory = self.directory
+        if directory is None:
+            if session.kernel is not None:
+                return False
+            session.kernel = await self._take_kernel()
+            return True
+        busy_s = self.config.timeout_s + KILL_GRACE_S + 5  # an execution's longest time, with a margin
+        while True:
+            placement = await self._acquire(directory, container_id, session.tenant, busy_s)
+            kernel = session.kernel
+            if placement is not None and kernel is not None and placement.generation == session.generation:
+                return False  # held here all along
+            if kernel is not None:  # another replica used the session since: this channel is stale
+                session.kernel = None
+                await kernel.detach()
+            if placement is not None:
+                assert isinstance(self.backend, DockerBackend)
+                attached = await self.backend.attach(placement.container)
+                if attached is not None:
+                    session.kernel, session.generation = attached, placement.generation
+                    return False
+                await directory.forget(container_id)  # its container is gone: the session starts anew
+            kernel = await self._take_kernel()
+            try:
+                session.generation = await directory.register(container_id, session.tenant, kernel.container_id, busy_s)
+            except SessionTaken:  # another replica started it at the same moment: use theirs
+                await kernel.destroy()
+                continue
+            except BaseException:
+                await kernel.destroy()
+                raise
+            session.kernel = kernel
+            return True
+
+    async def _acquire(self, directory: Directory, container_id: str, tenant: str, busy_s: float) -> Placement | None:
+        """The session's placement, once no other replica is running code in it (waiting at most `busy_s`)."""
+        deadline = time.monotonic() + busy_s
+        while True:
+            try:
+                return await directory.acquire(container_id, tenant, busy_s)
+            except SessionBusy:
+                if time.monotonic() >= deadline:
+                    raise
+                await anyio.sleep(0.1)
+
+    async def _release(self, container_id: str, session: _Session) -> None:
+        if self.directory is None or session.kernel is None:
+            return
+        with anyio.CancelScope(shield=True):
+            try:
+                await self.directory.release(container_id, session.kernel.container_id)
+            except Exception as exc:  # the busy mark runs out by itself
+                log.warning("sandbox session %s: could not mark it idle: %s", container_id, exc)
+
+    def _taken(self, container_id: str, owner: str) -> None:
+        """Another replica took the session over: let go of its container now, if this one is idle here
+        (one busy here finds out at its next call)."""
+        session = self._sessions.get(container_id)
+        if self.directory is None or owner == self.directory.owner or session is None or not session.idle:
+            return
+        del self._sessions[container_id]
+        session.ended = True
+        kernel, session.kernel = session.kernel, None
+        assert kernel is not None and self._tasks is not None
+        log.info("sandbox session %s was taken over by replica %s", container_id, owner)
+        self._tasks.start_soon(kernel.detach)
 
     async def _run(self, container_id: str, session: _Session, code: str) -> Execution:
         timeout = self.config.timeout_s
@@ -186,21 +274,6 @@ class SandboxManager:
             "invalid_reply": "the Python process sent an invalid result",
         }[reason]
 
-    async def _new_session(self, container_id: str, tenant: str) -> _Session:
-        self._make_room(tenant)
-        # Registered before waiting for a kernel, so concurrent starts respect the caps and a second
-        # call of the same conversation waits for this one instead of starting its own.
-        session = _Session(kernel=None, tenant=tenant, last_used=time.monotonic())
-        self._sessions[container_id] = session
-        try:
-            session.kernel = await self._take_kernel()
-        except BaseException:
-            del self._sessions[container_id]
-            raise
-        finally:
-            session.ready.set()
-        return session
-
     def _make_room(self, tenant: str) -> None:
         """Below both caps, evicting least recently used idle sessions (the tenant's own first) if needed."""
         per_tenant, total = self.config.max_sessions_per_tenant, self.config.max_sessions
@@ -219,7 +292,19 @@ class SandboxManager:
         session.ended = True
         if session.kernel is not None:
             assert self._tasks is not None, "start() first"
-            self._tasks.start_soon(session.kernel.destroy)
+            self._tasks.start_soon(self._retire, container_id, session.kernel)
+
+    async def _retire(self, container_id: str, kernel: Kernel) -> None:
+        """A session ends here: its container goes, unless another replica has taken the session over."""
+        with anyio.CancelScope(shield=True):
+            if self.directory is not None:
+                try:
+                    if not await self.directory.forget(container_id):
+                        await kernel.detach()
+                        return
+                except Exception as exc:  # unsure whose it is: a taker finds it gone and starts anew
+                    log.warning("sandbox session %s: the directory is unavailable (%s); its container is removed", container_id, exc)
+            await kernel.destroy()
 
     async def _take_kernel(self) -> Kernel:
         self._refill.set()
@@ -259,11 +344,14 @@ class SandboxManager:
         self._closed = True
         self._refill.set()
         with anyio.CancelScope(shield=True):
-            kernels = self._pool + [s.kernel for s in self._sessions.values() if s.kernel is not None]
+            pool, sessions = self._pool, self._sessions
             self._pool, self._sessions = [], {}
             async with anyio.create_task_group() as tasks:
-                for kernel in kernels:
+                for kernel in pool:
                     tasks.start_soon(kernel.destroy)
+                for container_id, session in sessions.items():
+                    if session.kernel is not None:
+                        tasks.start_soon(self._retire, container_id, session.kernel)
             await self.backend.close()
 
 

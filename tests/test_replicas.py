@@ -165,34 +165,69 @@ def _containers_by_owner(instance: str) -> dict[str, list[str]]:
     return owners
 
 
-def test_replicas_sharing_a_docker_daemon_keep_each_others_sessions(emulator, postgres, tmp_path, sandbox_image):  # noqa: F811
-    """Two replicas with the same sandbox.instance on one Docker daemon: a replica starting up removes
-    only containers of replicas that are gone, never a live one's; a killed replica's containers are
-    removed by the other once its lease runs out."""
+def _held_sessions(gateway: Gateway) -> int:
+    return httpx.get(gateway.url + "/ready", timeout=5).json()["sandbox_sessions"]
+
+
+def _wait_for(condition: Any, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return bool(condition())
+
+
+def test_python_state_follows_its_conversation_across_replicas(emulator, postgres, tmp_path, sandbox_image):  # noqa: F811
+    """Replicas with the same sandbox.instance on one Docker daemon: a conversation's python session is
+    taken over by whichever replica serves its next turn, state and all, held by one replica at a time.
+    A replica starting up removes only containers of replicas that are gone; a session outlives the
+    replica that started it, and the one that last held it, for another to take over."""
     from .conftest import sandbox_section
-    from .test_sandbox import CODE_TOOL
+    from .test_sandbox import CODE_TOOL, STATE_LOST
 
     database = postgres.new_database()
     instance = f"test-{time.monotonic_ns()}-shared"
     sections = {"storage": {"url": database, "lease_s": LEASE_S}, "sandbox": sandbox_section("docker", instance, pool_size=1)}
     first = Gateway(gateway_config(emulator.url, tmp_path, **sections), tmp_path).start()
-    second = None
+    second = third = None
+    tools: Any = [CODE_TOOL]
+
+    def turn(gateway: Gateway, code: str, previous: Any) -> Any:
+        response = gateway.client().responses.create(model=MODEL, input=f"[[python {code}]]", tools=tools, previous_response_id=previous.id)
+        assert STATE_LOST not in response.output_text
+        return response
+
     try:
-        client = first.client()
-        tools: Any = [CODE_TOOL]
-        response = client.responses.create(model=MODEL, input="[[python x = 6 * 7]]", tools=tools)
+        start = first.client().responses.create(model=MODEL, input="[[python x = 6 * 7]]", tools=tools)
+        (first_id,) = _containers_by_owner(instance)  # its pool's container, and the session's
         second = Gateway(gateway_config(emulator.url, tmp_path, **sections), tmp_path).start()
-        assert len(_containers_by_owner(instance)) == 2  # each replica's own pool and sessions
-        # The second replica's start-up left the first one's live session alone.
-        follow = client.responses.create(model=MODEL, input="[[python print(x)]]", tools=tools, previous_response_id=response.id)
-        assert "42" in follow.output_text and "restarted" not in follow.output_text
-        first.proc.kill()  # its containers are orphans now
-        deadline = time.monotonic() + 6 * LEASE_S + 10
-        while len(_containers_by_owner(instance)) > 1 and time.monotonic() < deadline:
-            time.sleep(0.5)
-        assert len(_containers_by_owner(instance)) == 1  # only the live replica's remain
+        (second_id,) = set(_containers_by_owner(instance)) - {first_id}
+        assert len(_containers_by_owner(instance)[first_id]) == 2  # the second one's start-up left them
+        # The session moves to the second replica with its state; the first lets go of it.
+        moved = turn(second, "print(x)", start)
+        assert "42" in moved.output_text
+        assert _wait_for(lambda: _held_sessions(first) == 0, 5) and _held_sessions(second) == 1
+        # And back, and again: one holder at a time, one container all along.
+        back = turn(first, "x += 1; print(x)", moved)
+        assert "43" in back.output_text
+        assert _wait_for(lambda: _held_sessions(second) == 0, 5)
+        again = turn(second, "x += 1; print(x)", back)
+        assert "44" in again.output_text
+        # The replica that started the session dies: its pool's container goes, the session's stays
+        # with the replica holding it.
+        first.proc.kill()
+        third = Gateway(gateway_config(emulator.url, tmp_path, **sections), tmp_path).start()
+        assert _wait_for(lambda: len(_containers_by_owner(instance).get(first_id, [])) == 1, 6 * LEASE_S + 10)
+        after = turn(second, "x += 1; print(x)", again)
+        assert "45" in after.output_text
+        # The holder dies too: the session is kept for its idle time, and a live replica takes it over.
+        second.proc.kill()
+        adopted = turn(third, "x += 1; print(x)", after)
+        assert "46" in adopted.output_text
+        assert _wait_for(lambda: second_id not in _containers_by_owner(instance), 6 * LEASE_S + 10)
+        assert len(_containers_by_owner(instance)[first_id]) == 1
+        assert "47" in turn(third, "x += 1; print(x)", adopted).output_text
     finally:
-        first.stop()
-        if second is not None:
-            second.stop()
-    assert _containers_by_owner(instance) == {}  # a clean shutdown removes the replica's own
+        for gateway in (first, second, third):
+            if gateway is not None:
+                gateway.stop()
+    assert _containers_by_owner(instance) == {}  # a clean shutdown removes what the replica holds

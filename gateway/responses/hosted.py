@@ -63,7 +63,7 @@ class HostedTools:
     async def prepare(self, dialog: Dialog) -> None:
         """Check the request's hosted tools and connect its MCP servers; errors here are HTTP errors."""
         self.dialog = dialog
-        self._check_python()
+        await self._check_python()
         mcp_tools = [(index, tool) for index, tool in enumerate(self.request.tools) if isinstance(tool, McpTool)]
         registry = self.services.mcp
         for index, tool in mcp_tools:
@@ -85,7 +85,7 @@ class HostedTools:
                     param="tools",
                 )
 
-    def _check_python(self) -> None:
+    async def _check_python(self) -> None:
         tool = self.code_interpreter
         if tool is None:
             return
@@ -97,7 +97,7 @@ class HostedTools:
                 param=f"tools[{index}].type",
             )
         container = tool.container
-        if isinstance(container, str) and container != self.dialog.container_id and not sandbox.has_session(container, self.tenant):
+        if isinstance(container, str) and container != self.dialog.container_id and not await sandbox.has_session(container, self.tenant):
             raise APIError(404, f"Container '{container}' not found.", param=f"tools[{index}].container", code="not_found")
 
     @property

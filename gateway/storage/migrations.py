@@ -96,9 +96,27 @@ _V2 = _both(
     """,
 )
 
+# Version 3: python sessions that follow their conversation across replicas sharing a Docker daemon
+# (gateway/sandbox_sessions.py): the session's container and the one replica that holds it now.
+_V3 = _both(
+    """
+    CREATE TABLE IF NOT EXISTS sandbox_sessions (
+        session_id TEXT PRIMARY KEY,   -- the container id the API shows (cntr_...)
+        tenant TEXT NOT NULL,
+        container TEXT NOT NULL,       -- the Docker container running its kernel
+        owner TEXT NOT NULL,           -- the replica holding it
+        generation INTEGER NOT NULL,   -- up by one each time it changes hands
+        busy_until DOUBLE PRECISION NOT NULL,  -- running code until then (0: idle)
+        last_used DOUBLE PRECISION NOT NULL
+    )
+    """,
+    "CREATE INDEX IF NOT EXISTS sandbox_sessions_container ON sandbox_sessions (container)",
+)
+
 MIGRATIONS = (
     Migration(1, tuple(s.format(**_SQLITE_TYPES) for s in _V1), tuple(s.format(**_POSTGRES_TYPES) for s in _V1)),
     Migration(2, _V2, _V2),
+    Migration(3, _V3, _V3),
 )
 
 VERSION_TABLE = "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)"
