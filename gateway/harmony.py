@@ -10,7 +10,7 @@ import multiprocessing
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from openai_harmony import (
     Conversation,
@@ -137,6 +137,10 @@ class Prompt:
             return self
         return Prompt(f"{self.json},{more.json}" if self.json else more.json, self.length + more.length)
 
+    @classmethod
+    def join(cls, pieces: "list[Prompt]") -> "Prompt":
+        return cls(",".join(piece.json for piece in pieces if piece.length), sum(piece.length for piece in pieces))
+
     def without_last(self, count: int) -> "Prompt":
         """The prompt without its last `count` ids (found from the end: no work for the ids before)."""
         cut = len(self.json)
@@ -176,13 +180,23 @@ class PromptRenderer:
             return Prompt.of(_render(messages))
         return await self._in_process(_render_dicts, messages)
 
-    async def messages(self, messages: list[Message]) -> Prompt:
-        """Messages to append to a prompt, each rendered as Harmony renders it within a conversation."""
+    async def each(self, messages: list[Message]) -> list[Prompt]:
+        """Each message as Harmony renders it within a conversation (past the system and developer
+        messages, a conversation renders as its messages one after the other, less the analysis that
+        `dropped_analysis` names)."""
         if _text_size(messages) <= INLINE_RENDER_CHARS:
-            return Prompt.of(_render_each(messages))
+            return _render_each(messages)
         return await self._in_process(_render_each_dicts, messages)
 
-    async def _in_process(self, work: Any, messages: list[Message]) -> Prompt:
+    async def preamble(self, preamble: Preamble) -> Prompt:
+        """The system and developer messages (rendered together: the system message names the channel
+        of the developer message's functions)."""
+        messages = preamble.messages()
+        if _text_size(messages) <= INLINE_RENDER_CHARS:
+            return _render_head(messages)
+        return await self._in_process(_render_head_dicts, messages)
+
+    async def _in_process(self, work: Any, messages: list[Message]) -> Any:
         payload = [message.to_dict() for message in messages]
         try:
             return await asyncio.get_running_loop().run_in_executor(self._executor(), work, payload)
@@ -196,31 +210,83 @@ class PromptRenderer:
             self._pool = None
 
 
-class GrowingPrompt:
-    """The prompt of one run, turn after turn. The first turn renders the whole conversation; later turns
-    append what the run added (the model's messages, the tools' results), so a tool turn costs the gateway
-    the size of what is new, not of the context.
+def dropped_analysis(dialog: list[Message]) -> set[int]:
+    """The analysis messages Harmony leaves out of a rendered conversation (`auto_drop_analysis`), by index:
+    when the last assistant message is a final answer, those before the first final answer; else none.
+    (Measured on openai-harmony's renderer; tests/test_harmony.py checks it on random conversations.)"""
+    assistant = [(index, message.channel) for index, message in enumerate(dialog) if message.author.role == Role.ASSISTANT]
+    if not assistant or assistant[-1][1] != "final":
+        return set()
+    first_final = next(index for index, channel in assistant if channel == "final")
+    return {index for index, channel in assistant if index < first_final and channel == "analysis"}
 
-    Harmony decides which earlier analysis to drop from the whole conversation (only while the last
-    assistant message is a final answer), so rendering everything again on the second turn would bring
-    back analysis the first turn dropped, rewriting the past and missing the engine's prefix cache. The
-    past is therefore rendered once per run, as the first turn saw it.
+
+class GrowingPrompt:
+    """The prompt of one run, turn after turn, from each message's tokens.
+
+    A message renders to the same tokens wherever it stands in a conversation, so the prompt is the
+    preamble's tokens, then each message's, less the analysis Harmony drops. A message's tokens are
+    rendered once: the tokens of the messages a stored response continues are kept with it (`seed`),
+    and each turn renders only what the run added (the model's messages, the tools' results). A request
+    costs the gateway the size of what is new, not of the context.
+
+    Which analysis Harmony drops depends on the whole conversation (only while the last assistant
+    message is a final answer), so deciding it again on a later turn would bring back analysis the
+    first turn dropped, rewriting the past and missing the engine's prefix cache. The past is therefore
+    decided once per run, as the first turn saw it.
     """
 
-    def __init__(self, renderer: PromptRenderer) -> None:
+    def __init__(self, renderer: PromptRenderer, counted: Callable[[str, int], None] | None = None) -> None:
         self._renderer = renderer
+        self._counted = counted or (lambda source, tokens: None)  # tokens "rendered" or "reused", for the metrics
+        self._pieces: list[Prompt | None] = []  # each dialog message's tokens, where known
         self._history: Prompt | None = None  # the prompt without its closing `<|start|>assistant`
         self._preamble: Preamble | None = None
         self._rendered = 0  # dialog messages in `_history`
 
+    def seed(self, pieces: list[str | None]) -> None:
+        """The tokens (as `Prompt.json`) of the dialog's first messages, where known."""
+        self._pieces = [None if piece is None else Prompt(piece, piece.count(",") + 1 if piece else 0) for piece in pieces]
+
+    def pieces(self, start: int) -> list[str | None]:
+        """The tokens of the dialog's messages from `start` on, as `seed` takes them (None: not rendered)."""
+        return [None if piece is None else piece.json for piece in self._pieces[start:]]
+
     async def render(self, preamble: Preamble, dialog: list[Message]) -> Prompt:
         if self._history is None or preamble is not self._preamble or len(dialog) < self._rendered:
-            whole = await self._renderer.prompt(preamble, dialog)
-            self._history, self._preamble = whole.without_last(len(ASSISTANT_START)), preamble
+            dropped = dropped_analysis(dialog)
+            del self._pieces[len(dialog) :]
+            self._pieces += [None] * (len(dialog) - len(self._pieces))
+            missing = [index for index, piece in enumerate(self._pieces) if piece is None and index not in dropped]
+            reused = sum(piece.length for index, piece in enumerate(self._pieces) if piece is not None and index not in dropped)
+            await self._fill(dialog, missing)
+            head = await self._renderer.preamble(preamble)
+            kept = [piece for index, piece in enumerate(self._pieces) if index not in dropped and piece is not None]
+            self._history, self._preamble = head + Prompt.join(kept), preamble
+            self._counted("reused", reused)
+            self._counted("rendered", self._history.length - reused)
         elif len(dialog) > self._rendered:
-            self._history += await self._renderer.messages(dialog[self._rendered :])
+            await self._fill(dialog, list(range(len(self._pieces), len(dialog))))
+            added = self._pieces[self._rendered : len(dialog)]
+            self._history += Prompt.join([piece for piece in added if piece is not None])
+            self._counted("rendered", sum(piece.length for piece in added if piece is not None))
         self._rendered = len(dialog)
         return self._history + list(ASSISTANT_START)
+
+    async def complete(self, dialog: list[Message], start: int) -> None:
+        """Render what no turn did (the last turn's answer) from `start` on, so that a response stores
+        the tokens of every message it adds and its continuation renders none of them again."""
+        self._pieces += [None] * (len(dialog) - len(self._pieces))
+        missing = [index for index in range(start, len(dialog)) if self._pieces[index] is None]
+        await self._fill(dialog, missing)
+        self._counted("rendered", sum(piece.length for index in missing if (piece := self._pieces[index]) is not None))
+
+    async def _fill(self, dialog: list[Message], indices: list[int]) -> None:
+        if not indices:
+            return
+        self._pieces += [None] * (len(dialog) - len(self._pieces))
+        for index, piece in zip(indices, await self._renderer.each([dialog[index] for index in indices])):
+            self._pieces[index] = piece
 
 
 def _text_size(messages: list[Message]) -> int:
@@ -239,15 +305,20 @@ def _render_dicts(messages: list[dict[str, Any]]) -> Prompt:
     return Prompt.of(_render([Message.from_dict(message) for message in messages]))
 
 
-def _render_each(messages: list[Message]) -> list[int]:
-    ids: list[int] = []
-    for message in messages:
-        ids += encoding().render(message)
-    return ids
+def _render_each(messages: list[Message]) -> list[Prompt]:
+    return [Prompt.of(encoding().render(message)) for message in messages]
 
 
-def _render_each_dicts(messages: list[dict[str, Any]]) -> Prompt:
-    return Prompt.of(_render_each([Message.from_dict(message) for message in messages]))
+def _render_each_dicts(messages: list[dict[str, Any]]) -> list[Prompt]:
+    return _render_each([Message.from_dict(message) for message in messages])
+
+
+def _render_head(messages: list[Message]) -> Prompt:
+    return Prompt.of(_render(messages)[: -len(ASSISTANT_START)])
+
+
+def _render_head_dicts(messages: list[dict[str, Any]]) -> Prompt:
+    return _render_head([Message.from_dict(message) for message in messages])
 
 
 __all__ = [
@@ -256,6 +327,7 @@ __all__ = [
     "Preamble",
     "Prompt",
     "PromptRenderer",
+    "dropped_analysis",
     "Role",
     "ToolDescription",
     "ToolNamespaceConfig",

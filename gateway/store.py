@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import anyio
@@ -36,6 +36,9 @@ class StoredResponse:
     tenant: str
     owner: str | None = None  # the replica running it, while it runs
     parent_id: str | None = None  # the response whose dialog this one's continues
+    # Each dialog message's prompt tokens (`Prompt.json`), None where not rendered: a continuation
+    # renders only what is new (harmony.GrowingPrompt).
+    tokens: list[str | None] = field(default_factory=list)
 
     @property
     def status(self) -> str:
@@ -59,33 +62,34 @@ class ResponseStore:
     async def put(
         self,
         record: StoredResponse,
-        whole_dialog: Callable[[], list[dict[str, Any]]] | None = None,
+        whole: Callable[[], tuple[list[dict[str, Any]], list[str | None]]] | None = None,
         *,
         frames: list[tuple[int, bytes]] | None = None,
         owner: str | None = None,
     ) -> bool:
         """Store a response that ended (or replace what was stored of it). With a parent, `record.dialog`
-        holds only the messages after the parent's, and `whole_dialog` gives all of them, stored instead
-        if the parent was removed meanwhile. A background response's final record comes with its last
+        (and `record.tokens`) hold only the messages after the parent's, and `whole` gives all of them,
+        stored instead if the parent was removed meanwhile. A background response's final record comes with its last
         events and the replica that ran it: written only if that replica still owns it (False if not)."""
         encoded = await anyio.to_thread.run_sync(_encode, record)
         only_if_owned = " WHERE responses.owner = ?" if owner is not None else ""
 
         async def work(tx: Tx) -> bool:
-            parent_id, dialog = record.parent_id, encoded["dialog"]
+            parent_id, dialog, tokens = record.parent_id, encoded["dialog"], encoded["tokens"]
             if parent_id is not None:
                 # Locked so that removing the parent waits for this child, and then sees it.
                 rows = await tx.fetch(f"SELECT 1 FROM responses WHERE id = ?{self._lock_row}", parent_id)
                 if not rows:
                     parent_id = None
-                    dialog = json.dumps(whole_dialog() if whole_dialog is not None else record.dialog)
+                    all_messages, all_tokens = whole() if whole is not None else (record.dialog, record.tokens)
+                    dialog, tokens = await anyio.to_thread.run_sync(_encode_dialog, all_messages, all_tokens)
             changed = await tx.execute(
                 f"""
-                INSERT INTO responses (id, created_at, response, input_items, dialog, open_calls, state, tenant, status, owner, parent_id)
-                VALUES (?,?,?,?,?,?,?,?,?,NULL,?)
+                INSERT INTO responses (id, created_at, response, input_items, dialog, open_calls, state, tenant, status, owner, parent_id, tokens)
+                VALUES (?,?,?,?,?,?,?,?,?,NULL,?,?)
                 ON CONFLICT (id) DO UPDATE SET response = excluded.response, input_items = excluded.input_items,
                     dialog = excluded.dialog, open_calls = excluded.open_calls, state = excluded.state,
-                    status = excluded.status, owner = NULL, parent_id = excluded.parent_id{only_if_owned}
+                    status = excluded.status, owner = NULL, parent_id = excluded.parent_id, tokens = excluded.tokens{only_if_owned}
                 """,
                 record.response["id"],
                 float(record.response["created_at"]),
@@ -97,6 +101,7 @@ class ResponseStore:
                 record.tenant,
                 record.status,
                 parent_id,
+                tokens,
                 *((owner,) if owner is not None else ()),
             )
             if changed and frames:
@@ -156,22 +161,23 @@ class ResponseStore:
         if not rows:
             return None
         response, input_items, open_calls, state, owner, parent_id = rows[0]
-        chain: list[tuple[str]] = []
+        chain: list[tuple[str, str | None]] = []
         if dialog:
             chain = await self._db.fetch(
                 """
-                WITH RECURSIVE chain(id, parent_id, dialog, depth) AS (
-                    SELECT id, parent_id, dialog, 0 FROM responses WHERE id = ?
+                WITH RECURSIVE chain(id, parent_id, dialog, tokens, depth) AS (
+                    SELECT id, parent_id, dialog, tokens, 0 FROM responses WHERE id = ?
                     UNION ALL
-                    SELECT r.id, r.parent_id, r.dialog, c.depth + 1 FROM responses r JOIN chain c ON r.id = c.parent_id
+                    SELECT r.id, r.parent_id, r.dialog, r.tokens, c.depth + 1 FROM responses r JOIN chain c ON r.id = c.parent_id
                 )
-                SELECT dialog FROM chain ORDER BY depth DESC
+                SELECT dialog, tokens FROM chain ORDER BY depth DESC
                 """,
                 response_id,
             )
         # Decoded in a worker thread, a row at a time: a long conversation does not hold up the event loop.
-        decoded = await anyio.to_thread.run_sync(_decode, response, input_items, open_calls, state, [row[0] for row in chain])
-        return StoredResponse(*decoded, tenant=tenant, owner=owner, parent_id=parent_id)
+        decoded = await anyio.to_thread.run_sync(_decode, response, input_items, open_calls, state, chain)
+        *fields, tokens = decoded
+        return StoredResponse(*fields, tenant=tenant, owner=owner, parent_id=parent_id, tokens=tokens)
 
     async def status(self, response_id: str) -> tuple[str, str | None] | None:
         """A stored response's status and the replica running it (None once it ended, or if it is gone)."""
@@ -264,20 +270,31 @@ class ResponseStore:
 
 
 def _encode(record: StoredResponse) -> dict[str, str]:
+    dialog, tokens = _encode_dialog(record.dialog, record.tokens)
     return {
         "response": json.dumps(record.response),
         "input_items": json.dumps(record.input_items),
-        "dialog": json.dumps(record.dialog),
+        "dialog": dialog,
+        "tokens": tokens,
         "open_calls": json.dumps(record.open_calls),
         "state": json.dumps(record.state),
     }
 
 
-def _decode(response: str, input_items: str, open_calls: str, state: str, dialogs: list[str]) -> tuple[Any, ...]:
+def _encode_dialog(dialog: list[dict[str, Any]], tokens: list[str | None]) -> tuple[str, str]:
+    tokens = (tokens + [None] * len(dialog))[: len(dialog)]  # one entry a message, None where not rendered
+    return json.dumps(dialog), json.dumps(tokens)
+
+
+def _decode(response: str, input_items: str, open_calls: str, state: str, chain: list[tuple[str, str | None]]) -> tuple[Any, ...]:
     dialog: list[dict[str, Any]] = []
-    for part in dialogs:
-        dialog += json.loads(part)
-    return json.loads(response), json.loads(input_items), dialog, json.loads(open_calls), json.loads(state)
+    tokens: list[str | None] = []
+    for part, part_tokens in chain:
+        messages = json.loads(part)
+        dialog += messages
+        known = json.loads(part_tokens) if part_tokens else []
+        tokens += known if len(known) == len(messages) else [None] * len(messages)  # rows from before tokens were kept
+    return json.loads(response), json.loads(input_items), dialog, json.loads(open_calls), json.loads(state), tokens
 
 
 async def expire_responses(store: ResponseStore, ttl_s: float, interval_s: float) -> None:

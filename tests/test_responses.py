@@ -179,6 +179,35 @@ def test_previous_response_id_continues(gateway):
     assert second.previous_response_id == first.id
 
 
+def _prompt_tokens_built(gateway) -> dict[str, float]:
+    import httpx
+
+    counts = {"rendered": 0.0, "reused": 0.0}
+    for line in httpx.get(gateway.url + "/metrics").text.splitlines():
+        if line.startswith("gateway_prompt_tokens_built_total{"):
+            source = line.split('source="')[1].split('"')[0]
+            counts[source] = float(line.rsplit(" ", 1)[1])
+    return counts
+
+
+def test_a_continuation_renders_only_its_new_messages(gateway):
+    """A stored response keeps its messages' prompt tokens: continuing it renders the preamble and what is
+    new, and reuses the rest, along the whole chain (each response stores only its own messages)."""
+    client = gateway.client()
+    previous = client.responses.create(model=MODEL, input="tell me a story [long 400]")
+    for turn in range(3):
+        before = _prompt_tokens_built(gateway)
+        response = client.responses.create(model=MODEL, input=f"and then? {turn}", previous_response_id=previous.id)
+        after = _prompt_tokens_built(gateway)
+        rendered, reused = after["rendered"] - before["rendered"], after["reused"] - before["reused"]
+        # Every prompt token was either rendered or reused; the answer of the turn is rendered too, once
+        # (at the end of the response, to be stored).
+        answer_and_prompt = response.usage.input_tokens + response.usage.output_tokens
+        assert response.usage.input_tokens - 2 <= rendered + reused <= answer_and_prompt
+        assert reused > 400 and rendered < 0.5 * reused, (rendered, reused)
+        previous = response
+
+
 def test_retrieve_delete_and_input_items(gateway):
     client = gateway.client()
     created = client.responses.create(model=MODEL, input=[{"role": "user", "content": "one"}, {"role": "user", "content": "two"}])

@@ -81,7 +81,7 @@ class ResponseRun:
         self.response: dict[str, Any] = {}
         self._stream: EngineStream | None = None
         self._prompt = Prompt("", 0)
-        self._growing = GrowingPrompt(services.renderer)  # this run's prompt, turn after turn
+        self._growing = GrowingPrompt(services.renderer, services.metrics.prompt_tokens)  # this run's prompt, turn after turn
         self._turns = 0
         self.failure: APIError | None = None
         self._prefill: list[int] = []
@@ -132,6 +132,7 @@ class ResponseRun:
                     param="previous_response_id",
                 )
             self.dialog = Dialog.from_json(previous.dialog, previous.open_calls, previous.state)
+            self._growing.seed(previous.tokens)
             self._parent_id, self._parent_length = request.previous_response_id, len(previous.dialog)
         known: set[str] = set()
         if request.conversation_id is not None:
@@ -676,10 +677,14 @@ class ResponseRun:
 
     async def _save(self, frames: list[tuple[int, bytes]] | None = None, owner: str | None = None) -> bool:
         """Store the response: with a parent, only the messages it added to the parent's dialog."""
-        dialog, parent_id = self.dialog, self._parent_id
-        added = dialog.to_json(self._parent_length) if parent_id is not None else dialog.to_json()
-        record = StoredResponse(self.response, self.input_items, added, dialog.open_calls, dialog.state(), self.tenant, parent_id=parent_id)
-        return await self.services.store.put(record, dialog.to_json, frames=frames, owner=owner)
+        dialog, parent_id, growing = self.dialog, self._parent_id, self._growing
+        start = self._parent_length if parent_id is not None else 0
+        await growing.complete(dialog.messages, start)
+        record = StoredResponse(
+            self.response, self.input_items, dialog.to_json(start), dialog.open_calls, dialog.state(), self.tenant,
+            parent_id=parent_id, tokens=growing.pieces(start),
+        )
+        return await self.services.store.put(record, lambda: (dialog.to_json(), growing.pieces(0)), frames=frames, owner=owner)
 
     async def _add_to_conversation(self, conversation: Conversation) -> None:
         """The response's input and output become the conversation's next items (a failed or cancelled

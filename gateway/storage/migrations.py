@@ -97,7 +97,8 @@ _V2 = _both(
 )
 
 # Version 3: python sessions that follow their conversation across replicas sharing a Docker daemon
-# (gateway/sandbox_sessions.py): the session's container and the one replica that holds it now.
+# (gateway/sandbox_sessions.py): the session's container and the one replica that holds it now; and
+# the prompt tokens of stored messages.
 _V3 = _both(
     """
     CREATE TABLE IF NOT EXISTS sandbox_sessions (
@@ -111,6 +112,8 @@ _V3 = _both(
     )
     """,
     "CREATE INDEX IF NOT EXISTS sandbox_sessions_container ON sandbox_sessions (container)",
+    # Each stored message's prompt tokens: a continuation renders only its new messages.
+    "ALTER TABLE responses ADD COLUMN tokens TEXT",
 )
 
 MIGRATIONS = (
