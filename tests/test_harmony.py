@@ -9,7 +9,7 @@ import anyio
 import pytest
 from openai_harmony import Author, Conversation, DeveloperContent, Message, Role
 
-from gateway.harmony import GrowingPrompt, Preamble, Prompt, PromptRenderer, ToolDescription, dropped_analysis, encoding
+from gateway.harmony import GrowingPrompt, Preamble, PromptRenderer, ToolDescription, dropped_analysis, encoding
 
 
 def _assistant(channel: str, text: str, recipient: str | None = None) -> Message:
