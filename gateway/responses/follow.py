@@ -18,7 +18,7 @@ POLL_S = 0.1  # how often a running response's new events are looked for
 
 async def follow_stored(store: ResponseStore, response_id: str, after: int) -> AsyncIterator[bytes]:
     """The stored events after sequence number `after`, then those still to come, until the last."""
-    last = after
+    last, ended = after, False
     try:
         while True:
             rows = await store.events_after(response_id, last)
@@ -32,12 +32,17 @@ async def follow_stored(store: ResponseStore, response_id: str, after: int) -> A
                         return
                 yield b"".join(frames)
                 continue
+            if ended:
+                return
             state = await store.status(response_id)
             if state is None:
                 yield _error(last + 1, "not_found", "The response was deleted.")
                 return
-            if state[1] is None:  # it ended: its last events were stored with its end, and all are read
-                return
+            if state[1] is None:
+                # It ended: its last events were stored with (or before) its end, perhaps after the read
+                # above, so one more read takes in any not read yet.
+                ended = True
+                continue
             await anyio.sleep(POLL_S)
     except StorageError:
         yield _error(last + 1, "storage_unavailable", "The gateway's database became unavailable; resume the stream later.")
