@@ -255,8 +255,7 @@ class GrowingPrompt:
     async def render(self, preamble: Preamble, dialog: list[Message]) -> Prompt:
         if self._history is None or preamble is not self._preamble or len(dialog) < self._rendered:
             dropped = dropped_analysis(dialog)
-            del self._pieces[len(dialog) :]
-            self._pieces += [None] * (len(dialog) - len(self._pieces))
+            self._align(dialog)
             missing = [index for index, piece in enumerate(self._pieces) if piece is None and index not in dropped]
             reused = sum(piece.length for index, piece in enumerate(self._pieces) if piece is not None and index not in dropped)
             await self._fill(dialog, missing)
@@ -266,7 +265,9 @@ class GrowingPrompt:
             self._counted("reused", reused)
             self._counted("rendered", self._history.length - reused)
         elif len(dialog) > self._rendered:
-            await self._fill(dialog, list(range(len(self._pieces), len(dialog))))
+            start = len(self._pieces)
+            self._align(dialog)
+            await self._fill(dialog, list(range(start, len(dialog))))
             added = self._pieces[self._rendered : len(dialog)]
             self._history += Prompt.join([piece for piece in added if piece is not None])
             self._counted("rendered", sum(piece.length for piece in added if piece is not None))
@@ -276,15 +277,19 @@ class GrowingPrompt:
     async def complete(self, dialog: list[Message], start: int) -> None:
         """Render what no turn did (the last turn's answer) from `start` on, so that a response stores
         the tokens of every message it adds and its continuation renders none of them again."""
-        self._pieces += [None] * (len(dialog) - len(self._pieces))
+        self._align(dialog)
         missing = [index for index in range(start, len(dialog)) if self._pieces[index] is None]
         await self._fill(dialog, missing)
         self._counted("rendered", sum(piece.length for index in missing if (piece := self._pieces[index]) is not None))
 
+    def _align(self, dialog: list[Message]) -> None:
+        """One piece a dialog message: unknown for messages not seen yet, none for messages gone."""
+        del self._pieces[len(dialog) :]
+        self._pieces += [None] * (len(dialog) - len(self._pieces))
+
     async def _fill(self, dialog: list[Message], indices: list[int]) -> None:
         if not indices:
             return
-        self._pieces += [None] * (len(dialog) - len(self._pieces))
         for index, piece in zip(indices, await self._renderer.each([dialog[index] for index in indices])):
             self._pieces[index] = piece
 

@@ -140,16 +140,11 @@ class DockerBackend:
             return None
         if sock is None:
             return None
-        stream = await _async_stream(sock)
-        kernel = DockerKernel(self, container_id, KernelChannel(stream, stream, multiplexed=True))
         try:
-            with anyio.fail_after(10):
-                await kernel.channel.request(op="ping")
+            return await self._kernel(container_id, sock, answer_within_s=10)
         except (KernelDied, TimeoutError) as exc:
             log.warning("sandbox container %s does not answer (%s): removed", container_id[:12], exc)
-            await kernel.destroy()
             return None
-        return kernel
 
     def _attach_socket(self, container_id: str) -> socket.socket | None:
         api = self.client.api
@@ -192,10 +187,14 @@ class DockerBackend:
 
     async def create(self) -> DockerKernel:
         container_id, sock = await anyio.to_thread.run_sync(self._start_container)
+        return await self._kernel(container_id, sock, answer_within_s=30)
+
+    async def _kernel(self, container_id: str, sock: socket.socket, answer_within_s: float) -> DockerKernel:
+        """The kernel behind an attach connection, once it answers a ping (else its container is removed)."""
         stream = await _async_stream(sock)
         kernel = DockerKernel(self, container_id, KernelChannel(stream, stream, multiplexed=True))
         try:
-            with anyio.fail_after(30):
+            with anyio.fail_after(answer_within_s):
                 await kernel.channel.request(op="ping")
         except BaseException:
             await kernel.destroy()

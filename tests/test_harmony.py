@@ -4,6 +4,7 @@ conversation, on random conversations, whether the tokens of the past are render
 from __future__ import annotations
 
 import random
+from collections import Counter
 
 import anyio
 import pytest
@@ -67,8 +68,7 @@ def test_a_prompt_from_each_messages_tokens_is_harmonys_render(seed):
         for trial in range(150):
             preamble, dialog = _preamble(rng), _conversation(rng, rng.randint(0, 10), long_text=trial == 0)
             # A first request: every message rendered now.
-            counted: dict[str, int] = {"rendered": 0, "reused": 0}
-            first = GrowingPrompt(renderer, lambda source, count: counted.__setitem__(source, counted[source] + count))
+            first = GrowingPrompt(renderer)
             prompt = await first.render(preamble, dialog)
             assert prompt.ids() == _whole(preamble, dialog)
             await first.complete(dialog, 0)
@@ -77,8 +77,8 @@ def test_a_prompt_from_each_messages_tokens_is_harmonys_render(seed):
             more, later = _conversation(rng, rng.randint(1, 4)), _preamble(rng)
             stored = first.pieces(0)
             assert all(piece is not None for piece in stored)
-            counted = {"rendered": 0, "reused": 0}
-            second = GrowingPrompt(renderer, lambda source, count: counted.__setitem__(source, counted[source] + count))
+            counted: Counter[str] = Counter()
+            second = GrowingPrompt(renderer, lambda source, count: counted.update({source: count}))
             second.seed(stored)
             prompt = await second.render(later, dialog + more)
             assert prompt.ids() == _whole(later, dialog + more)
