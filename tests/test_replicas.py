@@ -200,6 +200,7 @@ def test_python_state_follows_its_conversation_across_replicas(emulator, postgre
         start = first.client().responses.create(model=MODEL, input="[[python x = 6 * 7]]", tools=tools)
         (first_id,) = _containers_by_owner(instance)  # its pool's container, and the session's
         second = Gateway(gateway_config(emulator.url, tmp_path, **sections), tmp_path).start()
+        assert _wait_for(lambda: len(_containers_by_owner(instance)) == 2, 30)  # its pool fills after start-up
         (second_id,) = set(_containers_by_owner(instance)) - {first_id}
         assert len(_containers_by_owner(instance)[first_id]) == 2  # the second one's start-up left them
         # The session moves to the second replica with its state; the first lets go of it.
