@@ -1,7 +1,7 @@
 """Gateway cost of tool turns over long contexts (not a timed test; prints figures).
 
-Starts the engine emulator and the gateway as separate processes; the tool is python on the local
-sandbox backend, or with `--tool mcp` the test MCP server's `add` over stdio. For each context size, AGENTS agents run at once, each one response whose prompt holds that
+Starts the engine emulator and the gateway as separate processes; the tool is python on the Docker
+sandbox backend (the default one; `--backend local` for bubblewrap), or with `--tool mcp` the test MCP server's `add` over stdio. For each context size, AGENTS agents run at once, each one response whose prompt holds that
 many tokens of earlier text and whose model makes TURNS python calls before answering, so the gateway
 renders, sends and parses a prompt of that size TURNS + 1 times. Reported:
   * gateway CPU per tool turn: the gateway process's CPU seconds (from /proc) for those responses, minus
@@ -10,7 +10,7 @@ renders, sends and parses a prompt of that size TURNS + 1 times. Reported:
   * the longest event-loop stall during those responses: the gateway's gateway_event_loop_lag_max_seconds
     (since the previous scrape), sampled every 2 ms (while it stalls, every other stream of the process
     waits).
-Run: .venv/bin/python bench/long_context.py [--agents 8] [--turns 8] [--contexts 1000,100000] [--tool mcp]
+Run: .venv/bin/python bench/long_context.py [--agents 8] [--turns 8] [--contexts 1000,100000] [--tool mcp] [--backend local]
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.conftest import Gateway, gateway_config, metric, start_emulator  # noqa: E402
+from tests.conftest import Gateway, ensure_sandbox_image, gateway_config, metric, start_emulator  # noqa: E402
 
 TICKS = os.sysconf("SC_CLK_TCK")
 WORDS = "the of and to in is was for on that with as by at from his her are be this which it or an had not".split()
@@ -141,16 +141,18 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=8)
     parser.add_argument("--contexts", default="1000,100000")
     parser.add_argument("--tool", choices=["python", "mcp"], default="python")
+    parser.add_argument("--backend", choices=["docker", "local"], default="docker")
     parser.add_argument("--no-pin", action="store_true", help="let the gateway share every core with the rest")
     args = parser.parse_args()
     global TOOL, PIN
     TOOL = args.tool
     tmp = Path(tempfile.mkdtemp(prefix="bench-long-"))
+    image = {"image": ensure_sandbox_image()} if args.backend == "docker" and args.tool == "python" else {}
     emulator = start_emulator(tmp, "--max-model-len", "262144")
     PIN = None if args.no_pin else [os.getpid(), emulator.proc.pid]
     try:
         for context in (int(size) for size in args.contexts.split(",")):
-            sandbox = {"backend": "local", "pool_size": args.agents, "max_sessions": 4 * args.agents, "max_sessions_per_tenant": 4 * args.agents, "instance": f"bench-{os.getpid()}"}
+            sandbox = {"backend": args.backend, "pool_size": args.agents, "max_sessions": 4 * args.agents, "max_sessions_per_tenant": 4 * args.agents, "instance": f"bench-{os.getpid()}", **image}
             config = gateway_config(
                 emulator.url,
                 tmp,

@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from typing import Any, Iterator, TypeVar
 
 import anyio
-import anyio.to_thread
 import pydantic_core
 from pydantic import BaseModel, ValidationError
 from starlette.requests import Request
 
+from .cpu import run_cpu
 from .errors import APIError, bad_request, from_validation_error
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
@@ -47,7 +47,7 @@ async def parse_body(request: Request, model: type[ModelT], limits: BodyLimits) 
 
     if len(body) <= INLINE_BYTES:
         return decode_and_validate()
-    return await anyio.to_thread.run_sync(decode_and_validate)
+    return await run_cpu(decode_and_validate)
 
 
 async def _read_bounded(request: Request, limits: BodyLimits) -> bytes:

@@ -51,11 +51,13 @@ def _serve(config: GatewayConfig, host: str | None, port: int | None) -> int:
     import uvicorn
 
     from .app import create_app
+    from .cpu import use_short_switch_interval
     from .http_protocol import MAX_HEAD_BYTES, with_header_timeout
     from .logs import configure_logging
     from .shutdown import Drain
 
     configure_logging(config.logging)
+    use_short_switch_interval()
     drain = Drain(config.server.shutdown_grace_s)
 
     class Server(uvicorn.Server):

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import anyio
-import anyio.to_thread
 
+from .cpu import run_cpu
 from .storage import Database, StorageError, Tx
 
 log = logging.getLogger("gateway.store")
@@ -71,7 +71,7 @@ class ResponseStore:
         (and `record.tokens`) hold only the messages after the parent's, and `whole` gives all of them,
         stored instead if the parent was removed meanwhile. A background response's final record comes with its last
         events and the replica that ran it: written only if that replica still owns it (False if not)."""
-        encoded = await anyio.to_thread.run_sync(_encode, record)
+        encoded = await run_cpu(_encode, record)
         only_if_owned = " WHERE responses.owner = ?" if owner is not None else ""
 
         async def work(tx: Tx) -> bool:
@@ -82,7 +82,7 @@ class ResponseStore:
                 if not rows:
                     parent_id = None
                     all_messages, all_tokens = whole() if whole is not None else (record.dialog, record.tokens)
-                    dialog, tokens = await anyio.to_thread.run_sync(_encode_dialog, all_messages, all_tokens)
+                    dialog, tokens = await run_cpu(_encode_dialog, all_messages, all_tokens)
             changed = await tx.execute(
                 f"""
                 INSERT INTO responses (id, created_at, response, input_items, dialog, open_calls, state, tenant, status, owner, parent_id, tokens)
@@ -175,7 +175,7 @@ class ResponseStore:
                 response_id,
             )
         # Decoded in a worker thread, a row at a time: a long conversation does not hold up the event loop.
-        decoded = await anyio.to_thread.run_sync(_decode, response, input_items, open_calls, state, chain)
+        decoded = await run_cpu(_decode, response, input_items, open_calls, state, chain)
         *fields, tokens = decoded
         return StoredResponse(*fields, tenant=tenant, owner=owner, parent_id=parent_id, tokens=tokens)
 

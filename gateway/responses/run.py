@@ -18,6 +18,7 @@ from typing import Any
 import anyio
 from openai_harmony import Role
 
+from ..cpu import run_cpu
 from ..engine import EngineStream, Sampling
 from ..errors import APIError, bad_request
 from ..harmony import GrowingPrompt, Preamble, Prompt, ToolDescription, ToolNamespaceConfig, encoding
@@ -500,7 +501,7 @@ class ResponseRun:
         validator = self.validators.get(item.recipient)
         if validator is not None:
             # In a worker thread: the client's schema decides how much work this is.
-            problem = await anyio.to_thread.run_sync(argument_error, validator, arguments)
+            problem = await run_cpu(argument_error, validator, arguments)
             if problem is not None:
                 call.invalidate(
                     f"the arguments do not match the parameters of {item.name}: {problem}. "
