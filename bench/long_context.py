@@ -1,15 +1,16 @@
 """Gateway cost of tool turns over long contexts (not a timed test; prints figures).
 
 Starts the engine emulator and the gateway as separate processes; the tool is python on the Docker
-sandbox backend (the default one; `--backend local` for bubblewrap), or with `--tool mcp` the test MCP server's `add` over stdio. For each context size, AGENTS agents run at once, each one response whose prompt holds that
-many tokens of earlier text and whose model makes TURNS python calls before answering, so the gateway
+sandbox backend (the default one; `--backend local` for bubblewrap), or with `--tool mcp` the test MCP
+server's `add` over stdio. For each context size, AGENTS agents run at once, each one response whose
+prompt holds that many tokens of earlier text and whose model makes TURNS python calls before answering, so the gateway
 renders, sends and parses a prompt of that size TURNS + 1 times. Reported:
   * gateway CPU per tool turn: the gateway process's CPU seconds (from /proc) for those responses, minus
     the CPU of the same responses without tool calls, over the tool turns made (the CPU the gateway
     spends idle, measured before, is taken out of both: the emulator is slow at long contexts);
   * the longest event-loop stall during those responses: the gateway's gateway_event_loop_lag_max_seconds
     (since the previous scrape), sampled every 2 ms (while it stalls, every other stream of the process
-    waits).
+    waits), and how long the loop's thread waited for a CPU in all (other processes on its core).
 Run: .venv/bin/python bench/long_context.py [--agents 8] [--turns 8] [--contexts 1000,100000] [--tool mcp] [--backend local]
 """
 
@@ -37,6 +38,12 @@ WORDS = "the of and to in is was for on that with as by at from his her are be t
 def cpu_seconds(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / TICKS
+
+
+def run_queue_wait(pid: int) -> float:
+    """Seconds the process's main thread (the event loop's) has waited, runnable, for a CPU: its stalls
+    include these waits, which are the machine's (other processes on its core), not the gateway's work."""
+    return int(Path(f"/proc/{pid}/task/{pid}/schedstat").read_text().split()[1]) / 1e9
 
 
 def filler(tokens: int, seed: int) -> str:
@@ -124,7 +131,9 @@ async def measure(gateway: Gateway, agents: int, context: int, turns: int) -> di
     idle = await idle_rate(gateway)
     httpx.get(gateway.url + "/metrics")  # the longest lag is counted from here (start-up's is left out)
     without_cpu, _ = await round_of(gateway, agents, context, 0, idle)
+    waited = run_queue_wait(gateway.proc.pid)
     with_cpu, input_tokens = await round_of(gateway, agents, context, turns, idle)
+    waited = run_queue_wait(gateway.proc.pid) - waited
     lag = metric(httpx.get(gateway.url + "/metrics").text, "gateway_event_loop_lag_max_seconds")
     return {
         "context": input_tokens / (agents * (turns + 1)),
@@ -132,6 +141,7 @@ async def measure(gateway: Gateway, agents: int, context: int, turns: int) -> di
         "cpu_per_response_ms": 1000 * without_cpu / agents,
         "max_stall_ms": 1000 * lag,
         "idle_cpu_percent": 100 * idle,
+        "run_queue_wait_ms": 1000 * waited,
     }
 
 
@@ -175,6 +185,7 @@ def main() -> None:
                 f"gateway CPU per tool turn {figures['cpu_per_turn_ms']:.1f} ms, "
                 f"per response without tools {figures['cpu_per_response_ms']:.1f} ms, "
                 f"longest event-loop stall {figures['max_stall_ms']:.1f} ms "
+                f"(the loop's thread waited {figures['run_queue_wait_ms']:.0f} ms in all for a CPU) "
                 f"(idle CPU {figures['idle_cpu_percent']:.1f}% taken out; {elapsed:.0f} s)"
             )
     finally:
