@@ -38,6 +38,7 @@ from .conversations.store import ConversationStore
 from .conversations.routes import routes as conversation_routes
 from sandbox.docker_backend import Owner
 from sandbox.manager import SandboxManager, SandboxUnavailable
+from tools.browser import make_backends
 from tools.servers import MCPServers
 
 log = logging.getLogger("gateway")
@@ -138,9 +139,10 @@ def create_app(config: GatewayConfig, drain: Drain | None = None) -> Starlette:
             runs = Runs(tasks)
             replicas.on_cancel(runs.cancel)
             app_metrics.watch(sandbox and (lambda: sandbox.live_sessions), mcp.health)
+            browser = make_backends(config.browser, mcp) if config.browser is not None else None
             app.state.services = Services(
                 config=config, engine=engine, store=store, conversations=conversations, drain=drain, metrics=app_metrics, renderer=renderer,
-                runs=runs, replicas=replicas, sealer=Sealer(config.server.reasoning_key), sandbox=sandbox, mcp=mcp,
+                runs=runs, replicas=replicas, sealer=Sealer(config.server.reasoning_key), sandbox=sandbox, mcp=mcp, browser=browser,
             )
             # What start-up made (vocabulary tables, schemas, modules) lives as long as the process: kept out
             # of the cyclic garbage collector's sweeps, whose full passes would otherwise stall the loop.
@@ -150,6 +152,8 @@ def create_app(config: GatewayConfig, drain: Drain | None = None) -> Starlette:
                 yield
             finally:
                 mcp.close()
+                if browser is not None:
+                    await browser.aclose()
                 if sandbox is not None:
                     await sandbox.close()
                 await engine.aclose()

@@ -241,6 +241,50 @@ class MCPConfig(_Section):
         return value
 
 
+class SearchConfig(_Section):
+    """Where `browser.search` goes: a tool of a configured MCP server (`tool_servers`), or DDGS (keyless)."""
+
+    type: Literal["mcp", "ddgs"]
+    server: str | None = Field(None, description="mcp: the label of a tool server")
+    tool: str = "search"
+    query_argument: str = "query"
+    count_argument: str | None = Field(None, description="the tool's argument for the number of results, if it has one")
+    location_argument: str | None = Field(None, description="the tool's argument for the user's location, if it has one")
+    timeout_s: float = Field(20.0, gt=0)
+
+
+class FetchConfig(_Section):
+    """Where `browser.open` gets pages: the gateway's own HTTP client, or a tool of an MCP fetch server."""
+
+    type: Literal["http", "mcp"] = "http"
+    server: str | None = Field(None, description="mcp: the label of a tool server")
+    tool: str = "fetch"
+
+
+class BrowserConfig(_Section):
+    """gpt-oss's browser tool, offered for the request tools web_search and web_search_preview."""
+
+    search: SearchConfig | None = None  # None: the model can only open pages by URL
+    fetch: FetchConfig = FetchConfig()
+    # Networks the browser may fetch from although they are not public (loopback, private, link-local);
+    # none by default. CIDRs, e.g. "10.0.0.0/8".
+    allow_networks: list[str] = []
+    max_page_bytes: int = Field(2 * 1024 * 1024, gt=0, le=64 * 1024 * 1024)
+    page_timeout_s: float = Field(15.0, gt=0, le=300)
+    pages_per_response: int = Field(20, gt=0, le=1000)
+    max_results: int = Field(10, gt=0, le=50)
+    user_agent: str = "harmony-gateway-browser/0.1"
+
+    @field_validator("allow_networks")
+    @classmethod
+    def _networks(cls, value: list[str]) -> list[str]:
+        import ipaddress
+
+        for network in value:
+            ipaddress.ip_network(network, strict=False)  # a ValueError names the bad one
+        return value
+
+
 class GatewayConfig(_Section):
     engine: EngineConfig
     server: ServerConfig = ServerConfig()
@@ -252,6 +296,8 @@ class GatewayConfig(_Section):
     sandbox: SandboxConfig | None = None
     tool_servers: list[ToolServerConfig] = []
     mcp: MCPConfig = MCPConfig()
+    # No section: the web_search tools are refused with a 400.
+    browser: BrowserConfig | None = None
 
     @model_validator(mode="after")
     def _unique_labels(self) -> "GatewayConfig":
@@ -259,6 +305,10 @@ class GatewayConfig(_Section):
         duplicates = sorted({label for label in labels if labels.count(label) > 1})
         if duplicates:
             raise ValueError(f"tool_servers labels must be unique: {', '.join(duplicates)}")
+        browser = self.browser
+        for name, section in (("search", browser and browser.search), ("fetch", browser and browser.fetch)):
+            if section is not None and section.type == "mcp" and section.server not in labels:
+                raise ValueError(f"browser.{name}.server must name one of tool_servers ({section.server!r} does not)")
         return self
 
 

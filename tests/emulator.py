@@ -76,21 +76,26 @@ class Script:
         user_index = max(i for i, m in enumerate(self.messages) if m.author.role == Role.USER)
         # `[[python CODE]]` and `[[call RECIPIENT {json}]]` directives, in order: the k-th one is made
         # after k-1 tool results of this turn.
-        steps = re.findall(r"\[\[(python|call) (.*?)\]\]", self._text_of(self.messages[user_index]), re.DOTALL)
+        steps = re.findall(r"\[\[(python|call|browser) (.*?)\]\]", self._text_of(self.messages[user_index]), re.DOTALL)
         results = sum(1 for m in self.messages[user_index:] if m.author.role == Role.TOOL)
         if results < len(steps):
             kind, text = steps[results]
             if kind == "python":
                 call = f"<|channel|>analysis to=python code<|message|>{text}<|call|>"
+            elif kind == "browser":  # `[[browser search {"query": "..."}]]`, as gpt-oss calls its browser
+                function, arguments = text.split(" ", 1)
+                call = f"<|channel|>analysis to=browser.{function} code<|message|>{arguments}<|call|>"
             else:
                 recipient, arguments = text.split(" ", 1)
                 call = f"<|channel|>commentary to={recipient} <|constrain|>json<|message|>{arguments}<|call|>"
             return Plan(f"<|channel|>analysis<|message|>I will make tool call {results + 1}.<|end|><|start|>assistant{call}")
         if last.author.role == Role.TOOL:
             result = self._text_of(last)
+            # `[[answer TEXT]]`: what the model answers after its tool calls (citations, say).
+            answer = re.search(r"\[\[answer (.*?)\]\]", self._text_of(self.messages[user_index]), re.DOTALL)
             return Plan(
                 f"<|channel|>analysis<|message|>The tool {last.author.name} answered.<|end|>"
-                f"<|start|>assistant<|channel|>final<|message|>The tool said: {result}<|return|>"
+                f"<|start|>assistant<|channel|>final<|message|>{answer.group(1) if answer else 'The tool said: ' + result}<|return|>"
             )
         user = next((m for m in reversed(self.messages) if m.author.role == Role.USER), None)
         said = self._text_of(user) if user else ""

@@ -28,6 +28,7 @@ ITEM_EVENTS = {
         "response.content_part.done",
         "response.output_text.delta",
         "response.output_text.done",
+        "response.output_text.annotation.added",
     },
     "function_call": {"response.function_call_arguments.delta", "response.function_call_arguments.done"},
     "custom_tool_call": {"response.custom_tool_call_input.delta", "response.custom_tool_call_input.done"},
@@ -51,7 +52,14 @@ ITEM_EVENTS = {
         "response.mcp_list_tools.failed",
     },
     "mcp_approval_request": set(),  # added and done only
+    "web_search_call": {
+        "response.web_search_call.in_progress",
+        "response.web_search_call.searching",
+        "response.web_search_call.completed",
+    },
 }
+# The order of a web_search_call's events (`completed` only when it succeeded).
+SEARCH_STEPS = ["response.web_search_call.in_progress", "response.web_search_call.searching", "response.web_search_call.completed"]
 MCP_CALL_STEPS = [
     "response.mcp_call.in_progress",
     "response.mcp_call_arguments.delta",
@@ -92,7 +100,7 @@ def check_response_stream(events: list[dict[str, Any]]) -> Response:
     """Validate one stream; return the terminal event's Response."""
     assert events, "empty stream"
     for event in events:
-        _EVENT.validate_python(event)  # every event must be a valid SDK event
+        _EVENT.validate_python(_as_sdk_types_it(event))  # every event must be a valid SDK event
 
     assert events[0]["type"] == "response.created", f"first event is {events[0]['type']}"
     background = events[0]["response"]["background"]
@@ -142,7 +150,7 @@ def check_response_stream(events: list[dict[str, Any]]) -> Response:
         if kind == "response.content_part.added":
             assert event["content_index"] == len(item.parts), f"content_index {event['content_index']} not next"
             assert event["part"]["text"] == "", "a part must open empty"
-            item.parts.append({"type": event["part"]["type"], "open": True, "text": "", "done_text": None})
+            item.parts.append({"type": event["part"]["type"], "open": True, "text": "", "done_text": None, "annotations": []})
         elif kind == "response.content_part.done":
             part = _open_part(item, event)
             assert event["part"]["type"] == part["type"], "content_part.done changes the part type"
@@ -159,6 +167,19 @@ def check_response_stream(events: list[dict[str, Any]]) -> Response:
             assert part["type"] == DONE_OF[kind]
             assert event["text"] == part["text"], f"{kind} text differs from the joined deltas"
             part["done_text"] = event["text"]
+        elif kind == "response.output_text.annotation.added":
+            part = _open_part(item, event)
+            assert part["done_text"] is None, "an annotation after the text's .done"
+            assert event["annotation_index"] == len(part["annotations"]), "annotation_index not next"
+            annotation = event["annotation"]
+            if annotation["type"] == "url_citation":
+                # Announced once the text it spans has arrived.
+                assert 0 <= annotation["start_index"] < annotation["end_index"] <= len(part["text"]), "annotation beyond the text"
+            part["annotations"].append(annotation)
+        elif kind in SEARCH_STEPS:
+            step = SEARCH_STEPS.index(kind)
+            assert step == len(item.steps) and item.steps == SEARCH_STEPS[:step], f"{kind} after {item.steps}"
+            item.steps.append(kind)
         elif kind == "response.function_call_arguments.delta":
             assert item.arguments_done is None
             item.arguments += event["delta"]
@@ -207,7 +228,7 @@ def check_response_stream(events: list[dict[str, Any]]) -> Response:
         # Text items of a completed response are complete; a function call the model wrote with invalid
         # JSON is the one item that stays incomplete (it is not handed to the client; the model retries).
         for item in items:
-            if item.done["type"] not in ("function_call", "code_interpreter_call", "mcp_call"):
+            if item.done["type"] not in ("function_call", "code_interpreter_call", "mcp_call", "web_search_call"):
                 assert item.done.get("status", "completed") == "completed", "incomplete item in a completed response"
     usage = final["usage"]
     if usage is not None:
@@ -217,6 +238,16 @@ def check_response_stream(events: list[dict[str, Any]]) -> Response:
         assert "cached_tokens" in usage["input_tokens_details"]
         assert "reasoning_tokens" in usage["output_tokens_details"]
     return Response.model_validate(final)
+
+
+def _as_sdk_types_it(event: dict[str, Any]) -> dict[str, Any]:
+    """OpenAI adds a web_search_call with its status only (openai-streams/openai-web-search-tool.1), while
+    the SDK's type requires an action; the SDK builds events without validating them, so it reads OpenAI's
+    stream, and the gateway's, which follows it. Validated here with a placeholder action."""
+    item = event.get("item")
+    if event["type"] == "response.output_item.added" and item and item["type"] == "web_search_call" and "action" not in item:
+        return event | {"item": item | {"action": {"type": "search"}}}
+    return event
 
 
 def _open_part(item: _Item, event: dict[str, Any]) -> dict[str, Any]:
@@ -233,6 +264,14 @@ def _check_done_item(item: _Item) -> None:
     if done["type"] in ("reasoning", "message"):
         texts = [p["text"] for p in done["content"]]
         assert texts == [p["text"] for p in item.parts], "done item content differs from the streamed parts"
+    if done["type"] == "message":
+        announced = [p["annotations"] for p in item.parts]
+        assert [p["annotations"] for p in done["content"]] == announced, "done item annotations differ from those announced"
+    if done["type"] == "web_search_call":
+        assert set(item.added) == {"id", "type", "status"} and item.added["status"] == "in_progress", "added web_search_call"
+        completed = "response.web_search_call.completed" in item.steps
+        assert completed == (done["status"] == "completed"), f"status {done['status']} after {item.steps}"
+        assert done["action"]["type"] in ("search", "open_page", "find_in_page"), "web_search_call without an action"
     if done["type"] == "function_call":
         assert done["arguments"] == item.arguments == item.arguments_done, "function_call arguments differ"
         if done["status"] == "completed":

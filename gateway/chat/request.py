@@ -107,6 +107,25 @@ class NamedToolChoice(_Model):
     function: dict[str, str]
 
 
+class ApproximateLocation(_Model):
+    city: str | None = None
+    country: str | None = None
+    region: str | None = None
+    timezone: str | None = None
+
+
+class ChatUserLocation(_Model):
+    type: Literal["approximate"]
+    approximate: ApproximateLocation = ApproximateLocation()
+
+
+class WebSearchOptions(_Model):
+    """Chat Completions' web search: the browser tool of the Responses API (its `web_search` tool)."""
+
+    search_context_size: Literal["low", "medium", "high"] | None = None
+    user_location: ChatUserLocation | None = None
+
+
 class StreamOptions(_Model):
     include_usage: bool = False
     include_obfuscation: bool | None = None  # the gateway never pads its chunks: both values are the same stream
@@ -133,7 +152,6 @@ UNSUPPORTED = {
     "function_call": "the legacy `function_call` field: use `tool_choice`",
     "audio": "gpt-oss reads and writes no audio",
     "prediction": "predicted outputs are not supported",
-    "web_search_options": "this gateway has no web search",
     "moderation": "moderation is OpenAI's own",
     "prompt_cache_options": "vLLM caches prompt prefixes by itself; there is nothing to configure",
 }
@@ -178,7 +196,7 @@ class ChatRequest(_Model):
     function_call: Any = None
     audio: Any = None
     prediction: Any = None
-    web_search_options: Any = None
+    web_search_options: WebSearchOptions | None = None
     moderation: Any = None
     prompt_cache_options: Any = None
     # Applied by the gateway to the visible text (never the reasoning): see gateway/responses/stops.py.
@@ -263,7 +281,8 @@ class ChatRequest(_Model):
             "tools": [
                 {"type": "function", **tool.function.model_dump(exclude_none=True), "strict": bool(tool.function.strict)}
                 for tool in self.tools
-            ],
+            ]
+            + self._web_search(),
             "tool_choice": self.tool_choice
             if isinstance(self.tool_choice, str)
             else {"type": "function", "name": self.tool_choice.function.get("name", "")},
@@ -280,3 +299,12 @@ class ChatRequest(_Model):
         if fmt is not None and fmt.type == "json_schema" and fmt.json_schema is not None:
             body["text"] = {"format": {"type": "json_schema", "name": fmt.json_schema.name, "schema": fmt.json_schema.schema_}}
         return ResponsesRequest.model_validate(body, strict=False)
+
+    def _web_search(self) -> list[dict[str, Any]]:
+        options = self.web_search_options
+        if options is None:
+            return []
+        tool: dict[str, Any] = {"type": "web_search", "search_context_size": options.search_context_size}
+        if options.user_location is not None:
+            tool["user_location"] = {"type": "approximate", **options.user_location.approximate.model_dump(exclude_none=True)}
+        return [tool]

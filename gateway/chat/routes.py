@@ -71,7 +71,7 @@ def completion(completion_id: str, run: ResponseRun, include_reasoning: bool) ->
         for item in run.output
         if isinstance(item, FunctionCallOutput) and item.status == "completed"
     ]
-    message: dict[str, Any] = {"role": "assistant", "content": content or (None if calls else "")}
+    message: dict[str, Any] = {"role": "assistant", "content": content or (None if calls else ""), "annotations": annotations(run)}
     logprobs = None
     if run.logprob_count is not None:
         entries = [entry for item in run.output if isinstance(item, MessageOutput) for entry in item.logprobs or ()]
@@ -91,6 +91,22 @@ def completion(completion_id: str, run: ResponseRun, include_reasoning: bool) ->
     }
 
 
+def annotations(run: ResponseRun) -> list[dict[str, Any]]:
+    """The messages' url_citation annotations, in Chat Completions' shape, over the joined content."""
+    found, offset = [], 0
+    for item in run.output:
+        if isinstance(item, MessageOutput):
+            found += [chat_annotation(annotation, offset) for annotation in item.annotations]
+            offset += len(item.text)
+    return found
+
+
+def chat_annotation(annotation: dict[str, Any], offset: int) -> dict[str, Any]:
+    citation = {key: annotation[key] for key in ("url", "title")}
+    citation |= {"start_index": annotation["start_index"] + offset, "end_index": annotation["end_index"] + offset}
+    return {"type": "url_citation", "url_citation": citation}
+
+
 class ChatChunks:
     """Turns the run's events into `chat.completion.chunk` frames. Deltas are formatted from prefixes
     computed once per stream, as on the Responses path."""
@@ -108,6 +124,8 @@ class ChatChunks:
         self.tool_index: dict[str, int] = {}  # function call item id → tool call index
         # Per output item: the chunk text before a delta's JSON string and after it (None: not sent).
         self.delta_frames: dict[object, tuple[str, str] | None] = {}
+        self.content_chars = 0  # of the content sent so far: where each message's annotations start from
+        self.message_starts: dict[str, int] = {}  # message item id → its offset in the content
 
     def chunk(self, delta: str) -> bytes:
         return f"{self.head}{delta}{self.tail}".encode()
@@ -121,6 +139,9 @@ class ChatChunks:
                     frame = self._delta(event)
                 elif event["type"] == "response.output_item.added" and event["item"]["type"] == "function_call":
                     frame = self._tool_call_start(event["item"])
+                elif event["type"] == "response.output_text.annotation.added":
+                    annotation = chat_annotation(event["annotation"], self.message_starts.get(event["item_id"], 0))
+                    frame = self.chunk(json.dumps({"annotations": [annotation]}, ensure_ascii=False, separators=(",", ":")))
                 else:
                     frame = self._terminal(run, event) if event["type"] in _TERMINAL else None
                 if frame:
@@ -136,6 +157,9 @@ class ChatChunks:
             frame = self.delta_frames[item] = self._delta_frame(item)
         if frame is None:
             return None
+        if isinstance(item, MessageOutput):
+            self.message_starts.setdefault(item.id, self.content_chars)
+            self.content_chars += len(event.text)
         text = json.dumps(event.text, ensure_ascii=False)
         if event.logprobs is not None:  # asked for: this delta's tokens, in the choice's `logprobs`
             logprobs = json.dumps({"content": event.logprobs, "refusal": None}, ensure_ascii=False, separators=(",", ":"))

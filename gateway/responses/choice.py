@@ -21,7 +21,10 @@ from .request import (
     NamedCustom,
     NamedFunction,
     NamedMcp,
+    NamedWebSearch,
     NamespaceTool,
+    WEB_SEARCH_TYPES,
+    WebSearchTool,
 )
 
 
@@ -54,10 +57,12 @@ def _matches(tool: Any, ref: dict[str, Any]) -> bool:
         return kind == "mcp" and ref.get("server_label") == tool.server_label
     if isinstance(tool, CodeInterpreterTool):
         return kind == "code_interpreter"
+    if isinstance(tool, WebSearchTool):
+        return kind in WEB_SEARCH_TYPES
     return False
 
 
-def check_choice(choice: Any, functions: dict[str, Any], servers: dict[str, Any], has_python: bool) -> None:
+def check_choice(choice: Any, functions: dict[str, Any], servers: dict[str, Any], has_python: bool, has_browser: bool) -> None:
     """A choice that names a tool the request does not have is a 400."""
     if isinstance(choice, NamedFunction) and not isinstance(functions.get(choice.name), FunctionTool):
         raise bad_request(f"tool_choice names '{choice.name}', which is not in tools.", param="tool_choice.name")
@@ -71,6 +76,8 @@ def check_choice(choice: Any, functions: dict[str, Any], servers: dict[str, Any]
             raise bad_request(f"The MCP server '{choice.server_label}' has no tool '{choice.name}'.", param="tool_choice.name")
     if isinstance(choice, NamedCodeInterpreter) and not has_python:
         raise bad_request("tool_choice is code_interpreter, which is not in tools.", param="tool_choice.type")
+    if isinstance(choice, NamedWebSearch) and not has_browser:
+        raise bad_request(f"tool_choice is {choice.type}, which is not in tools.", param="tool_choice.type")
 
 
 def forced_header(choice: Any, functions: dict[str, Any]) -> str | None:
@@ -85,6 +92,8 @@ def forced_header(choice: Any, functions: dict[str, Any]) -> str | None:
         return f"<|channel|>commentary to={choice.server_label}.{choice.name} <|constrain|>json<|message|>"
     if isinstance(choice, NamedCodeInterpreter):
         return "<|channel|>analysis to=python code<|message|>"
+    if isinstance(choice, NamedWebSearch):  # the model writes the query
+        return "<|channel|>analysis to=browser.search code<|message|>"
     if choice == "required" and functions:  # the model still picks the function
         return "<|channel|>commentary to=functions."
     return None

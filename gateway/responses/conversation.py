@@ -73,6 +73,9 @@ class Dialog:
     owner: str | None = None
     # Names the conversation to the engine's router, the same for every response that continues it.
     session_key: str = field(default_factory=lambda: new_id("sess"))
+    # The browser's pages by cursor, without their text (tools/browser/pages.py `Page.summary`): the model
+    # opens their links and cites them in later responses.
+    browser_pages: list[dict[str, Any] | None] = field(default_factory=list)
 
     def append(self, message: Message) -> None:
         self.messages.append(message)
@@ -111,6 +114,7 @@ class Dialog:
             "pending_approvals": {key: asdict(value) for key, value in self.pending_approvals.items()},
             "answered": self.answered,
             "session_key": self.session_key,
+            "browser_pages": self.browser_pages,
         }
 
     @classmethod
@@ -124,6 +128,7 @@ class Dialog:
             answered=dict(state.get("answered", {})),
             owners=[None] * len(data),
             session_key=state.get("session_key") or new_id("sess"),
+            browser_pages=list(state.get("browser_pages") or []),
         )
 
 

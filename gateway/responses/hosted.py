@@ -1,4 +1,4 @@
-"""The tools the gateway runs itself for one response: `python` in the sandbox and MCP servers.
+"""The tools the gateway runs itself for one response: `python` in the sandbox, the browser, MCP servers.
 
 `HostedTools` declares them to the model (Harmony namespaces in the system message), claims the
 model's calls to them by recipient, runs the calls, and reports each one as output items and events.
@@ -19,6 +19,7 @@ from sandbox.manager import describe_python_tool
 from mcp_types import INTERNAL_ERROR, INVALID_PARAMS
 from tools.connection import ToolCallFailed
 from tools.results import result_text
+from tools.browser.session import Browser, BrowseOptions
 from tools.servers import EnabledServer, ServerRefused, schema_for_model, tool_listing
 
 from ..errors import APIError, bad_request
@@ -29,10 +30,13 @@ from .log import Batch
 from .python_call import run_code
 from .services import Services
 from .tool_call import CallKind, ToolCall
-from .request import CodeInterpreterTool, McpTool, ResponsesRequest
-from .tool_items import CodeInterpreterCallOutput, McpApprovalRequestOutput, McpCallOutput, McpListToolsOutput
+from .request import CodeInterpreterTool, McpTool, ResponsesRequest, WebSearchTool
+from .tool_items import CodeInterpreterCallOutput, McpApprovalRequestOutput, McpCallOutput, McpListToolsOutput, WebSearchCallOutput
 
 log = logging.getLogger("gateway.tools")
+
+BROWSER_FUNCTIONS = ("search", "open", "find")
+VIEW_CHARS = {"low": 2000, "medium": 4000, "high": 8000}  # search_context_size: how much of a page a view shows
 
 Emit = Callable[[Batch], None]  # appends a batch of events to the response's log
 
@@ -53,6 +57,8 @@ class HostedTools:
         self.calls_made = 0  # bounded by max_tool_calls
         self.show_code_outputs = request.includes("code_interpreter_call.outputs") or services.config.server.always_include_code_outputs
         self.dialog = Dialog()
+        self.web_search = next((t for t in request.tools if isinstance(t, WebSearchTool)), None)
+        self.browser: Browser | None = None  # made in prepare(), from the conversation's pages
 
     @property
     def enabled(self) -> bool:
@@ -64,6 +70,7 @@ class HostedTools:
         """Check the request's hosted tools and connect its MCP servers; errors here are HTTP errors."""
         self.dialog = dialog
         await self._check_python()
+        self._open_browser()
         mcp_tools = [(index, tool) for index, tool in enumerate(self.request.tools) if isinstance(tool, McpTool)]
         registry = self.services.mcp
         for index, tool in mcp_tools:
@@ -100,6 +107,23 @@ class HostedTools:
         if isinstance(container, str) and container != self.dialog.container_id and not await sandbox.has_session(container, self.tenant):
             raise APIError(404, f"Container '{container}' not found.", param=f"tools[{index}].container", code="not_found")
 
+    def _open_browser(self) -> None:
+        backends, tool = self.services.browser, self.web_search
+        if tool is None or backends is None:  # a request's web_search without a browser was refused before
+            return
+        options = BrowseOptions(
+            view_chars=VIEW_CHARS[tool.search_context_size or "medium"],
+            max_results=backends.config.max_results,
+            page_budget=backends.config.pages_per_response,
+            allowed_domains=tool.domains(),
+            location=tool.user_location.describe() if tool.user_location else None,
+        )
+        self.browser = Browser(backends.search, backends.fetcher, options, self.dialog.browser_pages)
+
+    def cited(self, cursor: int, line: int) -> tuple[str, str] | None:
+        """What a citation in the model's answer points to (citations.py); None without a browser."""
+        return self.browser.cited(cursor, line) if self.browser is not None else None
+
     @property
     def has_work_before_engine(self) -> bool:
         return bool(self._to_list or self.dialog.decisions)
@@ -108,6 +132,8 @@ class HostedTools:
         if not self.enabled:
             return []
         namespaces = []
+        if self.browser is not None:  # declared as gpt-oss was trained: the stock description, before python
+            namespaces.append(ToolNamespaceConfig.browser())
         sandbox = self.services.sandbox
         if self.code_interpreter is not None and sandbox is not None:
             description = describe_python_tool(sandbox.config, sandbox.backend.data_dir)
@@ -158,7 +184,11 @@ class HostedTools:
         label, _, name = recipient.partition(".")
         server = self.servers.get(label) if self.enabled else None
         is_python = recipient == "python" and self.code_interpreter is not None and self.enabled
-        if not is_python and server is None:
+        is_browser = label == "browser" and self.browser is not None and self.enabled
+        if is_browser and name not in BROWSER_FUNCTIONS:
+            call.refuse(f"the browser has no function '{name}'; use browser.search, browser.open or browser.find.")
+            return None
+        if not is_python and not is_browser and server is None:
             call.refuse(f"there is no tool '{recipient}'. Use only the tools declared to you.")
             return None
         if server is not None and not (server.connection.connected and server.has_tool(name)):
@@ -170,6 +200,10 @@ class HostedTools:
             call.refuse(f"the limit of {limit} tool calls for this response is reached. Answer without tools.")
             return None
         self.calls_made += 1
+        if is_browser:
+            call.tool_name = name
+            sources = self.request.includes("web_search_call.action.sources")
+            return call.claim(CallKind.BROWSER, WebSearchCallOutput(index, name, sources))
         if is_python:
             return call.claim(CallKind.PYTHON, CodeInterpreterCallOutput(index, self._container_id(), self.show_code_outputs))
         assert server is not None
@@ -189,6 +223,9 @@ class HostedTools:
     def call_written(self, call: ToolCall, arguments: str) -> list[Event]:
         """The call's message is complete (the engine stopped at `<|call|>`)."""
         item = call.item
+        call.arguments = arguments
+        if isinstance(item, WebSearchCallOutput):
+            return item.running(self.events)
         if call.kind in (CallKind.MCP, CallKind.APPROVAL) and not _is_json_object(arguments):
             call.invalidate("the arguments are not a valid JSON object. Call the tool again with a JSON object.")
             if isinstance(item, McpCallOutput):
@@ -221,6 +258,16 @@ class HostedTools:
             await self._run_python(call)
         elif call.kind is CallKind.MCP:
             await self._run_mcp(call)
+        elif call.kind is CallKind.BROWSER:
+            await self._run_browser(call)
+
+    async def _run_browser(self, call: ToolCall) -> None:
+        item, browser = call.item, self.browser
+        assert isinstance(item, WebSearchCallOutput) and browser is not None  # claimed only with a browser
+        outcome = await browser.call(call.tool_name, call.arguments)
+        self.dialog.browser_pages = browser.summaries()
+        call.output = outcome.text
+        self.emit([*item.finished(self.events, outcome.action, outcome.sources, outcome.failed)])
 
     async def _run_python(self, call: ToolCall) -> None:
         item, sandbox = call.item, self.services.sandbox

@@ -169,6 +169,19 @@ class MessageOutput(TextItem):
         # With logprobs asked for: every reported token's entry, and those not yet sent with a delta.
         self.logprobs: list[Event] | None = [] if with_logprobs else None
         self.pending_logprobs: list[Event] = []
+        self.annotations: list[Event] = []  # url_citation annotations of the text (citations.py)
+
+    def annotated(self, events: Events, annotation: Event) -> Event:
+        """An annotation of the text sent so far, announced right after the delta that ends its span."""
+        self.annotations.append(annotation)
+        return events.make(
+            "response.output_text.annotation.added",
+            item_id=self.id,
+            output_index=self.output_index,
+            content_index=0,
+            annotation_index=len(self.annotations) - 1,
+            annotation=annotation,
+        )
 
     def delta(self, events: Events, text: str) -> Delta:
         if self.logprobs is None:
@@ -185,7 +198,7 @@ class MessageOutput(TextItem):
 
     def part(self, text: str) -> Event:
         # A copy: events are written out later, while the list may still grow.
-        return {"type": "output_text", "annotations": [], "logprobs": list(self.logprobs or ()), "text": text}
+        return {"type": "output_text", "annotations": list(self.annotations), "logprobs": list(self.logprobs or ()), "text": text}
 
     def done_extra(self) -> dict[str, Any]:
         return {"logprobs": list(self.logprobs or ())}

@@ -259,6 +259,40 @@ class CodeInterpreterTool(_Model):
     container: str | AutoContainer = AutoContainer(type="auto")
 
 
+class UserLocation(_Model):
+    type: Literal["approximate"] | None = None
+    city: str | None = Field(None, max_length=200)
+    country: str | None = Field(None, max_length=2)
+    region: str | None = Field(None, max_length=200)
+    timezone: str | None = Field(None, max_length=100)
+
+    def describe(self) -> str | None:
+        parts = [part for part in (self.city, self.region, self.country) if part]
+        return ", ".join(parts) or None
+
+
+class SearchFilters(_Model):
+    allowed_domains: list[Annotated[str, Field(min_length=1, max_length=253)]] | None = Field(None, max_length=100)
+
+
+WEB_SEARCH_TYPES = ("web_search", "web_search_preview", "web_search_preview_2025_03_11", "web_search_2025_08_26")
+
+
+class WebSearchTool(_Model):
+    """gpt-oss's built-in `browser` (search, open, find), run by the gateway (tools/browser/)."""
+
+    type: Literal["web_search", "web_search_preview", "web_search_preview_2025_03_11", "web_search_2025_08_26"]
+    search_context_size: Literal["low", "medium", "high"] | None = None
+    user_location: UserLocation | None = None
+    filters: SearchFilters | None = None
+    external_web_access: Literal[True] | None = Field(None, description="cached-only search is not supported")
+
+    def domains(self) -> tuple[str, ...]:
+        """The allowed domains, as hosts (OpenAI accepts them with a scheme, which is dropped)."""
+        found = self.filters.allowed_domains if self.filters and self.filters.allowed_domains else []
+        return tuple(domain.lower().split("://", 1)[-1].split("/", 1)[0].removeprefix("www.") for domain in found)
+
+
 class ToolNameFilter(_Model):
     tool_names: list[str] = []
     read_only: bool | None = None
@@ -302,10 +336,6 @@ class UnavailableTool(BaseModel):
 
     model_config = ConfigDict(extra="allow")
     type: Literal[
-        "web_search",
-        "web_search_preview",
-        "web_search_preview_2025_03_11",
-        "web_search_2025_08_26",
         "file_search",
         "local_shell",
         "shell",
@@ -317,7 +347,7 @@ class UnavailableTool(BaseModel):
 
 
 Tool = Annotated[
-    Union[FunctionTool, CustomTool, NamespaceTool, CodeInterpreterTool, McpTool, UnavailableTool], Field(discriminator="type")
+    Union[FunctionTool, CustomTool, NamespaceTool, CodeInterpreterTool, McpTool, WebSearchTool, UnavailableTool], Field(discriminator="type")
 ]
 
 
@@ -358,6 +388,12 @@ class NamedCodeInterpreter(_Model):
     type: Literal["code_interpreter"]
 
 
+class NamedWebSearch(_Model):
+    """Search the web first (the model writes the query)."""
+
+    type: Literal["web_search", "web_search_preview", "web_search_preview_2025_03_11", "web_search_2025_08_26"]
+
+
 class NamedCustom(_Model):
     type: Literal["custom"]
     name: str
@@ -371,7 +407,9 @@ class AllowedTools(_Model):
     tools: list[dict[str, Any]] = Field(min_length=1)
 
 
-NamedChoice = Annotated[Union[NamedFunction, NamedCustom, NamedMcp, NamedCodeInterpreter, AllowedTools], Field(discriminator="type")]
+NamedChoice = Annotated[
+    Union[NamedFunction, NamedCustom, NamedMcp, NamedCodeInterpreter, NamedWebSearch, AllowedTools], Field(discriminator="type")
+]
 
 
 class StreamOptions(_Model):
@@ -385,10 +423,10 @@ INCLUDABLE = {
     "reasoning.encrypted_content": None,  # honoured: gateway/responses/sealed.py
     "code_interpreter_call.outputs": None,  # honoured: without it, a call's outputs are null
     "message.output_text.logprobs": None,  # honoured: gateway/responses/logprobs.py
+    "web_search_call.action.sources": None,  # honoured: a search's result URLs in its action
 }
 NOT_INCLUDABLE = {
-    "web_search_call.action.sources": "this gateway has no web_search tool",
-    "web_search_call.results": "this gateway has no web_search tool",
+    "web_search_call.results": "a search's results are shown to the model only; its URLs come with web_search_call.action.sources",
     "file_search_call.results": "this gateway has no file_search tool",
     "computer_call_output.output.image_url": "this gateway has no computer tool",
     "message.input_image.image_url": "gpt-oss reads no images",

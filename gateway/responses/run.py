@@ -32,7 +32,8 @@ from .conversation import Dialog, append_input, tool_result
 from .hosted import HostedTools
 from .services import Services
 from .tool_call import CallKind, ToolCall
-from .items import CustomToolCallOutput, Delta, Event, Events, FunctionCallOutput, MessageOutput, OutputItem, ReasoningOutput, new_id
+from .citations import CitationRewriter, Piece
+from .items import CustomToolCallOutput, Delta, Event, Events, FunctionCallOutput, MessageOutput, OutputItem, ReasoningOutput, TextItem, new_id
 from .journal import Journal
 from .log import EventLog
 from .sealed import Unsealable
@@ -41,7 +42,10 @@ from .stops import StopMatcher
 from .logprobs import ContentLogprob, load_vocabulary, parse_with_logprobs
 from .schemas import InvalidSchema, argument_error, validator_for
 from .grammars import InvalidGrammar, check_grammar, input_problem
-from .request import CustomTool, FunctionTool, GrammarInput, McpTool, NamespaceTool, ReasoningItem, ReasoningText, ResponsesRequest, UnavailableTool, unsupported
+from .request import (
+    CustomTool, FunctionTool, GrammarInput, McpTool, NamespaceTool, ReasoningItem, ReasoningText, ResponsesRequest, UnavailableTool,
+    WebSearchTool, unsupported,
+)  # fmt: skip
 
 logger = logging.getLogger("gateway.responses")
 
@@ -58,7 +62,7 @@ class ResponseRun:
         self.input_items: list[dict[str, Any]] = []
         self.conversation: Conversation | None = None  # the conversation the response continues and adds to
         self._new_messages_from = 0  # where this response's messages start in the dialog
-        request.tools = _available_tools(request.tools, services.config.server.drop_unavailable_tools)
+        request.tools = _available_tools(request.tools, services.config.server.drop_unavailable_tools, services.browser is not None)
         self.echoed_tools = [_echo_tool(tool) for tool in request.tools]
         self.echoed_choice = request.tool_choice if isinstance(request.tool_choice, str) else request.tool_choice.model_dump(exclude_none=True)
         request.tools, request.tool_choice = offered_tools(request.tools, request.tool_choice)
@@ -373,7 +377,9 @@ class ResponseRun:
         parser = HarmonyStreamParser()
         log, emit = self.events_log, self.log.append
         item: OutputItem | None = None
+        streams = False  # the open item streams the model's text (deltas)
         stopper: StopMatcher | None = None  # the open message's stop sequences, when the request has any
+        rewriter: CitationRewriter | None = None  # the open message's citations, when the browser is on
         tokens = 0
         prefill = self._prefill
         try:
@@ -394,25 +400,23 @@ class ResponseRun:
                     parsed_events = parse_with_logprobs(parser, chunk, self.logprob_count)
                 for parsed in parsed_events:
                     if type(parsed) is TextDelta:
-                        if item is None:
+                        if not streams:
                             pass
-                        elif stopper is None:
+                        elif stopper is None and rewriter is None:
                             batch.append(item.delta(log, parsed.text))
-                        else:
-                            text, stopped = stopper.feed(parsed.text)
-                            if text:
-                                batch.append(item.delta(log, text))
-                            if stopped:  # the message ends here, and with it the generation
-                                batch += item.closed(log)
-                                item = stopper = None
-                                outcome.finish_reason, outcome.stopped = "stop", True
-                                break
+                        elif self._visible(item, parsed.text, stopper, rewriter, batch):
+                            # A stop sequence: the message ends here, and with it the generation.
+                            item = stopper = rewriter = None
+                            outcome.finish_reason, outcome.stopped = "stop", True
+                            break
                     elif type(parsed) is MessageStarted:
                         item = self._open_item(parsed, outcome)
                         self.dialog.owner = item.id if item is not None else None
                         if item is not None:
                             batch += item.opened(log)
+                        streams = isinstance(item, TextItem)  # a web_search_call shows its action, not its arguments
                         stopper = StopMatcher(self.chat.stops) if self.chat.stops and isinstance(item, MessageOutput) else None
+                        rewriter = CitationRewriter(self.hosted.cited) if self.hosted.browser is not None and isinstance(item, MessageOutput) else None
                     elif type(parsed) is ContentLogprob:
                         if isinstance(item, MessageOutput):  # reported for the visible answer only
                             item.pending_logprobs.append(parsed.entry)
@@ -423,9 +427,9 @@ class ResponseRun:
                         if call is not None and call.kind.hosted:
                             batch += self.hosted.call_written(call, _text(parsed.message))
                         elif item is not None:
-                            batch += self._held_back(item, stopper)
+                            batch += self._held_back(item, stopper, rewriter)
                             batch += item.closed(log, await self._call_status(item, outcome))
-                        item = stopper = None
+                        item = stopper = rewriter = None
                 if chunk.finish_reason is not None:
                     outcome.finish_reason = chunk.finish_reason
                 emit(batch)
@@ -440,7 +444,7 @@ class ResponseRun:
             self.usage["reasoning"] += parser.reasoning_tokens
         # The engine stopped: anything still open was cut off by max_tokens.
         if item is not None:
-            emit(self._held_back(item, stopper) + item.closed(log, "incomplete"))
+            emit(self._held_back(item, stopper, rewriter) + item.closed(log, "incomplete"))
         partial = parser.partial_message()
         if partial is not None:
             self.dialog.append(partial)
@@ -451,10 +455,29 @@ class ResponseRun:
         if outcome.call is not None and outcome.call.kind is CallKind.FUNCTION:
             self._finish_function_call(outcome)
 
-    def _held_back(self, item: OutputItem, stopper: StopMatcher | None) -> list[Event | Delta]:
-        """The end of a message that could have begun a stop sequence, once it is clear it did not."""
-        held = stopper.flush() if stopper is not None else ""  # a stopper watches messages only
-        return [item.delta(self.events_log, held)] if held else []
+    def _visible(
+        self, item: Any, text: str, stopper: StopMatcher | None, rewriter: CitationRewriter | None, batch: list[Event | Delta]
+    ) -> bool:
+        """A message's text as the client gets it: citations made links (each announced as an annotation
+        after the delta that ends it), cut at a stop sequence. True when a stop sequence ended the message."""
+        log = self.events_log
+        for piece in rewriter.feed(text) if rewriter is not None else [Piece(text)]:
+            shown, stopped = stopper.feed(piece.text) if stopper is not None else (piece.text, False)
+            if shown:
+                batch.append(item.delta(log, shown))
+            if stopped:
+                batch += item.closed(log)
+                return True
+            if piece.annotation is not None:
+                batch.append(item.annotated(log, piece.annotation))
+        return False
+
+    def _held_back(self, item: OutputItem, stopper: StopMatcher | None, rewriter: CitationRewriter | None) -> list[Event | Delta]:
+        """The end of a message: what could have begun a citation or a stop sequence, once it is clear it did not."""
+        held = "".join(piece.text for piece in rewriter.flush()) if rewriter is not None else ""
+        if stopper is not None:  # a stopper watches messages only
+            held = stopper.feed(held)[0] + stopper.flush() if held else stopper.flush()
+        return [item.delta(self.events_log, held)] if held and isinstance(item, TextItem) else []
 
     def _open_item(self, header: MessageStarted, outcome: "_Outcome") -> OutputItem | None:
         index = len(self.output)
@@ -539,7 +562,7 @@ class ResponseRun:
         return encoding().encode(header, allowed_special="all") if header else []
 
     def _open_items(self) -> list[OutputItem]:
-        return [item for item in self.output if item.status in ("in_progress", "interpreting")]
+        return [item for item in self.output if item.status in ("in_progress", "interpreting", "searching")]
 
     # -- the Response object ------------------------------------------------------------------------------
 
@@ -566,7 +589,9 @@ class ResponseRun:
                         param=f"{param}.parameters",
                         code="invalid_function_parameters",
                     ) from None
-        check_choice(request.tool_choice, self.functions, self.hosted.servers, self.hosted.code_interpreter is not None)
+        check_choice(
+            request.tool_choice, self.functions, self.hosted.servers, self.hosted.code_interpreter is not None, self.hosted.browser is not None
+        )
         response_format = None
         text_format = request.text.format if request.text else None
         if text_format is not None and text_format.type == "json_schema":
@@ -728,14 +753,21 @@ def _describe(tool: Any) -> ToolDescription:
     return ToolDescription.new(tool.name, description.strip(), parameters={"type": "string"})
 
 
-def _available_tools(tools: list[Any], drop_unavailable: bool) -> list[Any]:
-    """The request's tools without those nothing here runs: refused by name, or dropped if configured so."""
+def _available_tools(tools: list[Any], drop_unavailable: bool, has_browser: bool) -> list[Any]:
+    """The request's tools without those nothing here runs: refused by name, or dropped if configured so.
+    The web_search tools run on gateways with a `browser` section."""
+
+    def unavailable(tool: Any) -> bool:
+        return isinstance(tool, UnavailableTool) or (isinstance(tool, WebSearchTool) and not has_browser)
+
     for index, tool in enumerate(tools):
-        if isinstance(tool, UnavailableTool):
+        if unavailable(tool):
             if not drop_unavailable:
                 raise unsupported(f"tools[{index}]", f"the '{tool.type}' tool is not available here")
             logger.warning("dropped the request's '%s' tool: nothing on this gateway runs it", tool.type)
-    return [tool for tool in tools if not isinstance(tool, UnavailableTool)]
+    if sum(isinstance(tool, WebSearchTool) for tool in tools) > 1:
+        raise bad_request("Declare the web_search tool once.", param="tools")
+    return [tool for tool in tools if not unavailable(tool)]
 
 
 def _echo_tool(tool: Any) -> dict[str, Any]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sandbox.manager import SandboxManager
+from tools.browser import BrowserBackends
 from tools.servers import MCPServers
 
 from ..config import GatewayConfig
@@ -33,3 +34,4 @@ class Services:
     sealer: Sealer
     mcp: MCPServers
     sandbox: SandboxManager | None = None  # None: no code_interpreter on this gateway
+    browser: BrowserBackends | None = None  # None: no web_search on this gateway

@@ -21,6 +21,7 @@ class CallKind(enum.Enum):
     FUNCTION = "function"  # the client's function: the response ends with it
     PYTHON = "python"  # code for the sandbox
     MCP = "mcp"  # a tool of an MCP server, run here
+    BROWSER = "browser"  # gpt-oss's browser: search, open, find
     APPROVAL = "approval"  # an MCP call the user approves first: the response ends with the request
     INVALID = "invalid"  # claimed, but not usable as written; `output` tells the model why
 
@@ -32,11 +33,11 @@ class CallKind(enum.Enum):
     @property
     def hosted(self) -> bool:
         """The gateway handles the call itself (runs it, or asks for approval to)."""
-        return self in (CallKind.PYTHON, CallKind.MCP, CallKind.APPROVAL)
+        return self in (CallKind.PYTHON, CallKind.MCP, CallKind.BROWSER, CallKind.APPROVAL)
 
     @property
     def runs_here(self) -> bool:
-        return self in (CallKind.PYTHON, CallKind.MCP)
+        return self in (CallKind.PYTHON, CallKind.MCP, CallKind.BROWSER)
 
 
 @dataclass
@@ -47,6 +48,7 @@ class ToolCall:
     item: OutputItem | None = None  # the output item that streams the call, when one does
     server: EnabledServer | None = None  # MCP calls: the server and its tool
     tool_name: str = ""
+    arguments: str = ""  # hosted calls: the arguments as the model wrote them, once complete
     output: str | None = None  # what the model is told: the tool's output, or why there is none
 
     def claim(self, kind: CallKind, item: OutputItem | None = None) -> OutputItem | None:

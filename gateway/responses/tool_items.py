@@ -179,3 +179,48 @@ class McpApprovalRequestOutput(OutputItem):
             "name": self.name,
             "server_label": self.server_label,
         }
+
+
+class WebSearchCallOutput(OutputItem):
+    """A call to gpt-oss's browser (`browser.search|open|find`). Added with its status only when the model
+    starts the call; `searching` once its arguments are written and it runs; done with its action."""
+
+    type = "web_search_call"
+    id_prefix = "ws"
+
+    def __init__(self, output_index: int, function: str, show_sources: bool) -> None:
+        super().__init__(output_index)
+        self.function = function
+        self.show_sources = show_sources  # `include: ["web_search_call.action.sources"]`
+        self.action: dict[str, Any] | None = None
+        self.sources: list[str] = []
+
+    def _event(self, events: Events, type: str) -> Event:
+        return events.make(type, output_index=self.output_index, item_id=self.id)
+
+    def opened(self, events: Events) -> list[Event]:
+        return [self.added(events), self._event(events, "response.web_search_call.in_progress")]
+
+    def running(self, events: Events) -> list[Event]:
+        self.status = "searching"
+        return [self._event(events, "response.web_search_call.searching")]
+
+    def finished(self, events: Events, action: dict[str, Any], sources: list[str], failed: bool) -> list[Event]:
+        self.action, self.sources = action, sources
+        self.status = "failed" if failed else "completed"
+        completed = [] if failed else [self._event(events, "response.web_search_call.completed")]
+        return completed + [self.done(events)]
+
+    def closed(self, events: Events, status: str = "incomplete") -> list[Event]:
+        """Ended without running (the response was cut off or failed)."""
+        self.status = status
+        return [self.done(events)]
+
+    def as_dict(self) -> Event:
+        item: Event = {"id": self.id, "type": "web_search_call", "status": self.status}
+        if self.status in ("in_progress", "searching"):
+            return item
+        action = dict(self.action or {"type": {"open": "open_page", "find": "find_in_page"}.get(self.function, "search")})
+        if action["type"] == "search" and self.show_sources:
+            action["sources"] = [{"type": "url", "url": url} for url in self.sources]
+        return item | {"action": action}

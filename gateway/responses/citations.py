@@ -1,0 +1,87 @@
+"""The model's citations (`【CURSOR†L{a}-L{b}】`) made into links and `url_citation` annotations, as the
+text streams.
+
+A citation is replaced, as OpenAI's web search writes its answers, by a Markdown link to the cited page,
+`([domain](url))`, which its annotation spans; a citation of a view the conversation does not have is
+left as the model wrote it. Text from a `【` is held back until it is clear whether it is a citation:
+at most MAX_CITATION characters, so a stray bracket delays the stream by little.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from tools.browser.pages import domain_of
+
+MAX_CITATION = 40
+_CITATION = re.compile(r"【(\d{1,6})†L(\d{1,7})(?:-L(\d{1,7}))?】")
+_PREFIX = re.compile(r"【\d{0,6}(?:†(?:L\d{0,7}(?:-(?:L\d{0,7})?)?)?)?")
+
+Resolve = Callable[[int, int], "tuple[str, str] | None"]  # (cursor, line) → (url, title)
+
+
+@dataclass
+class Piece:
+    text: str
+    annotation: dict[str, Any] | None = None  # set when `text` is a citation's link
+
+
+class CitationRewriter:
+    def __init__(self, resolve: Resolve) -> None:
+        self.resolve = resolve
+        self._pending = ""
+        self._length = 0  # characters given out so far: where the next piece starts
+        self._last = ""  # the last character given out
+
+    def feed(self, text: str) -> list[Piece]:
+        buffer, self._pending = self._pending + text, ""
+        pieces: list[Piece] = []
+        while buffer:
+            start = buffer.find("【")
+            if start < 0:
+                pieces.append(self._plain(buffer))
+                break
+            if start > 0:
+                pieces.append(self._plain(buffer[:start]))
+                buffer = buffer[start:]
+            end = buffer.find("】", 0, MAX_CITATION + 1)
+            if end < 0:
+                if len(buffer) <= MAX_CITATION and _PREFIX.fullmatch(buffer):
+                    self._pending = buffer  # may still become a citation
+                    break
+                pieces.append(self._plain(buffer[0]))  # a bracket that starts no citation
+                buffer = buffer[1:]
+                continue
+            match = _CITATION.fullmatch(buffer, 0, end + 1)
+            if match is None:
+                pieces.append(self._plain(buffer[0]))
+                buffer = buffer[1:]
+                continue
+            pieces += self._citation(match)
+            buffer = buffer[end + 1 :]
+        return [piece for piece in pieces if piece.text]
+
+    def flush(self) -> list[Piece]:
+        """The end of the message: what was held back is plain text."""
+        held, self._pending = self._pending, ""
+        return [self._plain(held)] if held else []
+
+    def _plain(self, text: str) -> Piece:
+        if text:
+            self._length += len(text)
+            self._last = text[-1]
+        return Piece(text)
+
+    def _citation(self, match: re.Match[str]) -> list[Piece]:
+        cited = self.resolve(int(match.group(1)), int(match.group(2)))
+        if cited is None:
+            return [self._plain(match.group(0))]
+        url, title = cited
+        pieces = [self._plain(" ")] if self._last and not self._last.isspace() and self._last not in "([" else []
+        link = f"([{domain_of(url)}]({url}))"
+        start = self._length
+        self._plain(link)
+        annotation = {"type": "url_citation", "start_index": start, "end_index": start + len(link), "title": title, "url": url}
+        return pieces + [Piece(link, annotation)]
