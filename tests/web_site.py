@@ -56,6 +56,14 @@ def create_site() -> Starlette:
     async def show(request: Request) -> Response:
         return HTMLResponse(article(request.url.path))
 
+    async def long(request: Request) -> Response:
+        # An article of a usual web page's size (~100 KB of HTML): for the benchmark.
+        paragraphs = "".join(
+            f'<p>Section {n}: {FILLER * 4}See <a href="/articles/lion">the lions</a> and <a href="https://example.org/{n}">source {n}</a>.</p>'
+            for n in range(200)
+        )
+        return HTMLResponse(f"<html><head><title>A long article</title></head><body><nav>Menu</nav><article>{paragraphs}</article></body></html>")
+
     async def notes(request: Request) -> Response:
         return PlainTextResponse("Field notes\n\nA zebra foal can stand within an hour of birth.\n")
 
@@ -81,6 +89,7 @@ def create_site() -> Starlette:
         routes=[
             *[Route(path, show) for path in ARTICLES],
             Route("/notes.txt", notes),
+            Route("/long", long),
             Route("/slow", slow),
             Route("/big", big),
             Route("/image.png", image),
