@@ -65,12 +65,11 @@ def stream_events(gateway: Gateway, **body: Any) -> list[dict[str, Any]]:
 
 def test_search_open_find_and_a_cited_answer_streamed(browsing: Gateway, site: Process, emulator: Process) -> None:
     answer = "Each zebra has unique stripes【1†L2-L3】, and stripes may deter flies【2†L1】.【0†L0】"
-    events = stream_events(
-        browsing,
-        input=f"Tell me about zebra stripes. {SEARCH}{OPEN_FIRST}{FIND}[[answer {answer}]]",
-        tools=[{"type": "web_search", "search_context_size": "low"}],
-        include=["web_search_call.action.sources"],
-    )
+    body = {
+        "input": f"Tell me about zebra stripes. {SEARCH}{OPEN_FIRST}{FIND}[[answer {answer}]]",
+        "tools": [{"type": "web_search", "search_context_size": "low"}],
+    }
+    events = stream_events(browsing, **body, include=["web_search_call.action.sources"])
     response = check_response_stream(events)
     zebra = site.url + "/articles/zebra"
     calls = [item for item in response.output if item.type == "web_search_call"]
@@ -101,6 +100,13 @@ def test_search_open_find_and_a_cited_answer_streamed(browsing: Gateway, site: P
     assert text.startswith(f"Each zebra has unique stripes ([127.0.0.1]({zebra})), and stripes may deter flies ([127.0.0.1]({zebra})).")
     announced = [e["annotation"] for e in events if e["type"] == "response.output_text.annotation.added"]
     assert announced == annotations
+
+    # The SDK's stream helper accumulates the same answer, annotations included.
+    with browsing.client().responses.stream(model="openai/gpt-oss-20b", input=body["input"], tools=body["tools"]) as stream:
+        deltas = "".join(event.delta for event in stream if event.type == "response.output_text.delta")
+        final = stream.get_final_response()
+    assert final.output_text == deltas == text
+    assert [a.model_dump() for a in final.output[-1].content[0].annotations] == annotations
 
     # What the model read: the browser namespace as gpt-oss was trained, and numbered views with cursors.
     prompt = emulator_stats(emulator)["last_prompt"]
