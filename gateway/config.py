@@ -305,10 +305,11 @@ class GatewayConfig(_Section):
         duplicates = sorted({label for label in labels if labels.count(label) > 1})
         if duplicates:
             raise ValueError(f"tool_servers labels must be unique: {', '.join(duplicates)}")
-        browser = self.browser
-        for name, section in (("search", browser and browser.search), ("fetch", browser and browser.fetch)):
-            if section is not None and section.type == "mcp" and section.server not in labels:
-                raise ValueError(f"browser.{name}.server must name one of tool_servers ({section.server!r} does not)")
+        if self.browser is not None:
+            sections: dict[str, SearchConfig | FetchConfig | None] = {"search": self.browser.search, "fetch": self.browser.fetch}
+            for name, section in sections.items():
+                if section is not None and section.type == "mcp" and section.server not in labels:
+                    raise ValueError(f"browser.{name}.server must name one of tool_servers ({section.server!r} does not)")
         return self
 
 

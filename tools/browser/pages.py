@@ -17,6 +17,7 @@ from urllib.parse import urljoin, urlsplit
 WRAP_COLUMNS = 80
 FIND_CONTEXT_LINES = 4  # lines shown per match of `find`
 MAX_FIND_MATCHES = 50
+KEPT_LINKS = 500  # links of a page kept for later responses (its first ones)
 
 # The brackets the model reads as links and citations: page text gets look-alikes instead, so that a page
 # cannot forge a link or a citation.
@@ -52,7 +53,8 @@ class Page:
     def summary(self) -> dict[str, Any]:
         """What is kept of the page after its response (its text is not): enough to open its links and
         to resolve citations of it in a later response."""
-        return {"url": self.url, "title": self.title, "kind": self.kind, "links": self.links, "sources": self.sources}
+        links = self.links if len(self.links) <= KEPT_LINKS else dict(list(self.links.items())[:KEPT_LINKS])
+        return {"url": self.url, "title": self.title, "kind": self.kind, "links": links, "sources": self.sources}
 
     @classmethod
     def from_summary(cls, data: dict[str, Any]) -> "Page":

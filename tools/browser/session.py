@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from gateway.cpu import run_cpu
+
 from .backends import BrowserFailure, PageFetcher, SearchBackend
 from .pages import Page, find_page, results_page, view
 
@@ -125,7 +127,7 @@ class Browser:
             raise BrowserUsageError("`find` works on opened pages, not on search or find results")
         if not page.lines:
             page = await self._page_at_url(page.url, refresh=False)
-        found = find_page(page, pattern)
+        found = await run_cpu(find_page, page, pattern)  # a page may have tens of thousands of lines
         cursor = self._add(found)
         return BrowserOutcome(self._show(found, cursor, 0, -1), action)
 
