@@ -288,3 +288,37 @@ def test_allowed_domains_limit_results_and_pages(browsing: Gateway, site: Proces
     assert opened.status == "failed"
     assert "outside the domains" in response.output_text
 
+
+
+def test_citations_rewrite_the_same_however_the_text_is_split() -> None:
+    """Streamed in pieces of any size, the text and annotations are those of the whole answer; brackets
+    that start no citation, and citations of views that do not exist, pass through as written."""
+    import random
+
+    from gateway.responses.citations import CitationRewriter
+
+    pages = {0: ("https://a.example/x", "A"), 1: ("https://b.example/y", "B")}
+
+    def resolve(cursor: int, line: int) -> tuple[str, str] | None:
+        return pages.get(cursor)
+
+    answer = "One【0†L1-L2】two 【1†L3】.【9†L1】 【note】 a【0†x】 【0†L1" + "【" * 3 + "end【1†L4-L5】"
+
+    def rewrite(pieces: list[str]) -> tuple[str, list[dict[str, Any]]]:
+        rewriter = CitationRewriter(resolve)
+        out = [p for piece in pieces for p in rewriter.feed(piece)] + rewriter.flush()
+        return "".join(p.text for p in out), [p.annotation for p in out if p.annotation]
+
+    whole_text, whole_annotations = rewrite([answer])
+    assert whole_text == (
+        "One ([a.example](https://a.example/x))two ([b.example](https://b.example/y)).【9†L1】 【note】 a【0†x】 【0†L1【【【"
+        "end ([b.example](https://b.example/y))"
+    )
+    assert [whole_text[a["start_index"] : a["end_index"]] for a in whole_annotations] == [
+        "([a.example](https://a.example/x))", "([b.example](https://b.example/y))", "([b.example](https://b.example/y))",
+    ]
+    rng = random.Random(7)
+    for _ in range(300):
+        cuts = sorted(rng.sample(range(1, len(answer)), rng.randint(1, 12)))
+        pieces = [answer[a:b] for a, b in zip([0, *cuts], [*cuts, len(answer)])]
+        assert rewrite(pieces) == (whole_text, whole_annotations)
