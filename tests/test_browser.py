@@ -322,3 +322,22 @@ def test_citations_rewrite_the_same_however_the_text_is_split() -> None:
         cuts = sorted(rng.sample(range(1, len(answer)), rng.randint(1, 12)))
         pieces = [answer[a:b] for a, b in zip([0, *cuts], [*cuts, len(answer)])]
         assert rewrite(pieces) == (whole_text, whole_annotations)
+
+
+def test_a_response_sent_back_as_input_is_read_again(browsing: Gateway, emulator: Process) -> None:
+    """Clients that keep no server state replay the output items, web_search_call and annotated messages
+    included: accepted as they came; the model reads its earlier answer with its links."""
+    client = browsing.client()
+    first = client.responses.create(
+        model="openai/gpt-oss-20b", input=f"{SEARCH}[[answer Stripes【0†L0】.]]", tools=[{"type": "web_search"}], store=False
+    )
+    replay = [{"role": "user", "content": f"{SEARCH}[[answer Stripes【0†L0】.]]"}]
+    replay += [item.model_dump(exclude_none=True) for item in first.output]
+    replay.append({"role": "user", "content": "And lions?"})
+    second = client.responses.create(model="openai/gpt-oss-20b", input=replay, tools=[{"type": "web_search"}])
+    assert second.status == "completed", second.error
+    prompt = emulator_stats(emulator)["last_prompt"]
+    assert "<|channel|>final<|message|>Stripes ([127.0.0.1](" in prompt and "And lions?" in prompt
+    listed = client.responses.input_items.list(second.id, order="asc")  # the replayed call is an input item like any other
+    searched = next(item for item in first.output if item.type == "web_search_call")
+    assert [item.id for item in listed.data if item.type == "web_search_call"] == [searched.id]

@@ -22,6 +22,7 @@ from .request import (
     McpListToolsItem,
     MessageItem,
     ReasoningItem,
+    WebSearchCallItem,
 )
 
 _ROLES = {"user": Role.USER, "system": Role.DEVELOPER, "developer": Role.DEVELOPER}
@@ -228,6 +229,10 @@ def _append_item(dialog: Dialog, index: int, item: InputItem, records: list[dict
         result = item.output if item.error is None else f"Error: {item.error}"
         dialog.append(tool_result(recipient, "commentary", result or ""))
         records.append(item.model_dump() | {"id": item.id or new_id("mcp")})
+    elif isinstance(item, WebSearchCallItem):
+        # What the browser showed is not kept with the item, and Harmony leaves a past turn's calls out of
+        # the prompt anyway (they are analysis): the item is listed, the model reads the answer that cited it.
+        records.append(item.model_dump(exclude_none=True) | {"id": item.id or new_id("ws")})
     elif isinstance(item, McpListToolsItem):
         if item.error is None and item.server_label not in dialog.mcp_listed:
             dialog.mcp_listed.append(item.server_label)

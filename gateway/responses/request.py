@@ -156,6 +156,15 @@ class McpCallItem(_Model):
     status: str | None = None
 
 
+class WebSearchCallItem(_Model):
+    """A browser call sent back as it came (clients that replay a response's output as input)."""
+
+    type: Literal["web_search_call"]
+    id: str | None = None
+    status: str | None = None
+    action: dict[str, Any] | None = None
+
+
 def _item_type(value: Any) -> str | None:
     if isinstance(value, dict):
         return value.get("type", "message")
@@ -174,6 +183,7 @@ InputItem = Annotated[
         Annotated[McpApprovalResponseItem, Tag("mcp_approval_response")],
         Annotated[McpListToolsItem, Tag("mcp_list_tools")],
         Annotated[McpCallItem, Tag("mcp_call")],
+        Annotated[WebSearchCallItem, Tag("web_search_call")],
     ],
     Discriminator(_item_type),
 ]
