@@ -191,7 +191,7 @@ def to_page(url: str, kind: str, text: str) -> Page:
     # The page's <title> is read directly: trafilatura's metadata extraction (dates, authors) costs more
     # than cleaning the text itself.
     title = " ".join((tree.findtext(".//title") or "").split()) or url
-    markdown = trafilatura.extract(tree, url=url, output_format="markdown", include_links=True, include_images=False, favor_recall=True)
+    markdown = trafilatura.extract(text, url=url, output_format="markdown", include_links=True, include_images=False, favor_recall=True)
     if not markdown:
         markdown = trafilatura.html2txt(text) or ""
     return document_page(url, title, markdown)

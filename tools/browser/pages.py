@@ -9,7 +9,6 @@ page's site; the model cites what it read as `【CURSOR†L{a}-L{b}】`.
 from __future__ import annotations
 
 import re
-import textwrap
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urljoin, urlsplit
@@ -68,13 +67,16 @@ def domain_of(url: str) -> str:
 
 
 def wrap(text: str) -> list[str]:
-    """Lines of at most 80 columns; empty lines are kept (they separate paragraphs)."""
+    """Lines of at most 80 columns, broken after a space where there is one; empty lines are kept (they
+    separate paragraphs)."""
     lines: list[str] = []
     for line in text.split("\n"):
-        if len(line) <= WRAP_COLUMNS:
-            lines.append(line)
-        else:
-            lines += textwrap.wrap(line, WRAP_COLUMNS, replace_whitespace=False, drop_whitespace=False) or [""]
+        while len(line) > WRAP_COLUMNS:
+            cut = line.rfind(" ", 0, WRAP_COLUMNS)
+            cut = cut + 1 if cut > 0 else WRAP_COLUMNS
+            lines.append(line[:cut])
+            line = line[cut:]
+        lines.append(line)
     return lines
 
 
