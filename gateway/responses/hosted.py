@@ -19,7 +19,7 @@ from sandbox.manager import describe_python_tool
 from mcp_types import INTERNAL_ERROR, INVALID_PARAMS
 from tools.connection import ToolCallFailed
 from tools.results import result_text
-from tools.browser.session import Browser, BrowseOptions
+from tools.browser.session import ACTIONS, Browser, BrowseOptions
 from tools.servers import EnabledServer, ServerRefused, schema_for_model, tool_listing
 
 from ..errors import APIError, bad_request
@@ -35,7 +35,6 @@ from .tool_items import CodeInterpreterCallOutput, McpApprovalRequestOutput, Mcp
 
 log = logging.getLogger("gateway.tools")
 
-BROWSER_FUNCTIONS = ("search", "open", "find")
 VIEW_CHARS = {"low": 2000, "medium": 4000, "high": 8000}  # search_context_size: how much of a page a view shows
 
 Emit = Callable[[Batch], None]  # appends a batch of events to the response's log
@@ -185,7 +184,7 @@ class HostedTools:
         server = self.servers.get(label) if self.enabled else None
         is_python = recipient == "python" and self.code_interpreter is not None and self.enabled
         is_browser = label == "browser" and self.browser is not None and self.enabled
-        if is_browser and name not in BROWSER_FUNCTIONS:
+        if is_browser and name not in ACTIONS:
             call.refuse(f"the browser has no function '{name}'; use browser.search, browser.open or browser.find.")
             return None
         if not is_python and not is_browser and server is None:

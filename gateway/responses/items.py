@@ -70,6 +70,10 @@ class OutputItem:
     def added(self, events: Events) -> Event:
         return events.make("response.output_item.added", output_index=self.output_index, item=self.as_dict())
 
+    def _event(self, events: Events, type: str) -> Event:
+        """One of the item's own events (a tool call's progress), naming the item."""
+        return events.make(type, output_index=self.output_index, item_id=self.id)
+
     def done(self, events: Events) -> Event:
         return events.make("response.output_item.done", output_index=self.output_index, item=self.as_dict())
 

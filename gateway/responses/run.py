@@ -377,7 +377,6 @@ class ResponseRun:
         parser = HarmonyStreamParser()
         log, emit = self.events_log, self.log.append
         item: OutputItem | None = None
-        streams = False  # the open item streams the model's text (deltas)
         stopper: StopMatcher | None = None  # the open message's stop sequences, when the request has any
         rewriter: CitationRewriter | None = None  # the open message's citations, when the browser is on
         tokens = 0
@@ -400,7 +399,7 @@ class ResponseRun:
                     parsed_events = parse_with_logprobs(parser, chunk, self.logprob_count)
                 for parsed in parsed_events:
                     if type(parsed) is TextDelta:
-                        if not streams:
+                        if not isinstance(item, TextItem):  # none open, or a web_search_call (shows its action only)
                             pass
                         elif stopper is None and rewriter is None:
                             batch.append(item.delta(log, parsed.text))
@@ -414,7 +413,6 @@ class ResponseRun:
                         self.dialog.owner = item.id if item is not None else None
                         if item is not None:
                             batch += item.opened(log)
-                        streams = isinstance(item, TextItem)  # a web_search_call shows its action, not its arguments
                         stopper = StopMatcher(self.chat.stops) if self.chat.stops and isinstance(item, MessageOutput) else None
                         rewriter = CitationRewriter(self.hosted.cited) if self.hosted.browser is not None and isinstance(item, MessageOutput) else None
                     elif type(parsed) is ContentLogprob:
@@ -472,12 +470,13 @@ class ResponseRun:
                 batch.append(item.annotated(log, piece.annotation))
         return False
 
-    def _held_back(self, item: OutputItem, stopper: StopMatcher | None, rewriter: CitationRewriter | None) -> list[Event | Delta]:
-        """The end of a message: what could have begun a citation or a stop sequence, once it is clear it did not."""
+    def _held_back(self, item: Any, stopper: StopMatcher | None, rewriter: CitationRewriter | None) -> list[Event | Delta]:
+        """The end of a message: what could have begun a citation or a stop sequence, once it is clear it did
+        not (both watch messages only)."""
         held = "".join(piece.text for piece in rewriter.flush()) if rewriter is not None else ""
-        if stopper is not None:  # a stopper watches messages only
-            held = stopper.feed(held)[0] + stopper.flush() if held else stopper.flush()
-        return [item.delta(self.events_log, held)] if held and isinstance(item, TextItem) else []
+        if stopper is not None:
+            held = stopper.feed(held)[0] + stopper.flush()
+        return [item.delta(self.events_log, held)] if held else []
 
     def _open_item(self, header: MessageStarted, outcome: "_Outcome") -> OutputItem | None:
         index = len(self.output)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from tools.browser.session import ACTIONS
+
 from .items import Event, Events, OutputItem, TextItem
 
 
@@ -29,9 +31,6 @@ class _ToolCallItem(TextItem):
             f'"output_index":{output_index},"sequence_number":'
         )
         self.input_done = False
-
-    def _event(self, events: Events, type: str) -> Event:
-        return events.make(type, output_index=self.output_index, item_id=self.id)
 
     def _input_done(self, events: Events) -> Event:
         self.input_done = True
@@ -142,11 +141,10 @@ class McpListToolsOutput(OutputItem):
 
     def listed(self, events: Events, tools: list[dict[str, Any]], error: str | None) -> list[Event]:
         added = self.added(events)
-        ids = {"output_index": self.output_index, "item_id": self.id}
-        in_progress = events.make("response.mcp_list_tools.in_progress", **ids)
+        in_progress = self._event(events, "response.mcp_list_tools.in_progress")
         self.tools, self.error = tools, error
         self.status = "failed" if error else "completed"
-        outcome = events.make(f"response.mcp_list_tools.{self.status}", **ids)
+        outcome = self._event(events, f"response.mcp_list_tools.{self.status}")
         return [added, in_progress, outcome, self.done(events)]
 
     def as_dict(self) -> Event:
@@ -195,9 +193,6 @@ class WebSearchCallOutput(OutputItem):
         self.action: dict[str, Any] | None = None
         self.sources: list[str] = []
 
-    def _event(self, events: Events, type: str) -> Event:
-        return events.make(type, output_index=self.output_index, item_id=self.id)
-
     def opened(self, events: Events) -> list[Event]:
         return [self.added(events), self._event(events, "response.web_search_call.in_progress")]
 
@@ -220,7 +215,7 @@ class WebSearchCallOutput(OutputItem):
         item: Event = {"id": self.id, "type": "web_search_call", "status": self.status}
         if self.status in ("in_progress", "searching"):
             return item
-        action = dict(self.action or {"type": {"open": "open_page", "find": "find_in_page"}.get(self.function, "search")})
+        action = dict(self.action or {"type": ACTIONS[self.function]})  # closed before it ran: its kind only
         if action["type"] == "search" and self.show_sources:
             action["sources"] = [{"type": "url", "url": url} for url in self.sources]
         return item | {"action": action}

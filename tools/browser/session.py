@@ -18,6 +18,8 @@ from gateway.cpu import run_cpu
 from .backends import BrowserFailure, PageFetcher, SearchBackend
 from .pages import Page, find_page, results_page, view
 
+# The browser's functions, and the type of the action a web_search_call shows for each.
+ACTIONS = {"search": "search", "open": "open_page", "find": "find_in_page"}
 KEPT_PAGES = 64  # pages whose summaries a conversation keeps; older cursors can no longer be opened or cited
 
 
@@ -57,7 +59,7 @@ class Browser:
     # -- the model's calls ----------------------------------------------------------------------------------
 
     async def call(self, function: str, arguments_json: str) -> BrowserOutcome:
-        action: dict[str, Any] = {"type": {"search": "search", "open": "open_page", "find": "find_in_page"}.get(function, function)}
+        action: dict[str, Any] = {"type": ACTIONS.get(function, function)}
         try:
             arguments = json.loads(arguments_json or "{}")
             if not isinstance(arguments, dict):
