@@ -92,10 +92,12 @@ class Script:
         if last.author.role == Role.TOOL:
             result = self._text_of(last)
             # `[[answer TEXT]]`: what the model answers after its tool calls (citations, say).
-            answer = re.search(r"\[\[answer (.*?)\]\]", self._text_of(self.messages[user_index]), re.DOTALL)
+            asked = self._text_of(self.messages[user_index])
+            answer = re.search(r"\[\[answer (.*?)\]\]", asked, re.DOTALL)
+            preamble = "<|channel|>commentary<|message|>Here is what I found.<|end|><|start|>assistant" if "[preamble]" in asked else ""
             return Plan(
-                f"<|channel|>analysis<|message|>The tool {last.author.name} answered.<|end|>"
-                f"<|start|>assistant<|channel|>final<|message|>{answer.group(1) if answer else 'The tool said: ' + result}<|return|>"
+                f"<|channel|>analysis<|message|>The tool {last.author.name} answered.<|end|><|start|>assistant{preamble}"
+                f"<|channel|>final<|message|>{answer.group(1) if answer else 'The tool said: ' + result}<|return|>"
             )
         user = next((m for m in reversed(self.messages) if m.author.role == Role.USER), None)
         said = self._text_of(user) if user else ""

@@ -163,18 +163,17 @@ def test_chat_completions_get_the_same_text_and_annotations(browsing: Gateway, s
     assert message.content[citation.start_index : citation.end_index] == f"([127.0.0.1]({zebra}))"
     assert citation.url == zebra and citation.title == "Zebras of the Serengeti"
 
-    chunks = list(
-        browsing.client().chat.completions.create(
-            model="openai/gpt-oss-20b",
-            messages=[{"role": "user", "content": f"{SEARCH}[[answer Stripes【0†L0】.]]"}],
-            web_search_options={},
-            stream=True,
-        )
-    )
+    # With a preamble before the answer, the content joins both messages and the indices count from its start.
+    asked = [{"role": "user", "content": f"{SEARCH}[[answer Stripes【0†L0】.]] [preamble]"}]
+    whole = browsing.client().chat.completions.create(model="openai/gpt-oss-20b", messages=asked, web_search_options={}).choices[0].message
+    assert whole.content == f"Here is what I found.Stripes ([127.0.0.1]({zebra}))."
+    citation = whole.annotations[0].url_citation
+    assert whole.content[citation.start_index : citation.end_index] == f"([127.0.0.1]({zebra}))"
+    chunks = list(browsing.client().chat.completions.create(model="openai/gpt-oss-20b", messages=asked, web_search_options={}, stream=True))
     streamed = "".join(chunk.choices[0].delta.content or "" for chunk in chunks if chunk.choices)
-    assert streamed == message.content
+    assert streamed == whole.content
     announced = [a for chunk in chunks if chunk.choices for a in (chunk.choices[0].delta.model_extra or {}).get("annotations", [])]
-    assert [a["url_citation"]["url"] for a in announced] == [zebra]
+    assert announced == [a.model_dump() for a in whole.annotations]
 
 
 def test_tool_choice_web_search_forces_a_search(browsing: Gateway, site: Process) -> None:
@@ -341,3 +340,22 @@ def test_a_response_sent_back_as_input_is_read_again(browsing: Gateway, emulator
     listed = client.responses.input_items.list(second.id, order="asc")  # the replayed call is an input item like any other
     searched = next(item for item in first.output if item.type == "web_search_call")
     assert [item.id for item in listed.data if item.type == "web_search_call"] == [searched.id]
+
+
+def test_a_cancelled_search_is_closed_with_the_response(browsing: Gateway, site: Process) -> None:
+    """A browser call still running when its response is cancelled ends with the response: its item is done,
+    never left `searching`."""
+    import time
+
+    client = browsing.client()
+    arguments = json.dumps({"id": site.url + "/slow?s=10"})
+    response = client.responses.create(
+        model="openai/gpt-oss-20b", input=f"[[browser open {arguments}]]", tools=[{"type": "web_search"}], background=True
+    )
+    deadline = time.monotonic() + 10
+    while not any(item.type == "web_search_call" and item.status == "searching" for item in client.responses.retrieve(response.id).output):
+        assert time.monotonic() < deadline, "the call never ran"
+        time.sleep(0.05)
+    assert client.responses.cancel(response.id).status == "cancelled"
+    (call,) = [item for item in client.responses.retrieve(response.id).output if item.type == "web_search_call"]
+    assert call.status == "incomplete" and call.action.type == "open_page"
