@@ -36,6 +36,11 @@ from .storage import Database, StorageError, open_database
 from .store import ResponseStore, expire_responses
 from .conversations.store import ConversationStore
 from .conversations.routes import routes as conversation_routes
+from .files.blobs import Blobs
+from .files.containers import routes as container_routes
+from .files.routes import routes as file_routes
+from .files.service import FileService
+from .files.store import FileStore
 from sandbox.docker_backend import Owner
 from sandbox.manager import SandboxManager, SandboxUnavailable
 from tools.browser import make_backends
@@ -126,6 +131,8 @@ def create_app(config: GatewayConfig, drain: Drain | None = None) -> Starlette:
         replicas = Replicas(database, store, storage)
         await replicas.join()
         renderer = PromptRenderer()
+        files = FileService(config.files, FileStore(database), Blobs(config.files_directory()))
+        await files.blobs.start()
         async with anyio.create_task_group() as tasks:
             sandbox = await _start_sandbox(config, tasks, replicas, database)
             mcp = MCPServers(config)
@@ -134,6 +141,7 @@ def create_app(config: GatewayConfig, drain: Drain | None = None) -> Starlette:
             if config.storage.ttl_s is not None:
                 tasks.start_soon(expire_responses, store, config.storage.ttl_s, config.storage.sweep_interval_s)
             tasks.start_soon(replicas.run)
+            tasks.start_soon(files.sweep)
             tasks.start_soon(app_metrics.watch_event_loop, config.server.loop_monitor_interval_s)
             tasks.start_soon(database.keep_listening)
             runs = Runs(tasks)
@@ -143,6 +151,7 @@ def create_app(config: GatewayConfig, drain: Drain | None = None) -> Starlette:
             app.state.services = Services(
                 config=config, engine=engine, store=store, conversations=conversations, drain=drain, metrics=app_metrics, renderer=renderer,
                 runs=runs, replicas=replicas, sealer=Sealer(config.server.reasoning_key), sandbox=sandbox, mcp=mcp, browser=browser,
+                files=files,
             )
             # What start-up made (vocabulary tables, schemas, modules) lives as long as the process: kept out
             # of the cyclic garbage collector's sweeps, whose full passes would otherwise stall the loop.
@@ -171,6 +180,8 @@ def create_app(config: GatewayConfig, drain: Drain | None = None) -> Starlette:
             *response_routes,
             *chat_routes,
             *conversation_routes,
+            *file_routes,
+            *container_routes,
         ],
         exception_handlers={
             APIError: handle_api_error,

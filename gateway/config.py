@@ -152,6 +152,27 @@ class StorageConfig(_Section):
         return self.url or f"sqlite:///{self.path}"
 
 
+class FilesConfig(_Section):
+    """The Files and Containers APIs: uploads, and the files of code_interpreter containers."""
+
+    # Where file contents are kept (replicas sharing a database must share this directory too); unset:
+    # `files/` beside the SQLite database (storage.path).
+    directory: str | None = None
+    max_file_bytes: int = Field(512 * 1024 * 1024, gt=0, description="Larger uploads get a 413")
+    # All of a tenant's files together: uploads and containers' files. Past it, uploads get a 413.
+    tenant_quota_bytes: int = Field(10 * 1024**3, gt=0)
+    # An upload that sends nothing for this long is dropped (its size is bounded, not its duration).
+    upload_idle_timeout_s: float = Field(30.0, gt=0)
+    # A container's files in all, as copied into its /mnt/data (the Docker backend's is 256m).
+    max_container_bytes: int = Field(256 * 1024 * 1024, gt=0)
+    max_container_files: int = Field(500, gt=0)
+    # Containers expire this long after they were last used, unless created with expires_after.
+    container_idle_minutes: int = Field(20, gt=0, le=7 * 24 * 60)
+    max_container_idle_minutes: int = Field(24 * 60, gt=0, le=30 * 24 * 60)
+    # Text given to the model for one input_file part (PDFs, CSVs, ...); longer text is a 400.
+    max_input_file_chars: int = Field(200_000, gt=0)
+
+
 class LoopConfig(_Section):
     # Engine calls one response may make (a tool call and its result cost one each).
     max_turns: int = Field(16, gt=0)
@@ -292,12 +313,16 @@ class GatewayConfig(_Section):
     logging: LoggingConfig = LoggingConfig()
     storage: StorageConfig = StorageConfig()
     loop: LoopConfig = LoopConfig()
+    files: FilesConfig = FilesConfig()
     # No section: the code_interpreter tool is refused with a 400.
     sandbox: SandboxConfig | None = None
     tool_servers: list[ToolServerConfig] = []
     mcp: MCPConfig = MCPConfig()
     # No section: the web_search tools are refused with a 400.
     browser: BrowserConfig | None = None
+
+    def files_directory(self) -> str:
+        return self.files.directory or str(Path(self.storage.path).parent / "files")
 
     @model_validator(mode="after")
     def _unique_labels(self) -> "GatewayConfig":

@@ -18,17 +18,17 @@ class PageQuery:
     after: str | None
 
 
-def page_query(request: Request) -> PageQuery:
+def page_query(request: Request, default: int = 20, maximum: int = 100) -> PageQuery:
     params = request.query_params
     order = params.get("order", "desc")
     if order not in ("asc", "desc"):
         raise bad_request("order must be 'asc' or 'desc'.", param="order")
     try:
-        limit = int(params.get("limit", "20"))
+        limit = int(params.get("limit", str(default)))
     except ValueError:
         raise bad_request("limit must be an integer.", param="limit", code="invalid_type") from None
-    if not 1 <= limit <= 100:
-        raise bad_request("limit must be between 1 and 100.", param="limit")
+    if not 1 <= limit <= maximum:
+        raise bad_request(f"limit must be between 1 and {maximum}.", param="limit")
     return PageQuery(order == "asc", limit, params.get("after"))
 
 

@@ -46,6 +46,10 @@ def check_reply(reply: Any, expected_id: int, max_output: int) -> dict[str, Any]
     return {"status": reply["status"], "output": output, "images": images, "reason": reason}
 
 
+def _encode(request: dict[str, Any]) -> bytes:
+    return json.dumps(request).encode() + b"\n"
+
+
 class KernelChannel:
     def __init__(self, send: ByteSendStream, receive: ByteReceiveStream, multiplexed: bool) -> None:
         self._send = send
@@ -55,8 +59,17 @@ class KernelChannel:
         self._next_id = 0
 
     async def request(self, max_output: int = 0, **fields: Any) -> dict[str, Any]:
+        """Run code (or ping): the reply, checked as an execution's."""
+        reply = await self.exchange({"max_output": max_output, **fields})
+        return check_reply(reply, self._next_id, max_output)
+
+    async def exchange(self, fields: dict[str, Any]) -> dict[str, Any]:
+        """Send one request and return its reply, for the caller to check field by field (file
+        operations: transfer.py). A large request (a file's chunk) is encoded in a worker thread."""
         self._next_id += 1
-        line = json.dumps({"id": self._next_id, "max_output": max_output, **fields}).encode() + b"\n"
+        request = {"id": self._next_id, **fields}
+        large = sum(len(value) for value in fields.values() if isinstance(value, str)) > INLINE_PARSE_BYTES
+        line = await anyio.to_thread.run_sync(_encode, request) if large else _encode(request)
         try:
             await self._send.send(line)
             raw = await self._read_line()
@@ -64,7 +77,9 @@ class KernelChannel:
                 reply = json.loads(raw) if len(raw) <= INLINE_PARSE_BYTES else await anyio.to_thread.run_sync(json.loads, raw)
             except (ValueError, RecursionError):
                 raise KernelProtocolError("the kernel's reply is not JSON") from None
-            return check_reply(reply, self._next_id, max_output)
+            if not isinstance(reply, dict) or reply.get("id") != self._next_id:
+                raise KernelProtocolError("the kernel's reply has no valid id")
+            return reply
         except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
             raise KernelDied(str(exc) or type(exc).__name__) from exc
         except anyio.IncompleteRead as exc:

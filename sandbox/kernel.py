@@ -8,6 +8,14 @@ request per line and reads one JSON reply per line:
                                                                    | "restarted", "output": "...",
                                                                    "images": [base64 PNG, ...],
                                                                    "reason": ... (restarted only)}
+    {"id": 3, "op": "files"}                                  -> {"id": 3, "status": "ok", "files": [[path, size,
+                                                                   mtime_ns], ...], "truncated": bool}
+    {"id": 4, "op": "write", "path": p, "data": base64,       -> {"id": 4, "status": "ok"} or {"status": "error",
+     "first": bool, "last": bool}                                 "error": "...", "errno": "ENOSPC"}
+    {"id": 5, "op": "read", "path": p, "offset": n, "length": m} -> {"id": 5, "status": "ok", "data": base64, "size": n}
+    {"id": 6, "op": "delete", "path": p}                      -> {"id": 6, "status": "ok"}
+
+The file operations copy the session's files in and out of /mnt/data between executions (DataFiles).
 
 Two processes, so that the user's code can neither forge a reply nor lose the session by writing:
   * the supervisor owns the protocol channel. It is not dumpable, so code of the same user can neither
@@ -24,12 +32,14 @@ from __future__ import annotations
 import ast
 import base64
 import ctypes
+import errno
 import io
 import json
 import os
 import select
 import signal
 import socket
+import stat
 import sys
 import time
 import traceback
@@ -40,6 +50,7 @@ MAX_RESULT_BYTES = 32 * 1024 * 1024  # the worker's result line: its images
 MAX_IMAGES = 16
 MAX_IMAGE_CHARS = 8 * 1024 * 1024
 STATUSES = {"ok", "error", "timeout"}
+DATA_DIR = "/mnt/data"
 PR_SET_DUMPABLE = 4
 
 
@@ -100,10 +111,13 @@ class Supervisor:
         self._start_worker()
 
     def serve(self) -> None:
+        files = DataFiles(DATA_DIR)
         for line in self.requests:
             request = json.loads(line)
             if request.get("op") == "ping":
                 reply = {"id": request["id"], "status": "ready", "pid": self.pid}
+            elif request.get("op") in DataFiles.OPS:
+                reply = {"id": request["id"], **files.handle(request)}
             else:
                 reply = {"id": request["id"], **self.execute(request["code"], float(request["timeout"]), int(request["max_output"]))}
             self.replies.write(json.dumps(reply).encode() + b"\n")
@@ -199,6 +213,164 @@ class Supervisor:
         theirs.close()
         os.close(capture_write)
         self.worker_pid, self.worker_sock, self.capture_fd = pid, ours, capture_read
+
+
+class DataFiles:
+    """The session's files under /mnt/data, copied in and out by the gateway between executions.
+
+    The user's code owns this directory and may have left links, FIFOs or devices where a file was, and
+    the supervisor holds the protocol channel: every path is opened one component at a time, never
+    following a link (a link to /proc/self/fd/1 would otherwise reach the channel), and only regular
+    files are read. A file is written to a hidden name and renamed into place when complete, so a copy
+    that fails (no space left) leaves nothing behind.
+    """
+
+    OPS = {"files", "write", "read", "delete"}
+    PARTIAL = ".hg-partial-"
+    MAX_LISTED = 1000
+    MAX_DEPTH = 8
+
+    def __init__(self, root: str) -> None:
+        self.root = root
+        self.upload: tuple[int, str, int, str] | None = None  # (dir fd, partial name, file fd, final name)
+
+    def handle(self, request: dict[str, object]) -> dict[str, object]:
+        op = request["op"]
+        try:
+            if op == "files":
+                return self.listing()
+            path = request.get("path")
+            if not isinstance(path, str) or not _safe_path(path):
+                return {"status": "error", "error": "invalid path", "errno": "EINVAL"}
+            if op == "write":
+                return self.write(path, str(request.get("data", "")), bool(request.get("first")), bool(request.get("last")))
+            if op == "read":
+                return self.read(path, int(request.get("offset", 0)), int(request.get("length", 0)))
+            return self.delete(path)
+        except OSError as exc:
+            if op == "write":
+                self.abort()
+            code = errno.errorcode.get(exc.errno or 0, "EIO")
+            return {"status": "error", "error": os.strerror(exc.errno) if exc.errno else str(exc), "errno": code}
+        except (ValueError, TypeError) as exc:
+            self.abort()
+            return {"status": "error", "error": str(exc), "errno": "EINVAL"}
+
+    def listing(self) -> dict[str, object]:
+        files: list[list[object]] = []
+        truncated = False
+        root = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY)
+        stack: list[tuple[int, str, int]] = [(root, "", 0)]
+        while stack:
+            fd, prefix, depth = stack.pop()
+            try:
+                with os.scandir(fd) as entries:
+                    for entry in entries:
+                        if entry.name.startswith(self.PARTIAL):
+                            continue
+                        info = entry.stat(follow_symlinks=False)
+                        path = prefix + entry.name
+                        if entry.is_dir(follow_symlinks=False) and depth + 1 < self.MAX_DEPTH:
+                            try:
+                                child = os.open(entry.name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+                            except OSError:
+                                continue
+                            stack.append((child, path + "/", depth + 1))
+                        elif entry.is_file(follow_symlinks=False):
+                            if len(files) >= self.MAX_LISTED:
+                                truncated = True
+                                break
+                            files.append([path, info.st_size, info.st_mtime_ns])
+            finally:
+                os.close(fd)
+        return {"status": "ok", "files": files, "truncated": truncated}
+
+    def write(self, path: str, data: str, first: bool, last: bool) -> dict[str, object]:
+        if first:
+            self.abort()
+            parent, name = self._parent(path, create=True)
+            partial = f"{self.PARTIAL}{os.getpid()}-{time.monotonic_ns()}"
+            try:
+                fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644, dir_fd=parent)
+            except OSError:
+                os.close(parent)
+                raise
+            self.upload = (parent, partial, fd, name)
+        if self.upload is None:
+            return {"status": "error", "error": "no file is being written", "errno": "EINVAL"}
+        parent, partial, fd, name = self.upload
+        chunk = memoryview(base64.b64decode(data, validate=True))
+        while chunk:
+            chunk = chunk[os.write(fd, chunk):]
+        if last:
+            os.close(fd)
+            self.upload = (parent, partial, -1, name)
+            os.rename(partial, name, src_dir_fd=parent, dst_dir_fd=parent)
+            os.close(parent)
+            self.upload = None
+        return {"status": "ok"}
+
+    def abort(self) -> None:
+        """Remove the file being written, if any."""
+        if self.upload is None:
+            return
+        parent, partial, fd, _ = self.upload
+        self.upload = None
+        if fd >= 0:
+            os.close(fd)
+        try:
+            os.unlink(partial, dir_fd=parent)
+        except OSError:
+            pass
+        os.close(parent)
+
+    def read(self, path: str, offset: int, length: int) -> dict[str, object]:
+        parent, name = self._parent(path, create=False)
+        try:
+            fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=parent)
+        finally:
+            os.close(parent)
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                return {"status": "error", "error": "not a regular file", "errno": "EINVAL"}
+            data = os.pread(fd, max(0, min(length, 4 << 20)), max(0, offset))
+        finally:
+            os.close(fd)
+        return {"status": "ok", "data": base64.b64encode(data).decode(), "size": info.st_size}
+
+    def delete(self, path: str) -> dict[str, object]:
+        parent, name = self._parent(path, create=False)
+        try:
+            os.unlink(name, dir_fd=parent)
+        finally:
+            os.close(parent)
+        return {"status": "ok"}
+
+    def _parent(self, path: str, create: bool) -> tuple[int, str]:
+        """An fd of the directory holding `path` (reached without following links), and the last name."""
+        *directories, name = path.split("/")
+        fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            for directory in directories:
+                if create:
+                    try:
+                        os.mkdir(directory, 0o755, dir_fd=fd)
+                    except FileExistsError:
+                        pass
+                child = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+                os.close(fd)
+                fd = child
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd, name
+
+
+def _safe_path(path: str) -> bool:
+    """A relative path of plain names: no empty, `.` or `..` part, no NUL, bounded."""
+    parts = path.split("/")
+    return 0 < len(path) <= 1024 and "\0" not in path and all(part not in ("", ".", "..") and len(part.encode()) <= 255 for part in parts)
 
 
 def _valid_result(line: bytes) -> dict[str, object] | None:

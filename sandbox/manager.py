@@ -25,6 +25,7 @@ from .channel import KernelChannel, KernelDied, KernelProtocolError
 from .directory import Directory, Placement, SessionBusy, SessionNotFound, SessionTaken
 from .docker_backend import DockerBackend, Owner, SandboxUnavailable
 from .local_backend import LocalBackend
+from .transfer import FilesState
 
 log = logging.getLogger("sandbox")
 
@@ -58,6 +59,16 @@ class Backend(Protocol):
     async def close(self) -> None: ...
 
 
+class SessionFiles(Protocol):
+    """Keeps a session's /mnt/data in step with its container's files (gateway/files/sync.py): copies
+    them in before an execution and takes what the code wrote after it. `state` is what this kernel's
+    /mnt/data is known to hold; it starts empty whenever the session gets another kernel."""
+
+    async def before(self, channel: KernelChannel, state: FilesState) -> None: ...
+
+    async def after(self, channel: KernelChannel, state: FilesState) -> None: ...
+
+
 class SandboxFull(Exception):
     """The cap on live sessions (in all, or the tenant's) is reached and every session is busy."""
 
@@ -78,7 +89,10 @@ class Execution:
 class _Session:
     tenant: str
     last_used: float
+    idle_ttl_s: float
     kernel: Kernel | None = None  # None until its first call starts or attaches one
+    files: FilesState = field(default_factory=FilesState)
+    files_of: Kernel | None = None  # the kernel whose /mnt/data `files` describes
     generation: int = 0  # the directory's generation of the session when this replica attached to it
     lock: anyio.Lock = field(default_factory=anyio.Lock)  # one execution at a time; held while starting
     ended: bool = False  # evicted, reaped or taken over: a caller holding it must look again
@@ -133,11 +147,15 @@ class SandboxManager:
         if isinstance(self.backend, DockerBackend):
             tasks.start_soon(self.backend.sweep_orphans)
 
-    async def execute(self, container_id: str, code: str, resumed: bool, tenant: str) -> Execution:
+    async def execute(
+        self, container_id: str, code: str, resumed: bool, tenant: str, *, files: SessionFiles | None = None, idle_ttl_s: float | None = None
+    ) -> Execution:
         """Run code in the tenant's session named `container_id`, starting the session if it is not live.
 
         `resumed`: the conversation already ran code in this session, so a session that has to be
         started anew (it expired, was evicted, or the gateway restarted) means that its state was lost.
+        `files` syncs the session's /mnt/data around the execution; `idle_ttl_s` is how long the session
+        lives unused (default: the config's).
         """
         while True:
             session = self._sessions.get(container_id)
@@ -147,7 +165,7 @@ class SandboxManager:
                 # Registered before waiting for a kernel, so concurrent starts respect the caps and a
                 # second call of the same conversation waits for this one instead of starting its own.
                 self._make_room(tenant)
-                session = self._sessions[container_id] = _Session(tenant, time.monotonic())
+                session = self._sessions[container_id] = _Session(tenant, time.monotonic(), idle_ttl_s or self.config.idle_ttl_s)
             async with session.lock:
                 if session.ended:
                     continue  # evicted, reaped or taken over while we waited: look again
@@ -159,13 +177,33 @@ class SandboxManager:
                         session.ended = True
                     raise
                 try:
+                    if files is not None:
+                        await files.before(self._files_of(session), session.files)
                     result = await self._run(container_id, session, code)
+                    if files is not None:
+                        await files.after(self._files_of(session), session.files)
                 finally:
                     session.last_used = time.monotonic()
                     await self._release(container_id, session)
             if started and resumed:
                 result.state_lost = True
             return result
+
+    @staticmethod
+    def _files_of(session: _Session) -> KernelChannel:
+        """The session kernel's channel, with what its /mnt/data holds forgotten if the kernel changed."""
+        assert session.kernel is not None
+        if session.files_of is not session.kernel:
+            session.files, session.files_of = FilesState(), session.kernel
+        return session.kernel.channel
+
+    async def end(self, container_id: str, tenant: str) -> None:
+        """End the tenant's session now, if it is live here (a deleted container)."""
+        session = self._sessions.get(container_id)
+        if session is not None and session.tenant == tenant:
+            async with session.lock:
+                if self._sessions.get(container_id) is session:
+                    self._end(container_id)
 
     async def _hold(self, container_id: str, session: _Session) -> bool:
         """Make sure this replica holds the session and has its kernel: attached, or started (True)."""
@@ -329,14 +367,13 @@ class SandboxManager:
                 self._pool.append(kernel)
 
     async def _reap_idle(self) -> None:
-        ttl = self.config.idle_ttl_s
-        interval = min(max(ttl / 4, 0.2), 30.0)
+        interval = min(max(self.config.idle_ttl_s / 4, 0.2), 30.0)
         while not self._closed:
             await anyio.sleep(interval)
-            deadline = time.monotonic() - ttl
+            now = time.monotonic()
             for container_id, session in list(self._sessions.items()):
-                if session.last_used < deadline and session.idle:
-                    log.info("sandbox session %s ended after %g s idle", container_id, ttl)
+                if session.last_used < now - session.idle_ttl_s and session.idle:
+                    log.info("sandbox session %s ended after %g s idle", container_id, session.idle_ttl_s)
                     self._end(container_id)
 
     async def close(self) -> None:

@@ -11,6 +11,7 @@ from tools.servers import MCPServers
 from ..config import GatewayConfig
 from ..conversations.store import ConversationStore
 from ..engine import EngineClient
+from ..files.service import FileService
 from ..harmony import PromptRenderer
 from ..metrics import Metrics
 from ..replicas import Replicas
@@ -33,5 +34,6 @@ class Services:
     replicas: Replicas
     sealer: Sealer
     mcp: MCPServers
+    files: FileService
     sandbox: SandboxManager | None = None  # None: no code_interpreter on this gateway
     browser: BrowserBackends | None = None  # None: no web_search on this gateway

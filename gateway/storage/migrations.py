@@ -116,10 +116,58 @@ _V3 = _both(
     "ALTER TABLE responses ADD COLUMN tokens TEXT",
 )
 
+# Version 4: the Files and Containers APIs. File contents live in the files directory (gateway/files/
+# blobs.py), named by `blob`; these tables say whose they are. A container file's blob changes when the
+# code rewrites it.
+_V4 = _both(
+    """
+    CREATE TABLE IF NOT EXISTS files (
+        id TEXT PRIMARY KEY,
+        tenant TEXT NOT NULL,
+        filename TEXT NOT NULL,
+        purpose TEXT NOT NULL,
+        bytes BIGINT NOT NULL,
+        created_at BIGINT NOT NULL,
+        expires_at BIGINT,
+        blob TEXT NOT NULL
+    )
+    """,
+    "CREATE INDEX IF NOT EXISTS files_tenant ON files (tenant, created_at)",
+    """
+    CREATE TABLE IF NOT EXISTS containers (
+        id TEXT PRIMARY KEY,            -- also the python session's id (cntr_...)
+        tenant TEXT NOT NULL,
+        name TEXT NOT NULL,
+        created_at BIGINT NOT NULL,
+        last_active_at DOUBLE PRECISION NOT NULL,
+        idle_minutes INTEGER NOT NULL,  -- expires this long after last_active_at
+        memory_limit TEXT,
+        status TEXT NOT NULL DEFAULT 'running'  -- running | expired
+    )
+    """,
+    "CREATE INDEX IF NOT EXISTS containers_tenant ON containers (tenant, created_at)",
+    """
+    CREATE TABLE IF NOT EXISTS container_files (
+        id TEXT PRIMARY KEY,
+        container_id TEXT NOT NULL REFERENCES containers(id) ON DELETE CASCADE,
+        tenant TEXT NOT NULL,
+        path TEXT NOT NULL,             -- under /mnt/data
+        bytes BIGINT NOT NULL,
+        source TEXT NOT NULL,           -- user | assistant
+        created_at BIGINT NOT NULL,
+        blob TEXT NOT NULL,
+        file_id TEXT,                   -- the upload it was copied from, if any
+        UNIQUE (container_id, path)
+    )
+    """,
+    "CREATE INDEX IF NOT EXISTS container_files_tenant ON container_files (tenant)",
+)
+
 MIGRATIONS = (
     Migration(1, tuple(s.format(**_SQLITE_TYPES) for s in _V1), tuple(s.format(**_POSTGRES_TYPES) for s in _V1)),
     Migration(2, _V2, _V2),
     Migration(3, _V3, _V3),
+    Migration(4, _V4, _V4),
 )
 
 VERSION_TABLE = "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)"

@@ -1,0 +1,1 @@
+"""The Files and Containers APIs, and the files of code_interpreter containers."""

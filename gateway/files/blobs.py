@@ -1,0 +1,127 @@
+"""File contents on disk: one immutable file per blob, named by a random token, in the files directory.
+
+A blob is written under a hidden partial name and renamed into place once complete, so a failed or
+refused upload leaves nothing a reader could find. Writes are gathered into large chunks and made in
+worker threads: the event loop never waits on the disk.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import shutil
+import time
+from pathlib import Path
+
+import anyio
+import anyio.to_thread
+
+log = logging.getLogger("gateway.files")
+
+WRITE_BYTES = 1024 * 1024  # what is gathered before one write
+PARTIAL = ".partial-"
+STALE_PARTIAL_S = 3600.0  # a partial blob this old belongs to no upload still running, on any replica
+
+
+class BlobWriter:
+    """One blob being written; `commit()` makes it readable, `abort()` (or leaving unfinished) removes it."""
+
+    def __init__(self, blobs: "Blobs") -> None:
+        self.name = secrets.token_hex(16)
+        self.size = 0
+        self._blobs = blobs
+        self._partial = blobs.directory / f"{PARTIAL}{self.name}"
+        self._file = None
+        self._buffer = bytearray()
+        self._done = False
+
+    async def write(self, data: bytes) -> None:
+        self._buffer += data
+        self.size += len(data)
+        if len(self._buffer) >= WRITE_BYTES:
+            await self._flush()
+
+    async def _flush(self) -> None:
+        chunk, self._buffer = bytes(self._buffer), bytearray()
+        if self._file is None:
+            self._file = await anyio.to_thread.run_sync(self._partial.open, "xb")
+        await anyio.to_thread.run_sync(self._file.write, chunk)
+
+    async def commit(self) -> str:
+        await self._flush()
+        file, self._file = self._file, None
+        assert file is not None
+
+        def finish() -> None:
+            file.close()
+            os.rename(self._partial, self._blobs.path(self.name))
+
+        await anyio.to_thread.run_sync(finish)
+        self._done = True
+        return self.name
+
+    async def abort(self) -> None:
+        if self._done:
+            return
+        self._done = True
+        file, self._file = self._file, None
+
+        def remove() -> None:
+            if file is not None:
+                file.close()
+            self._partial.unlink(missing_ok=True)
+
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(remove)
+
+
+class Blobs:
+    def __init__(self, directory: str | os.PathLike[str]) -> None:
+        self.directory = Path(directory)
+
+    async def start(self) -> None:
+        await anyio.to_thread.run_sync(self._prepare)
+
+    def _prepare(self) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.directory.chmod(0o700)
+        cutoff = time.time() - STALE_PARTIAL_S
+        for entry in self.directory.glob(f"{PARTIAL}*"):
+            try:
+                if entry.stat().st_mtime < cutoff:
+                    entry.unlink()
+            except OSError:
+                pass
+
+    def path(self, name: str) -> Path:
+        assert name.isalnum(), name  # blob names are ours: hex tokens
+        return self.directory / name
+
+    def writer(self) -> BlobWriter:
+        return BlobWriter(self)
+
+    async def copy(self, name: str) -> str:
+        """A new blob with the same content (a hard link: blobs never change once written)."""
+        new = secrets.token_hex(16)
+
+        def link() -> None:
+            try:
+                os.link(self.path(name), self.path(new))
+            except OSError:  # a directory that cannot hold links: copy
+                shutil.copyfile(self.path(name), self.path(new))
+
+        await anyio.to_thread.run_sync(link)
+        return new
+
+    async def remove(self, *names: str) -> None:
+        def unlink() -> None:
+            for name in names:
+                try:
+                    self.path(name).unlink(missing_ok=True)
+                except OSError as exc:
+                    log.warning("could not remove the file blob %s: %s", name, exc)
+
+        if names:
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(unlink)

@@ -1,0 +1,188 @@
+"""HTTP endpoints of the Containers API: containers (each one a python session of the sandbox, started
+when code first runs in it and ended when it expires) and their files under /mnt/data."""
+
+from __future__ import annotations
+
+import time
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from sandbox.local_backend import memory_bytes
+
+from ..body import parse_body
+from ..errors import bad_request, not_found
+from ..paging import listing, page_query, unknown_after
+from ..responses.items import new_id
+from ..responses.routes import tenant_of
+from ..responses.services import Services
+from .routes import download, files_of
+from .store import ContainerFile
+from .upload import read_upload
+
+MAX_FILE_IDS = 100
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class ExpiresAfter(_Model):
+    anchor: Literal["last_active_at"]
+    minutes: int = Field(ge=1)
+
+
+class NetworkPolicy(_Model):
+    type: Literal["disabled"] = Field(description="sandboxes have no network")
+
+
+class CreateContainer(_Model):
+    name: str = Field(min_length=1, max_length=256)
+    expires_after: ExpiresAfter | None = None
+    file_ids: list[str] = Field([], max_length=MAX_FILE_IDS)
+    memory_limit: Literal["1g", "4g", "16g", "64g"] | None = None
+    network_policy: NetworkPolicy | None = None
+
+
+class AddFile(_Model):
+    file_id: str
+
+
+def _services(request: Request) -> Services:
+    return request.app.state.services
+
+
+async def create_container(request: Request) -> Response:
+    services = _services(request)
+    files, sandbox = services.files, services.sandbox
+    body = await parse_body(request, CreateContainer, services.config.server.body_limits())
+    if sandbox is None:
+        raise bad_request("Containers need the code_interpreter sandbox, which this gateway does not have.")
+    tenant = tenant_of(request)
+    minutes = body.expires_after.minutes if body.expires_after else None
+    if minutes is not None and minutes > files.config.max_container_idle_minutes:
+        raise bad_request(
+            f"expires_after.minutes may be {files.config.max_container_idle_minutes} at most on this gateway.", param="expires_after.minutes"
+        )
+    if body.memory_limit is not None and memory_bytes(body.memory_limit) != memory_bytes(sandbox.config.memory):
+        raise bad_request(
+            f"This gateway's sandboxes all have the memory limit {sandbox.config.memory}; memory_limit may only name it.",
+            param="memory_limit",
+        )
+    uploads = [await files.file(file_id, tenant, param=f"file_ids[{index}]") for index, file_id in enumerate(body.file_ids)]
+    container = await files.new_container(tenant, body.name, minutes, body.memory_limit or sandbox.config.memory)
+    try:
+        for index, upload in enumerate(uploads):
+            await files.copy_into(container, upload, param=f"file_ids[{index}]")
+    except BaseException:
+        await files.delete_container(container.id, tenant)
+        raise
+    return JSONResponse(container.as_dict())
+
+
+async def list_containers(request: Request) -> Response:
+    query = page_query(request)
+    found = await files_of(request).store.list_containers(tenant_of(request), query)
+    if found is None:
+        raise unknown_after(query.after or "")
+    items, has_more = found
+    return JSONResponse(listing([item.as_dict() for item in items], has_more))
+
+
+async def retrieve_container(request: Request) -> Response:
+    container_id = request.path_params["container_id"]
+    found = await files_of(request).store.get_container(container_id, tenant_of(request))
+    if found is None:
+        raise not_found(f"Container '{container_id}' not found.")
+    return JSONResponse(found.as_dict())
+
+
+async def delete_container(request: Request) -> Response:
+    services = _services(request)
+    container_id, tenant = request.path_params["container_id"], tenant_of(request)
+    if not await services.files.delete_container(container_id, tenant):
+        raise not_found(f"Container '{container_id}' not found.")
+    if services.sandbox is not None:
+        await services.sandbox.end(container_id, tenant)
+    return JSONResponse({"id": container_id, "object": "container.deleted", "deleted": True})
+
+
+async def create_container_file(request: Request) -> Response:
+    services = _services(request)
+    files, tenant = services.files, tenant_of(request)
+    container = await files.container(request.path_params["container_id"], tenant)
+    if request.headers.get("content-type", "").lower().startswith("multipart/"):
+        config = files.config
+        upload = await read_upload(request, files.blobs, "file", config.max_file_bytes, config.upload_idle_timeout_s)
+        try:
+            if upload.fields:
+                name = next(iter(upload.fields))[:100]
+                raise bad_request(f"Unknown parameter: '{name}'.", param=name, code="unknown_parameter")
+            if upload.file is None:
+                raise bad_request("Missing required parameter: 'file'.", param="file", code="missing_required_parameter")
+            blob = await upload.file.commit()
+        except BaseException:
+            await upload.discard()
+            raise
+        record = ContainerFile(new_id("cfile"), container.id, tenant, upload.filename, upload.file.size, "user", int(time.time()), blob)
+        added = await files.put(record, param="file")
+    else:
+        body = await parse_body(request, AddFile, services.config.server.body_limits())
+        added = await files.copy_into(container, await files.file(body.file_id, tenant, param="file_id"), param="file_id")
+    await files.store.touch_container(container.id)
+    return JSONResponse(added.as_dict())
+
+
+async def _container_file(request: Request) -> ContainerFile:
+    files, tenant = files_of(request), tenant_of(request)
+    container = await files.container(request.path_params["container_id"], tenant)
+    file_id = request.path_params["file_id"]
+    found = await files.store.get_container_file(container.id, file_id, tenant)
+    if found is None:
+        raise not_found(f"No file '{file_id}' in container '{container.id}'.")
+    return found
+
+
+async def list_container_files(request: Request) -> Response:
+    files = files_of(request)
+    container = await files.container(request.path_params["container_id"], tenant_of(request))
+    query = page_query(request)
+    found = await files.store.list_container_files(container.id, query)
+    if found is None:
+        raise unknown_after(query.after or "")
+    items, has_more = found
+    return JSONResponse(listing([item.as_dict() for item in items], has_more))
+
+
+async def retrieve_container_file(request: Request) -> Response:
+    return JSONResponse((await _container_file(request)).as_dict())
+
+
+async def container_file_content(request: Request) -> Response:
+    found = await _container_file(request)
+    return download(files_of(request), found.blob, found.filename)
+
+
+async def delete_container_file(request: Request) -> Response:
+    files = files_of(request)
+    found = await _container_file(request)
+    removed = await files.store.delete_container_file(found.container_id, found.id, found.tenant)
+    if removed is not None:
+        await files.blobs.remove(removed.blob)
+    return JSONResponse({"id": found.id, "object": "container.file.deleted", "deleted": True})
+
+
+routes = [
+    Route("/v1/containers", create_container, methods=["POST"]),
+    Route("/v1/containers", list_containers, methods=["GET"]),
+    Route("/v1/containers/{container_id}", retrieve_container, methods=["GET"]),
+    Route("/v1/containers/{container_id}", delete_container, methods=["DELETE"]),
+    Route("/v1/containers/{container_id}/files", create_container_file, methods=["POST"]),
+    Route("/v1/containers/{container_id}/files", list_container_files, methods=["GET"]),
+    Route("/v1/containers/{container_id}/files/{file_id}", retrieve_container_file, methods=["GET"]),
+    Route("/v1/containers/{container_id}/files/{file_id}", delete_container_file, methods=["DELETE"]),
+    Route("/v1/containers/{container_id}/files/{file_id}/content", container_file_content, methods=["GET"]),
+]

@@ -1,0 +1,122 @@
+"""HTTP endpoints of the Files API: upload (multipart, streamed to disk), list, retrieve, content, delete."""
+
+from __future__ import annotations
+
+import time
+
+from starlette.requests import Request
+from starlette.responses import FileResponse, JSONResponse, Response
+from starlette.routing import Route
+
+from ..errors import bad_request
+from ..paging import listing, page_query, unknown_after
+from ..responses.items import new_id
+from ..responses.routes import tenant_of
+from .service import FileService
+from .store import QuotaExceeded, StoredFile
+from .upload import read_upload
+
+# Purposes a file can be uploaded for here: input to the model and to code_interpreter containers. The
+# others (batch, fine-tune, vision, evals) belong to APIs this gateway does not have.
+PURPOSES = ("user_data", "assistants")
+MIN_EXPIRY_S, MAX_EXPIRY_S = 3600, 30 * 24 * 3600
+
+
+def files_of(request: Request) -> FileService:
+    return request.app.state.services.files
+
+
+async def create_file(request: Request) -> Response:
+    files = files_of(request)
+    config = files.config
+    upload = await read_upload(request, files.blobs, "file", config.max_file_bytes, config.upload_idle_timeout_s)
+    try:
+        fields = upload.fields
+        purpose = fields.pop("purpose", None)
+        if purpose is None:
+            raise bad_request("Missing required parameter: 'purpose'.", param="purpose", code="missing_required_parameter")
+        if purpose not in PURPOSES:
+            raise bad_request(
+                f"Invalid value for 'purpose': this gateway keeps files for {' and '.join(PURPOSES)} only.", param="purpose"
+            )
+        expires_at = _expires_at(fields)
+        if fields:
+            name = next(iter(fields))[:100]
+            raise bad_request(f"Unknown parameter: '{name}'.", param=name, code="unknown_parameter")
+        if upload.file is None:
+            raise bad_request("Missing required parameter: 'file'.", param="file", code="missing_required_parameter")
+        blob = await upload.file.commit()
+    except BaseException:
+        await upload.discard()
+        raise
+    stored = StoredFile(new_id("file"), tenant_of(request), upload.filename, purpose, upload.file.size, int(time.time()), expires_at, blob)
+    try:
+        await files.store.add_file(stored, config.tenant_quota_bytes)
+    except QuotaExceeded:
+        await files.blobs.remove(blob)
+        raise files.quota_exceeded("file") from None
+    except BaseException:
+        await files.blobs.remove(blob)
+        raise
+    return JSONResponse(stored.as_dict())
+
+
+def _expires_at(fields: dict[str, str]) -> int | None:
+    """`expires_after[anchor]=created_at` and `expires_after[seconds]=N`, as the SDK sends them in a form."""
+    anchor, seconds = fields.pop("expires_after[anchor]", None), fields.pop("expires_after[seconds]", None)
+    if anchor is None and seconds is None:
+        return None
+    if anchor != "created_at":
+        raise bad_request("expires_after.anchor must be 'created_at'.", param="expires_after.anchor")
+    if seconds is None or not seconds.isdigit() or not MIN_EXPIRY_S <= int(seconds) <= MAX_EXPIRY_S:
+        raise bad_request(
+            f"expires_after.seconds must be an integer from {MIN_EXPIRY_S} to {MAX_EXPIRY_S}.", param="expires_after.seconds"
+        )
+    return int(time.time()) + int(seconds)
+
+
+async def list_files(request: Request) -> Response:
+    files = files_of(request)
+    query = page_query(request, default=10000, maximum=10000)
+    purpose = request.query_params.get("purpose")
+    found = await files.store.list_files(tenant_of(request), query, purpose)
+    if found is None:
+        raise unknown_after(query.after or "")
+    items, has_more = found
+    return JSONResponse(listing([item.as_dict() for item in items], has_more))
+
+
+async def retrieve_file(request: Request) -> Response:
+    file = await files_of(request).file(request.path_params["file_id"], tenant_of(request))
+    return JSONResponse(file.as_dict())
+
+
+async def file_content(request: Request) -> Response:
+    files = files_of(request)
+    file = await files.file(request.path_params["file_id"], tenant_of(request))
+    return download(files, file.blob, file.filename)
+
+
+def download(files: FileService, blob: str, filename: str) -> Response:
+    """A blob's bytes, streamed from disk (ranges too), as a download named `filename`."""
+    return FileResponse(files.blobs.path(blob), media_type="application/octet-stream", filename=filename)
+
+
+async def delete_file(request: Request) -> Response:
+    files = files_of(request)
+    file_id = request.path_params["file_id"]
+    removed = await files.store.delete_file(file_id, tenant_of(request))
+    if removed is None:
+        await files.file(file_id, tenant_of(request))  # the 404
+    else:
+        await files.blobs.remove(removed.blob)
+    return JSONResponse({"id": file_id, "object": "file", "deleted": True})
+
+
+routes = [
+    Route("/v1/files", create_file, methods=["POST"]),
+    Route("/v1/files", list_files, methods=["GET"]),
+    Route("/v1/files/{file_id}", retrieve_file, methods=["GET"]),
+    Route("/v1/files/{file_id}", delete_file, methods=["DELETE"]),
+    Route("/v1/files/{file_id}/content", file_content, methods=["GET"]),
+]

@@ -1,0 +1,117 @@
+"""What the Files and Containers APIs and the code_interpreter tool share: the records (store.py), the
+bytes (blobs.py), the limits (config `files:`), and the rules that tie them together."""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+
+import anyio
+
+from ..config import FilesConfig
+from ..errors import APIError, not_found
+from ..responses.items import new_id
+from ..storage import StorageError
+from .blobs import Blobs
+from .store import Container, ContainerFile, ContainerFull, FileStore, QuotaExceeded, StoredFile
+
+log = logging.getLogger("gateway.files")
+
+SWEEP_S = 60.0
+
+
+@dataclass
+class FileService:
+    config: FilesConfig
+    store: FileStore
+    blobs: Blobs
+
+    # -- uploads --------------------------------------------------------------------------------------------
+
+    async def file(self, file_id: str, tenant: str, param: str | None = None) -> StoredFile:
+        found = await self.store.get_file(file_id, tenant)
+        if found is None:
+            raise not_found(f"No such File object: {file_id}.", param=param)
+        return found
+
+    def quota_exceeded(self, param: str | None = None) -> APIError:
+        return APIError(
+            413, f"This upload would pass your storage quota of {self.config.tenant_quota_bytes} bytes; delete files first.",
+            param=param, code="storage_quota_exceeded",
+        )  # fmt: skip
+
+    # -- containers -----------------------------------------------------------------------------------------
+
+    async def container(self, container_id: str, tenant: str, param: str | None = None) -> Container:
+        """The tenant's live container; a 404 for one that is unknown, another tenant's, or expired."""
+        found = await self.store.get_container(container_id, tenant)
+        if found is None:
+            raise not_found(f"Container '{container_id}' not found.", param=param)
+        if found.expired():
+            raise not_found(
+                f"Container '{container_id}' expired after {found.idle_minutes} minutes without use, and its files "
+                "are gone. Create a new container (or use {\"type\": \"auto\"}) and upload the files again.",
+                param=param,
+            )
+        return found
+
+    async def new_container(self, tenant: str, name: str, idle_minutes: int | None = None, memory_limit: str | None = None) -> Container:
+        now = time.time()
+        container = Container(
+            new_id("cntr"), tenant, name, int(now), now, idle_minutes or self.config.container_idle_minutes, memory_limit
+        )
+        await self.store.create_container(container)
+        return container
+
+    async def copy_into(self, container: Container, file: StoredFile, param: str | None = None) -> ContainerFile:
+        """An uploaded file, copied into the container as /mnt/data/FILENAME (replacing one of that name)."""
+        blob = await self.blobs.copy(file.blob)
+        record = ContainerFile(
+            new_id("cfile"), container.id, container.tenant, file.filename, file.bytes, "user", int(time.time()), blob, file.id
+        )
+        return await self.put(record, param)
+
+    async def put(self, record: ContainerFile, param: str | None = None) -> ContainerFile:
+        """Record a container file whose blob is written; on refusal the blob is removed (nothing is left)."""
+        config = self.config
+        try:
+            replaced = await self.store.put_container_file(record, config.tenant_quota_bytes, config.max_container_bytes, config.max_container_files)
+        except QuotaExceeded:
+            await self.blobs.remove(record.blob)
+            raise self.quota_exceeded(param) from None
+        except ContainerFull:
+            await self.blobs.remove(record.blob)
+            raise APIError(
+                400,
+                f"Container '{record.container_id}' is out of space: its files may hold {config.max_container_bytes} bytes "
+                f"in {config.max_container_files} files at most. Delete files from it first.",
+                param=param, code="container_full",
+            ) from None  # fmt: skip
+        except BaseException:
+            await self.blobs.remove(record.blob)
+            raise
+        if replaced is not None:
+            await self.blobs.remove(replaced)
+        return record
+
+    async def delete_container(self, container_id: str, tenant: str) -> bool:
+        blobs = await self.store.delete_container(container_id, tenant)
+        if blobs is None:
+            return False
+        await self.blobs.remove(*blobs)
+        return True
+
+    async def sweep(self) -> None:
+        """Run for the app's lifetime: remove expired uploads, and expire containers idle past their time."""
+        while True:
+            await anyio.sleep(SWEEP_S)
+            try:
+                now = time.time()
+                await self.blobs.remove(*await self.store.expire_files(now))
+                expired, blobs = await self.store.expire_containers(now)
+                await self.blobs.remove(*blobs)
+                if expired:
+                    log.info("%d container(s) expired", len(expired))
+            except StorageError as exc:
+                log.warning("removing expired files failed; trying again later: %s", exc)

@@ -1,0 +1,136 @@
+"""Copying files in and out of a session's /mnt/data, over the kernel's channel (kernel.py, `DataFiles`).
+
+The same path serves both backends, and nothing on the host opens a path the sandboxed code controls:
+the kernel reads and writes inside the sandbox, and the host only sends and receives bytes. Files move
+in chunks, each base64-encoded in a worker thread, so a large file holds up neither the event loop nor
+the channel for long.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import anyio
+import anyio.to_thread
+
+from .channel import KernelChannel, KernelProtocolError
+
+CHUNK_BYTES = 2 * 1024 * 1024
+_ERRNOS = re.compile(r"^E[A-Z0-9]{1,15}$")
+
+
+class TransferFailed(Exception):
+    """The kernel could not do it (no space left, not a regular file, ...); `errno` says which."""
+
+    def __init__(self, message: str, errno: str) -> None:
+        super().__init__(message)
+        self.errno = errno
+
+    @property
+    def no_space(self) -> bool:
+        return self.errno in ("ENOSPC", "EDQUOT", "EFBIG")
+
+
+@dataclass(frozen=True)
+class FileStat:
+    size: int
+    mtime_ns: int
+
+
+@dataclass
+class FilesState:
+    """What a session's /mnt/data is known to hold: the files copied in (path -> the blob copied), and
+    every file as listed after the last execution, to tell what the next one changed."""
+
+    pushed: dict[str, str] = field(default_factory=dict)
+    seen: dict[str, FileStat] = field(default_factory=dict)
+
+
+def valid_path(path: str) -> bool:
+    """A path the kernel accepts under /mnt/data: relative, plain names only (the kernel checks it again:
+    it runs alone in the sandbox and cannot import this)."""
+    parts = path.split("/")
+    return 0 < len(path) <= 1024 and "\0" not in path and all(part not in ("", ".", "..") and len(part.encode()) <= 255 for part in parts)
+
+
+async def listing(channel: KernelChannel) -> dict[str, FileStat]:
+    """Every regular file under /mnt/data (links and special files are not listed)."""
+    reply = _checked(await channel.exchange({"op": "files"}))
+    files = reply.get("files")
+    if not isinstance(files, list):
+        raise KernelProtocolError("the kernel's file listing is invalid")
+    found: dict[str, FileStat] = {}
+    for entry in files:
+        if not (isinstance(entry, list) and len(entry) == 3 and isinstance(entry[0], str) and valid_path(entry[0])):
+            raise KernelProtocolError("the kernel's file listing is invalid")
+        size, mtime = entry[1], entry[2]
+        if not (isinstance(size, int) and isinstance(mtime, int) and size >= 0):
+            raise KernelProtocolError("the kernel's file listing is invalid")
+        found[entry[0]] = FileStat(size, mtime)
+    return found
+
+
+async def push(channel: KernelChannel, path: str, source: Path) -> None:
+    """Copy the host file `source` to /mnt/data/`path`, replacing what was there once it is complete."""
+    with await anyio.to_thread.run_sync(source.open, "rb") as file:
+        first = True
+        while True:
+            chunk, last = await anyio.to_thread.run_sync(_next_chunk, file)
+            _checked(await channel.exchange({"op": "write", "path": path, "data": chunk, "first": first, "last": last}))
+            if last:
+                return
+            first = False
+
+
+async def pull(channel: KernelChannel, path: str, destination: BinaryIO, max_bytes: int) -> int:
+    """Copy /mnt/data/`path` into `destination`; its size. Raises TransferFailed("EFBIG") past `max_bytes`."""
+    offset = 0
+    while True:
+        reply = _checked(await channel.exchange({"op": "read", "path": path, "offset": offset, "length": CHUNK_BYTES}))
+        data, size = reply.get("data"), reply.get("size")
+        if not isinstance(data, str) or not isinstance(size, int):
+            raise KernelProtocolError("the kernel's file data is invalid")
+        if size > max_bytes or offset + len(data) * 3 // 4 > max_bytes + 3:
+            raise TransferFailed(f"the file is larger than {max_bytes} bytes", "EFBIG")
+        chunk = await anyio.to_thread.run_sync(_decode_into, data, destination)
+        offset += chunk
+        if chunk == 0 or offset >= size:
+            return offset
+
+
+async def delete(channel: KernelChannel, path: str) -> None:
+    try:
+        _checked(await channel.exchange({"op": "delete", "path": path}))
+    except TransferFailed as exc:
+        if exc.errno != "ENOENT":
+            raise
+
+
+def _next_chunk(file: BinaryIO) -> tuple[str, bool]:
+    data = file.read(CHUNK_BYTES)
+    last = len(data) < CHUNK_BYTES or not file.peek(1)  # type: ignore[attr-defined]  # a BufferedReader
+    return base64.b64encode(data).decode(), last
+
+
+def _decode_into(data: str, destination: BinaryIO) -> int:
+    try:
+        raw = base64.b64decode(data, validate=True)
+    except ValueError:
+        raise KernelProtocolError("the kernel's file data is not base64") from None
+    destination.write(raw)
+    return len(raw)
+
+
+def _checked(reply: dict[str, Any]) -> dict[str, Any]:
+    status = reply.get("status")
+    if status == "ok":
+        return reply
+    if status == "error":
+        errno, message = reply.get("errno"), reply.get("error")
+        if isinstance(errno, str) and _ERRNOS.match(errno) and isinstance(message, str):
+            raise TransferFailed(message[:200], errno)
+    raise KernelProtocolError("the kernel's reply to a file operation is invalid")
