@@ -87,10 +87,6 @@ class SessionDirectory:
         removed = await self.db.execute("DELETE FROM sandbox_sessions WHERE session_id = ? AND owner = ?", session_id, self.owner)
         return removed > 0
 
-    async def exists(self, session_id: str, tenant: str) -> bool:
-        rows = await self.db.fetch("SELECT 1 FROM sandbox_sessions WHERE session_id = ? AND tenant = ?", session_id, tenant)
-        return bool(rows)
-
     async def placements(self) -> dict[str, Placement]:
         rows = await self.db.fetch("SELECT container, owner, generation, last_used FROM sandbox_sessions")
         return {row[0]: Placement(*row) for row in rows}

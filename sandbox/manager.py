@@ -126,12 +126,6 @@ class SandboxManager:
         """Kernels started and waiting for a new session."""
         return len(self._pool)
 
-    async def has_session(self, container_id: str, tenant: str) -> bool:
-        session = self._sessions.get(container_id)
-        if session is not None:
-            return session.tenant == tenant
-        return self.directory is not None and await self.directory.exists(container_id, tenant)
-
     async def start(self, tasks: TaskGroup) -> None:
         """Check the backend (raises SandboxUnavailable), then keep the pool full and reap idle sessions."""
         await self.backend.start()
@@ -392,13 +386,22 @@ class SandboxManager:
             await self.backend.close()
 
 
-def describe_python_tool(config: SandboxConfig, data_dir: str | None) -> str:
-    """The python tool's description for the model, stating the real limits."""
+MAX_NAMED_FILES = 50
+
+
+def describe_python_tool(config: SandboxConfig, data_dir: str | None, files_there: list[str] | None = None) -> str:
+    """The python tool's description for the model, stating the real limits and the files it has."""
     files = (
         f"Files written to '{data_dir}' persist for the session."
         if data_dir
         else "Files written to the current working directory persist for the session."
     )
+    if files_there and data_dir:
+        named = ", ".join(f"{data_dir}/{path}" for path in files_there[:MAX_NAMED_FILES])
+        more = f" and {len(files_there) - MAX_NAMED_FILES} more" if len(files_there) > MAX_NAMED_FILES else ""
+        files += f" The user's files are there: {named}{more}."
+    if data_dir:
+        files += f" To give the user a file, save it under {data_dir} and link to it as sandbox:{data_dir}/NAME."
     return (
         "Use this tool to execute Python code in your chain of thought. The code will not be shown to the user. "
         "This tool should be used for internal reasoning, but not for code that is intended to be visible to the user "

@@ -12,7 +12,7 @@ import base64
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, Awaitable, BinaryIO, Callable
 
 import anyio
 import anyio.to_thread
@@ -48,6 +48,7 @@ class FilesState:
 
     pushed: dict[str, str] = field(default_factory=dict)
     seen: dict[str, FileStat] = field(default_factory=dict)
+    listed: bool = False  # `seen` is known
 
 
 def valid_path(path: str) -> bool:
@@ -86,8 +87,9 @@ async def push(channel: KernelChannel, path: str, source: Path) -> None:
             first = False
 
 
-async def pull(channel: KernelChannel, path: str, destination: BinaryIO, max_bytes: int) -> int:
-    """Copy /mnt/data/`path` into `destination`; its size. Raises TransferFailed("EFBIG") past `max_bytes`."""
+async def pull(channel: KernelChannel, path: str, write: Callable[[bytes], Awaitable[None]], max_bytes: int) -> int:
+    """Copy /mnt/data/`path` out, chunk by chunk, to `write`; its size. Raises TransferFailed("EFBIG")
+    past `max_bytes`."""
     offset = 0
     while True:
         reply = _checked(await channel.exchange({"op": "read", "path": path, "offset": offset, "length": CHUNK_BYTES}))
@@ -96,9 +98,10 @@ async def pull(channel: KernelChannel, path: str, destination: BinaryIO, max_byt
             raise KernelProtocolError("the kernel's file data is invalid")
         if size > max_bytes or offset + len(data) * 3 // 4 > max_bytes + 3:
             raise TransferFailed(f"the file is larger than {max_bytes} bytes", "EFBIG")
-        chunk = await anyio.to_thread.run_sync(_decode_into, data, destination)
-        offset += chunk
-        if chunk == 0 or offset >= size:
+        chunk = await anyio.to_thread.run_sync(_decode, data)
+        await write(chunk)
+        offset += len(chunk)
+        if not chunk or offset >= size:
             return offset
 
 
@@ -116,13 +119,11 @@ def _next_chunk(file: BinaryIO) -> tuple[str, bool]:
     return base64.b64encode(data).decode(), last
 
 
-def _decode_into(data: str, destination: BinaryIO) -> int:
+def _decode(data: str) -> bytes:
     try:
-        raw = base64.b64decode(data, validate=True)
+        return base64.b64decode(data, validate=True)
     except ValueError:
         raise KernelProtocolError("the kernel's file data is not base64") from None
-    destination.write(raw)
-    return len(raw)
 
 
 def _checked(reply: dict[str, Any]) -> dict[str, Any]:

@@ -90,10 +90,10 @@ class Gateway(Process):
         self.config_path = path
 
     def client(self, **kwargs: Any) -> openai.OpenAI:
-        return openai.OpenAI(base_url=self.url + "/v1", api_key="unused", max_retries=0, **kwargs)
+        return openai.OpenAI(**({"base_url": self.url + "/v1", "api_key": "unused", "max_retries": 0} | kwargs))
 
     def async_client(self, **kwargs: Any) -> openai.AsyncOpenAI:
-        return openai.AsyncOpenAI(base_url=self.url + "/v1", api_key="unused", max_retries=0, **kwargs)
+        return openai.AsyncOpenAI(**({"base_url": self.url + "/v1", "api_key": "unused", "max_retries": 0} | kwargs))
 
 
 def gateway_config(engine_url: str, tmp: Path, **sections: Any) -> dict[str, Any]:

@@ -56,11 +56,12 @@ class FileService:
             )
         return found
 
-    async def new_container(self, tenant: str, name: str, idle_minutes: int | None = None, memory_limit: str | None = None) -> Container:
+    async def new_container(
+        self, tenant: str, name: str, idle_minutes: int | None = None, memory_limit: str | None = None, container_id: str | None = None
+    ) -> Container:
         now = time.time()
-        container = Container(
-            new_id("cntr"), tenant, name, int(now), now, idle_minutes or self.config.container_idle_minutes, memory_limit
-        )
+        minutes = idle_minutes or self.config.container_idle_minutes
+        container = Container(container_id or new_id("cntr"), tenant, name, int(now), now, minutes, memory_limit)
         await self.store.create_container(container)
         return container
 

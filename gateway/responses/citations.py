@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from typing import Any, Callable
+from urllib.parse import unquote
 
 from tools.browser.pages import domain_of
 
@@ -85,3 +86,22 @@ class CitationRewriter:
         self._plain(link)
         annotation = {"type": "url_citation", "start_index": start, "end_index": start + len(link), "title": title, "url": url}
         return pieces + [Piece(link, annotation)]
+
+
+# gpt-oss links the files its code wrote as `sandbox:/mnt/data/NAME`, as OpenAI's models do.
+_SANDBOX_LINK = re.compile(r"sandbox:/mnt/data/((?:[^\s()\[\]<>\"'`]|\([^\s()]*\))+)")
+
+FileLookup = Callable[[str], "dict[str, Any] | None"]  # a path under /mnt/data → the annotation's fields
+
+
+def container_file_citations(text: str, lookup: FileLookup) -> list[dict[str, Any]]:
+    """`container_file_citation` annotations of a finished message: each spans a `sandbox:/mnt/data/PATH`
+    link to a file the container has, as OpenAI announces them, after the message's last delta."""
+    found = []
+    for match in _SANDBOX_LINK.finditer(text):
+        path = unquote(match.group(1).rstrip(".,;:!?"))
+        citation = lookup(path)
+        if citation is not None:
+            end = match.start() + len("sandbox:/mnt/data/") + len(match.group(1).rstrip(".,;:!?"))
+            found.append(citation | {"start_index": match.start(), "end_index": end})
+    return found

@@ -15,6 +15,7 @@ from typing import Any, Callable
 
 import anyio
 
+from sandbox.local_backend import memory_bytes
 from sandbox.manager import describe_python_tool
 from mcp_types import INTERNAL_ERROR, INVALID_PARAMS
 from tools.connection import ToolCallFailed
@@ -23,6 +24,8 @@ from tools.browser.session import ACTIONS, Browser, BrowseOptions
 from tools.servers import EnabledServer, ServerRefused, schema_for_model, tool_listing
 
 from ..errors import APIError, bad_request
+from ..files.store import Container
+from ..files.sync import ContainerSync
 from ..harmony import ToolDescription, ToolNamespaceConfig
 from .conversation import Dialog, PendingApproval, tool_result
 from .items import Event, Events, OutputItem, new_id
@@ -58,6 +61,10 @@ class HostedTools:
         self.dialog = Dialog()
         self.web_search = next((t for t in request.tools if isinstance(t, WebSearchTool)), None)
         self.browser: Browser | None = None  # made in prepare(), from the conversation's pages
+        # The code_interpreter's container: its id from prepare(); its record once code runs in it (an
+        # auto container is made then), with what its files are.
+        self.container_id: str | None = None
+        self.container: ContainerSync | None = None
 
     @property
     def enabled(self) -> bool:
@@ -92,19 +99,44 @@ class HostedTools:
                 )
 
     async def _check_python(self) -> None:
+        """The container the code will run in: the one named, or (auto) the conversation's, or a new one;
+        the auto container's `file_ids` are copied into it now."""
         tool = self.code_interpreter
         if tool is None:
             return
-        sandbox = self.services.sandbox
+        sandbox, files = self.services.sandbox, self.services.files
         index = self.request.tools.index(tool)
         if sandbox is None:
             raise bad_request(
                 "The code_interpreter tool is not enabled on this gateway (no sandbox is configured).",
                 param=f"tools[{index}].type",
             )
-        container = tool.container
-        if isinstance(container, str) and container != self.dialog.container_id and not await sandbox.has_session(container, self.tenant):
-            raise APIError(404, f"Container '{container}' not found.", param=f"tools[{index}].container", code="not_found")
+        named = tool.container
+        if not isinstance(named, str) and named.memory_limit and memory_bytes(named.memory_limit) != memory_bytes(sandbox.config.memory):
+            raise bad_request(
+                f"This gateway's sandboxes all have the memory limit {sandbox.config.memory}; memory_limit may only name it.",
+                param=f"tools[{index}].container.memory_limit",
+            )
+        container: Container | None = None
+        if isinstance(named, str):
+            container = await files.container(named, self.tenant, param=f"tools[{index}].container")
+        elif self.dialog.container_id is not None:
+            found = await files.store.get_container(self.dialog.container_id, self.tenant)
+            container = found if found is not None and not found.expired() else None
+        if not isinstance(named, str) and named.file_ids:
+            if container is None:
+                container = await files.new_container(self.tenant, "auto")
+            copied = {file.file_id for file in await files.store.container_files(container.id)}
+            for position, file_id in enumerate(named.file_ids):
+                param = f"tools[{index}].container.file_ids[{position}]"
+                upload = await files.file(file_id, self.tenant, param=param)
+                if file_id not in copied:
+                    await files.copy_into(container, upload, param=param)
+        if container is not None:
+            self.container = ContainerSync(files, container, await files.store.container_files(container.id))
+            self.container_id = container.id
+        else:
+            self.container_id = new_id("cntr")  # made when code first runs in it
 
     def _open_browser(self) -> None:
         backends, tool = self.services.browser, self.web_search
@@ -118,6 +150,14 @@ class HostedTools:
             location=tool.user_location.describe() if tool.user_location else None,
         )
         self.browser = Browser(backends.search, backends.fetcher, options, self.dialog.browser_pages)
+
+    def container_file(self, path: str) -> dict[str, Any] | None:
+        """A `container_file_citation` (without its indices) for a file of the container the answer links
+        to (`sandbox:/mnt/data/PATH`); None if the container has no such file."""
+        found = self.container.by_path.get(path) if self.container is not None else None
+        if found is None:
+            return None
+        return {"type": "container_file_citation", "container_id": found.container_id, "file_id": found.id, "filename": found.filename}
 
     def cited(self, cursor: int, line: int) -> tuple[str, str] | None:
         """What a citation in the model's answer points to (citations.py); None without a browser."""
@@ -135,7 +175,8 @@ class HostedTools:
             namespaces.append(ToolNamespaceConfig.browser())
         sandbox = self.services.sandbox
         if self.code_interpreter is not None and sandbox is not None:
-            description = describe_python_tool(sandbox.config, sandbox.backend.data_dir)
+            known = list(self.container.by_path) if self.container is not None else []
+            description = describe_python_tool(sandbox.config, sandbox.backend.data_dir, known)
             namespaces.append(ToolNamespaceConfig(name="python", description=description, tools=[]))
         for label, server in self.servers.items():
             if not server.connection.connected:
@@ -204,20 +245,12 @@ class HostedTools:
             sources = self.request.includes("web_search_call.action.sources")
             return call.claim(CallKind.BROWSER, WebSearchCallOutput(index, name, sources))
         if is_python:
-            return call.claim(CallKind.PYTHON, CodeInterpreterCallOutput(index, self._container_id(), self.show_code_outputs))
+            return call.claim(CallKind.PYTHON, CodeInterpreterCallOutput(index, self.container_id or "", self.show_code_outputs))
         assert server is not None
         call.server, call.tool_name = server, name
         if server.needs_approval(name):
             return call.claim(CallKind.APPROVAL)  # no item until the arguments are complete
         return call.claim(CallKind.MCP, McpCallOutput(index, label, name))
-
-    def _container_id(self) -> str:
-        """The conversation's sandbox session: the request's container, the one its code ran in, or a new one."""
-        assert self.code_interpreter is not None
-        container = self.code_interpreter.container
-        if isinstance(container, str):
-            return container
-        return self.dialog.container_id or new_id("cntr")
 
     def call_written(self, call: ToolCall, arguments: str) -> list[Event]:
         """The call's message is complete (the engine stopped at `<|call|>`)."""
@@ -271,8 +304,11 @@ class HostedTools:
     async def _run_python(self, call: ToolCall) -> None:
         item, sandbox = call.item, self.services.sandbox
         assert isinstance(item, CodeInterpreterCallOutput) and sandbox is not None  # claimed only with a sandbox
-        resumed = self.dialog.container_id == item.container_id
-        result = await run_code(sandbox, item, resumed, self.tenant)
+        resumed = self.dialog.container_id is not None  # code ran before: a session started anew lost its state
+        if self.container is None:
+            container = await self.services.files.new_container(self.tenant, "auto", container_id=item.container_id)
+            self.container = ContainerSync(self.services.files, container, [])
+        result = await run_code(sandbox, item, resumed, self.tenant, self.container)
         self.dialog.container_id = item.container_id
         call.output = result.text
         item.outputs = result.outputs

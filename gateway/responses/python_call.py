@@ -8,6 +8,7 @@ from typing import Any
 
 from sandbox.manager import BACKEND_ERRORS, Execution, SandboxFull, SandboxManager, SessionNotFound
 
+from ..files.sync import ContainerSync
 from .tool_items import CodeInterpreterCallOutput
 
 log = logging.getLogger("gateway.python")
@@ -22,9 +23,11 @@ class PythonResult:
     text: str  # the tool message the model reads
 
 
-async def run_code(sandbox: SandboxManager, item: CodeInterpreterCallOutput, resumed: bool, tenant: str) -> PythonResult:
+async def run_code(sandbox: SandboxManager, item: CodeInterpreterCallOutput, resumed: bool, tenant: str, container: ContainerSync) -> PythonResult:
+    """Run the call's code in its container's session, with the container's files in /mnt/data."""
+    idle_ttl_s = container.container.idle_minutes * 60
     try:
-        execution = await sandbox.execute(item.container_id, item.text, resumed, tenant)
+        execution = await sandbox.execute(item.container_id, item.text, resumed, tenant, files=container, idle_ttl_s=idle_ttl_s)
     except SandboxFull as exc:
         return _failed(f"Error: {exc}.")
     except SessionNotFound:
@@ -32,12 +35,13 @@ async def run_code(sandbox: SandboxManager, item: CodeInterpreterCallOutput, res
     except BACKEND_ERRORS as exc:  # the backend could not start a kernel: report it, keep the response alive
         log.exception("sandbox failure in session %s", item.container_id)
         return _failed(f"Error: the Python sandbox could not run the code ({exc}).")
-    return _result(execution)
+    return _result(execution, container.take_notes())
 
 
-def _result(execution: Execution) -> PythonResult:
+def _result(execution: Execution, notes: list[str]) -> PythonResult:
     lines = [STATE_LOST] if execution.state_lost else []
     lines.append(execution.output.rstrip("\n") if execution.output.strip() else "[no output]")
+    lines += notes
     if execution.images:
         lines.append(f"[{len(execution.images)} image(s) shown to the user]")
     text = "\n".join(lines)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Discriminator, Field, Tag, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Discriminator, Field, PrivateAttr, Tag, model_validator
 
 from ..errors import APIError, bad_request
 
@@ -38,7 +38,26 @@ class SummaryText(_Model):
     text: str
 
 
-ContentPart = Annotated[Union[InputText, OutputText], Field(discriminator="type")]
+class InputFile(_Model):
+    """A file for the model to read, as text (gateway/files/inputs.py): an upload or inline data."""
+
+    type: Literal["input_file"]
+    file_id: str | None = Field(None, max_length=100)
+    file_data: str | None = None
+    filename: str | None = Field(None, max_length=255)
+    file_url: str | None = None  # refused with a 400 that says so
+    detail: Literal["auto", "low", "high"] | None = None  # how a file's images are rendered: gpt-oss reads none
+    _text: str = PrivateAttr("")
+
+    @property
+    def text(self) -> str:
+        return self._text
+
+    def resolve(self, text: str) -> None:
+        self._text = text
+
+
+ContentPart = Annotated[Union[InputText, OutputText, InputFile], Field(discriminator="type")]
 
 
 class MessageItem(_Model):
@@ -257,13 +276,14 @@ class NamespaceTool(_Model):
 
 class AutoContainer(_Model):
     type: Literal["auto"]
-    file_ids: list[str] = Field([], max_length=0, description="uploaded files are not supported")
-    memory_limit: str | None = None
+    file_ids: list[Annotated[str, Field(max_length=100)]] = Field([], max_length=100)  # uploads copied into /mnt/data
+    memory_limit: Literal["1g", "4g", "16g", "64g"] | None = None
+    network_policy: dict[str, Literal["disabled"]] | None = Field(None, description="sandboxes have no network")
 
 
 class CodeInterpreterTool(_Model):
     """The Harmony `python` tool, run in the gateway's sandbox. `container` is `{"type": "auto"}` (the
-    conversation's session, started when first needed) or the id of a live session."""
+    conversation's container, made when code first runs) or the id of a container (the Containers API)."""
 
     type: Literal["code_interpreter"]
     container: str | AutoContainer = AutoContainer(type="auto")

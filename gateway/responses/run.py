@@ -28,11 +28,12 @@ from ..store import RUNNING, StoredResponse
 from ..conversations.store import Conversation, DuplicateItem
 from ..conversations.history import keep_state, new_items, open_conversation, refuse_known_ids
 
+from ..files.inputs import read_input_files
 from .conversation import Dialog, append_input, tool_result
 from .hosted import HostedTools
 from .services import Services
 from .tool_call import CallKind, ToolCall
-from .citations import CitationRewriter, Piece
+from .citations import CitationRewriter, Piece, container_file_citations
 from .items import CustomToolCallOutput, Delta, Event, Events, FunctionCallOutput, MessageOutput, OutputItem, ReasoningOutput, TextItem, new_id
 from .journal import Journal
 from .log import EventLog
@@ -146,6 +147,8 @@ class ResponseRun:
             )
         self._unseal_reasoning()
         self._new_messages_from = len(self.dialog.messages)
+        if not isinstance(request.input, str):
+            await read_input_files(request.input, self.services.files, self.tenant)
         self.input_items = append_input(self.dialog, request.input)
         if self.conversation is not None:
             refuse_known_ids(self.input_items, known, "input")
@@ -426,6 +429,9 @@ class ResponseRun:
                             batch += self.hosted.call_written(call, _text(parsed.message))
                         elif item is not None:
                             batch += self._held_back(item, stopper, rewriter)
+                            if isinstance(item, MessageOutput) and self.hosted.container is not None:
+                                cited = container_file_citations(item.text, self.hosted.container_file)
+                                batch += [item.annotated(log, citation) for citation in cited]
                             batch += item.closed(log, await self._call_status(item, outcome))
                         item = stopper = rewriter = None
                 if chunk.finish_reason is not None:

@@ -1,0 +1,92 @@
+"""A container's files and its python session's /mnt/data, kept in step around each execution.
+
+The store and the blobs are the truth: before code runs, the container's files the session lacks (a new
+session, a file added through the API) are copied in, and those deleted through the API are removed.
+After it runs, what the code created or changed under /mnt/data becomes the container's files (source
+`assistant`), which the client downloads through the Containers API and the answer may cite.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from sandbox.channel import KernelChannel, KernelDied
+from sandbox.transfer import FilesState, TransferFailed, delete, listing, pull, push
+
+from ..errors import APIError
+from ..responses.items import new_id
+from .service import FileService
+from .store import Container, ContainerFile
+
+log = logging.getLogger("gateway.files")
+
+
+class ContainerSync:
+    """One response's use of a container (sandbox/manager.py `SessionFiles`)."""
+
+    def __init__(self, files: FileService, container: Container, known: list[ContainerFile]) -> None:
+        self.files = files
+        self.container = container
+        self.by_path = {file.path: file for file in known}  # what the answer can cite, kept current
+        self.notes: list[str] = []  # for the model, after the execution
+
+    def take_notes(self) -> list[str]:
+        notes, self.notes = self.notes, []
+        return notes
+
+    async def before(self, channel: KernelChannel, state: FilesState) -> None:
+        records = await self.files.store.container_files(self.container.id)
+        wanted = {record.path: record for record in records}
+        self.by_path = dict(wanted)
+        changed = False
+        for path in [path for path in state.pushed if path not in wanted]:  # deleted through the API
+            await delete(channel, path)
+            del state.pushed[path]
+            changed = True
+        for record in records:
+            if state.pushed.get(record.path) == record.blob:
+                continue
+            try:
+                await push(channel, record.path, self.files.blobs.path(record.blob))
+            except TransferFailed as exc:
+                reason = "no space is left in /mnt/data" if exc.no_space else str(exc)
+                self.notes.append(f"[The file /mnt/data/{record.path} could not be copied in: {reason}.]")
+                continue
+            state.pushed[record.path] = record.blob
+            changed = True
+        if changed or not state.listed:
+            state.seen, state.listed = await listing(channel), True
+
+    async def after(self, channel: KernelChannel, state: FilesState) -> None:
+        try:
+            now = await listing(channel)
+        except (KernelDied, TransferFailed) as exc:
+            log.warning("container %s: its files could not be listed: %s", self.container.id, exc)
+            return
+        for path, stat in now.items():
+            if state.listed and state.seen.get(path) == stat:
+                continue
+            try:
+                record = await self._keep(channel, path)
+            except (APIError, TransferFailed) as exc:
+                reason = exc.message if isinstance(exc, APIError) else str(exc)
+                self.notes.append(f"[The file /mnt/data/{path} was not kept: {reason}]")
+                continue
+            state.pushed[path] = record.blob
+            self.by_path[path] = record
+        state.seen, state.listed = now, True
+        await self.files.store.touch_container(self.container.id)
+
+    async def _keep(self, channel: KernelChannel, path: str) -> ContainerFile:
+        """The file at `path`, copied out of the session into a container file (the one of that path replaced)."""
+        files = self.files
+        writer = files.blobs.writer()
+        try:
+            size = await pull(channel, path, writer.write, files.config.max_file_bytes)
+            blob = await writer.commit()
+        except BaseException:
+            await writer.abort()
+            raise
+        record = ContainerFile(new_id("cfile"), self.container.id, self.container.tenant, path, size, "assistant", int(time.time()), blob)
+        return await files.put(record)
