@@ -17,7 +17,7 @@ RUN set -eu; \
             --break-system-packages --disable-pip-version-check harmony-gateway; \
     else python3 -m pip install --no-cache-dir --break-system-packages /src; fi; \
     rm -rf /tmp/wheels /src; \
-    mkdir -p /data && chown 1000:1000 /data
+    mkdir -p /data /files && chown 1000:1000 /data /files
 
 COPY configs /app/configs
 ENV HOME=/data PYTHONUNBUFFERED=1

@@ -149,7 +149,7 @@ class SandboxManager:
         `resumed`: the conversation already ran code in this session, so a session that has to be
         started anew (it expired, was evicted, or the gateway restarted) means that its state was lost.
         `files` syncs the session's /mnt/data around the execution; `idle_ttl_s` is how long the session
-        lives unused (default: the config's).
+        lives unused (its container's expiry), never longer than the config's `idle_ttl_s`.
         """
         while True:
             session = self._sessions.get(container_id)
@@ -159,7 +159,8 @@ class SandboxManager:
                 # Registered before waiting for a kernel, so concurrent starts respect the caps and a
                 # second call of the same conversation waits for this one instead of starting its own.
                 self._make_room(tenant)
-                session = self._sessions[container_id] = _Session(tenant, time.monotonic(), idle_ttl_s or self.config.idle_ttl_s)
+                ttl = min(idle_ttl_s or self.config.idle_ttl_s, self.config.idle_ttl_s)  # the config's bounds every session
+                session = self._sessions[container_id] = _Session(tenant, time.monotonic(), ttl)
             async with session.lock:
                 if session.ended:
                     continue  # evicted, reaped or taken over while we waited: look again

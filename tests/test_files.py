@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import base64
 import csv
 import io
 import os
@@ -246,15 +247,18 @@ def test_input_files_become_text_the_model_reads(filed: Gateway, emulator: Proce
     content = [
         {"type": "input_text", "text": "Summarise:"},
         {"type": "input_file", "file_id": upload.id},
-        {"type": "input_file", "filename": "pets.csv", "file_data": "data:text/csv;base64," + __import__("base64").b64encode(b"name,kind\nRex,dog\n").decode()},
-        {"type": "input_file", "filename": "paper.pdf", "file_data": __import__("base64").b64encode(PDF).decode()},
+        {"type": "input_file", "filename": "pets.csv", "file_data": "data:text/csv;base64," + base64.b64encode(b"name,kind\nRex,dog\n").decode()},
+        {"type": "input_file", "filename": "paper.pdf", "file_data": base64.b64encode(PDF).decode()},
     ]
     response = client.responses.create(model="m", input=[{"role": "user", "content": content}])
     text = response.output_text
     assert "The answer is **42**." in text and "[file notes.md]" in text
     assert "Rex,dog" in text and "Hello from a PDF" in text
+    # Items of a conversation are read the same way.
+    conversation = client.conversations.create(items=[{"type": "message", "role": "user", "content": [{"type": "input_file", "file_id": upload.id}]}])
+    assert "The answer is **42**." in client.responses.create(model="m", conversation=conversation.id, input="[recall]").output_text
     # What gpt-oss cannot read, and what is not there, are 4xx that name the part.
-    image = {"type": "input_file", "filename": "cat.png", "file_data": __import__("base64").b64encode(b"\x89PNG\r\n\x1a\n\0\0").decode()}
+    image = {"type": "input_file", "filename": "cat.png", "file_data": base64.b64encode(b"\x89PNG\r\n\x1a\n\0\0").decode()}
     with pytest.raises(openai.BadRequestError) as raised:
         client.responses.create(model="m", input=[{"role": "user", "content": [image]}])
     assert raised.value.code == "unsupported_file" and raised.value.param == "input[0].content[0]"
@@ -264,7 +268,7 @@ def test_input_files_become_text_the_model_reads(filed: Gateway, emulator: Proce
     with pytest.raises(openai.BadRequestError) as by_url:
         client.responses.create(model="m", input=[{"role": "user", "content": [{"type": "input_file", "file_url": "https://example.com/a.pdf"}]}])
     assert by_url.value.param == "input[0].content[0].file_url"
-    long = {"type": "input_file", "filename": "long.txt", "file_data": __import__("base64").b64encode(b"word " * 300).decode()}
+    long = {"type": "input_file", "filename": "long.txt", "file_data": base64.b64encode(b"word " * 300).decode()}
     with pytest.raises(openai.BadRequestError) as too_long:
         client.responses.create(model="m", input=[{"role": "user", "content": [long]}])
     assert too_long.value.code == "file_too_large"

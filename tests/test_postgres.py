@@ -198,3 +198,19 @@ def test_the_gateway_waits_for_postgresql_then_refuses_clearly(emulator, make_ga
         assert client.responses.retrieve(stored.id).id == stored.id
     finally:
         server.close()
+
+
+def test_files_and_containers_on_postgresql(emulator, postgres, make_gateway, sandbox_image, tmp_path):
+    """The Files and Containers APIs' records on PostgreSQL: uploads, quota and tenants, and a container's
+    files in and out of a python session."""
+    from . import test_files
+    from .conftest import sandbox_section
+
+    keys = [{"key": "alice-key", "tenant": "alice"}, {"key": "bob-key", "tenant": "bob"}]
+    files = {"max_file_bytes": 100_000, "tenant_quota_bytes": 150_000, "directory": str(tmp_path / "uploads")}
+    uploads = make_gateway(emulator.url, storage={"url": postgres.new_database()}, auth={"api_keys": keys}, files=files)
+    test_files.test_files_api_upload_list_download_delete(uploads)
+    sandbox = sandbox_section("docker", f"pg-files-{tmp_path.name}")
+    coded = make_gateway(emulator.url, storage={"url": postgres.new_database()}, sandbox=sandbox, files={"directory": str(tmp_path / "code")})
+    test_files.test_a_csv_in_and_the_result_out_with_its_citation(coded, emulator)
+    test_files.test_a_container_made_through_the_api(coded)

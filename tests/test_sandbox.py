@@ -394,7 +394,8 @@ def test_code_interpreter_needs_a_sandbox(gateway: Gateway) -> None:
     "tool, status, param",
     [
         ({"type": "code_interpreter", "container": "cntr_unknown"}, 404, "tools[0].container"),
-        ({"type": "code_interpreter", "container": {"type": "auto", "file_ids": ["file_1"]}}, 400, "tools[0].container.file_ids"),
+        ({"type": "code_interpreter", "container": {"type": "auto", "file_ids": ["file_1"]}}, 404, "tools[0].container.file_ids[0]"),
+        ({"type": "code_interpreter", "container": {"type": "auto", "memory_limit": "64g"}}, 400, "tools[0].container.memory_limit"),
         ({"type": "code_interpreter", "container": {"type": "manual"}}, 400, "tools[0].container"),
     ],
 )

@@ -38,7 +38,6 @@ def test_a_session_has_one_holder_and_changes_hands_between_executions(tmp_path:
             await b.acquire("cntr_1", "t1", busy_s=30)
         with pytest.raises(SessionNotFound):  # another tenant's is not found, busy or not
             await b.acquire("cntr_1", "t2", busy_s=30)
-        assert not await b.exists("cntr_1", "t2") and await b.exists("cntr_1", "t1")
 
         await a.release("cntr_1", "container-1")
         placement = await b.acquire("cntr_1", "t1", busy_s=30)

@@ -16,6 +16,7 @@ from starlette.routing import Route
 
 from ..body import parse_body
 from ..errors import bad_request, not_found
+from ..files.inputs import read_input_files
 from ..paging import listing, page_query, unknown_after
 from ..responses.conversation import Dialog, append_input
 from ..responses.items import new_id
@@ -51,6 +52,7 @@ async def create_conversation(request: Request) -> Response:
     body = await parse_body(request, CreateConversation, services.config.server.body_limits())
     conversation = Conversation(new_id("conv"), int(time.time()), body.metadata or {}, tenant_of(request))
     dialog = Dialog()
+    await read_input_files(body.items or [], services.files, conversation.tenant, "items")
     records = append_input(dialog, body.items or [])
     _refuse_decisions(dialog)
     refuse_known_ids(records, set(), "items")
@@ -100,6 +102,7 @@ async def create_items(request: Request) -> Response:
     body = await parse_body(request, CreateItems, services.config.server.body_limits())
     conversation, dialog, known = await open_conversation(services.conversations, request.path_params["conversation_id"], tenant_of(request), "conversation_id")
     start = len(dialog.messages)
+    await read_input_files(body.items, services.files, conversation.tenant, "items")
     records = append_input(dialog, body.items)
     _refuse_decisions(dialog)
     refuse_known_ids(records, known, "items")

@@ -26,21 +26,21 @@ TEXT_SUFFIXES = {
 MAX_PDF_PAGES = 1000
 
 
-def input_file_parts(items: Iterable[Any]) -> list[tuple[Any, str]]:
-    """The request's `input_file` parts, with the parameter path that names each."""
+def input_file_parts(items: Iterable[Any], field: str) -> list[tuple[Any, str]]:
+    """The `input_file` parts of the items in `field` (input, items), with the parameter that names each."""
     found = []
     for index, item in enumerate(items):
         content = getattr(item, "content", None)
         if isinstance(content, list):
             for position, part in enumerate(content):
                 if getattr(part, "type", None) == "input_file":
-                    found.append((part, f"input[{index}].content[{position}]"))
+                    found.append((part, f"{field}[{index}].content[{position}]"))
     return found
 
 
-async def read_input_files(items: Iterable[Any], files: FileService, tenant: str) -> None:
+async def read_input_files(items: Iterable[Any], files: FileService, tenant: str, field: str = "input") -> None:
     """Give every `input_file` part of `items` its text (`part.resolve`), or raise a 4xx naming the part."""
-    for part, param in input_file_parts(items):
+    for part, param in input_file_parts(items, field):
         if part.file_url is not None:
             raise bad_request("file_url is not supported: upload the file (POST /v1/files) and pass its file_id.", param=f"{param}.file_url")
         if (part.file_id is None) == (part.file_data is None):

@@ -65,6 +65,7 @@ class HostedTools:
         # auto container is made then), with what its files are.
         self.container_id: str | None = None
         self.container: ContainerSync | None = None
+        self._container_replaced = False
 
     @property
     def enabled(self) -> bool:
@@ -123,6 +124,7 @@ class HostedTools:
         elif self.dialog.container_id is not None:
             found = await files.store.get_container(self.dialog.container_id, self.tenant)
             container = found if found is not None and not found.expired() else None
+            self._container_replaced = container is None  # expired: a new one, and the model is told its state is gone
         if not isinstance(named, str) and named.file_ids:
             if container is None:
                 container = await files.new_container(self.tenant, "auto")
@@ -304,7 +306,8 @@ class HostedTools:
     async def _run_python(self, call: ToolCall) -> None:
         item, sandbox = call.item, self.services.sandbox
         assert isinstance(item, CodeInterpreterCallOutput) and sandbox is not None  # claimed only with a sandbox
-        resumed = self.dialog.container_id is not None  # code ran before: a session started anew lost its state
+        # The conversation ran code in this container (or in one that expired): a session started anew lost its state.
+        resumed = self.dialog.container_id == item.container_id or self._container_replaced
         if self.container is None:
             container = await self.services.files.new_container(self.tenant, "auto", container_id=item.container_id)
             self.container = ContainerSync(self.services.files, container, [])
