@@ -2,6 +2,8 @@
 
   * upload and download of one large file (50 MB) through the Files API, over loopback HTTP, against a
     plain copy of the same file on the same disk (`shutil.copyfile`); the target is within 2x of the copy;
+  * for reference, the same download from a bare Starlette FileResponse under uvicorn (no gateway): the
+    floor of serving a file over ASGI with this machine's Python;
   * the time copying files into a new python session adds: the first call of a container made with 10
     files (100 KB each) against the first call of an auto container without files (Docker backend,
     kernels from the warm pool, the scripted engine).
@@ -15,6 +17,7 @@ import argparse
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -25,7 +28,7 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.conftest import Gateway, ensure_sandbox_image, gateway_config, sandbox_section, start_emulator  # noqa: E402
+from tests.conftest import Gateway, ensure_sandbox_image, free_port, gateway_config, sandbox_section, start_emulator, wait_for_port  # noqa: E402
 
 
 def timed(work, runs: int) -> float:  # type: ignore[no-untyped-def]
@@ -62,11 +65,43 @@ def throughput(tmp: Path, megabytes: int, runs: int) -> None:
             up = timed(upload, runs)
             down = timed(download, runs)
             assert (tmp / "download.bin").read_bytes() == source.read_bytes()
-        for name, seconds in (("plain copy", copy), ("upload", up), ("download", down)):
+        bare = bare_download(tmp, source, runs)
+        for name, seconds in (("plain copy", copy), ("upload", up), ("download", down), ("bare ASGI download", bare)):
             ratio = "" if name == "plain copy" else f"   {seconds / copy:4.1f}x the copy's time"
-            print(f"{name:<12} {megabytes} MB: {seconds * 1000:7.1f} ms  {megabytes / seconds:7.0f} MB/s{ratio}")
+            print(f"{name:<19} {megabytes} MB: {seconds * 1000:7.1f} ms  {megabytes / seconds:7.0f} MB/s{ratio}")
     finally:
         gateway.stop()
+
+
+BARE_APP = """
+import sys, uvicorn
+from starlette.applications import Starlette
+from starlette.responses import FileResponse
+from starlette.routing import Route
+class Download(FileResponse):
+    chunk_size = 1024 * 1024
+async def get(request):
+    return Download(sys.argv[1], media_type="application/octet-stream")
+uvicorn.run(Starlette(routes=[Route("/f", get)]), port=int(sys.argv[2]), log_level="warning")
+"""
+
+
+def bare_download(tmp: Path, source: Path, runs: int) -> float:
+    port = free_port()
+    server = subprocess.Popen([sys.executable, "-c", BARE_APP, str(source), str(port)])
+    try:
+        wait_for_port(port)
+        with httpx.Client(timeout=120) as client:
+
+            def download() -> None:
+                with client.stream("GET", f"http://127.0.0.1:{port}/f") as answer, (tmp / "bare.bin").open("wb") as out:
+                    for chunk in answer.iter_bytes(1024 * 1024):
+                        out.write(chunk)
+
+            return timed(download, runs)
+    finally:
+        server.terminate()
+        server.wait()
 
 
 def session_copy(tmp: Path, runs: int) -> None:

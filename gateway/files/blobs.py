@@ -13,6 +13,7 @@ import secrets
 import shutil
 import time
 from pathlib import Path
+from typing import BinaryIO
 
 import anyio
 import anyio.to_thread
@@ -32,21 +33,26 @@ class BlobWriter:
         self.size = 0
         self._blobs = blobs
         self._partial = blobs.directory / f"{PARTIAL}{self.name}"
-        self._file = None
-        self._buffer = bytearray()
+        self._file: BinaryIO | None = None
+        self._chunks: list[bytes] = []  # written together, without joining them first
+        self._buffered = 0
         self._done = False
 
     async def write(self, data: bytes) -> None:
-        self._buffer += data
+        self._chunks.append(data)
+        self._buffered += len(data)
         self.size += len(data)
-        if len(self._buffer) >= WRITE_BYTES:
+        if self._buffered >= WRITE_BYTES:
             await self._flush()
 
     async def _flush(self) -> None:
-        chunk, self._buffer = bytes(self._buffer), bytearray()
+        chunks, self._chunks, self._buffered = self._chunks, [], 0
         if self._file is None:
-            self._file = await anyio.to_thread.run_sync(self._partial.open, "xb")
-        await anyio.to_thread.run_sync(self._file.write, chunk)
+            self._file = await anyio.to_thread.run_sync(self._open)
+        await anyio.to_thread.run_sync(self._file.writelines, chunks)
+
+    def _open(self) -> BinaryIO:
+        return self._partial.open("xb", buffering=0)
 
     async def commit(self) -> str:
         await self._flush()
