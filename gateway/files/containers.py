@@ -11,8 +11,6 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from sandbox.local_backend import memory_bytes
-
 from ..body import parse_body
 from ..errors import bad_request, not_found
 from ..paging import listing, page_query, unknown_after
@@ -20,6 +18,7 @@ from ..responses.items import new_id
 from ..responses.routes import tenant_of
 from ..responses.services import Services
 from .routes import download, files_of
+from .service import check_memory_limit
 from .store import ContainerFile
 from .upload import read_upload
 
@@ -67,11 +66,7 @@ async def create_container(request: Request) -> Response:
         raise bad_request(
             f"expires_after.minutes may be {files.config.max_container_idle_minutes} at most on this gateway.", param="expires_after.minutes"
         )
-    if body.memory_limit is not None and memory_bytes(body.memory_limit) != memory_bytes(sandbox.config.memory):
-        raise bad_request(
-            f"This gateway's sandboxes all have the memory limit {sandbox.config.memory}; memory_limit may only name it.",
-            param="memory_limit",
-        )
+    check_memory_limit(body.memory_limit, sandbox.config.memory, "memory_limit")
     uploads = [await files.file(file_id, tenant, param=f"file_ids[{index}]") for index, file_id in enumerate(body.file_ids)]
     container = await files.new_container(tenant, body.name, minutes, body.memory_limit or sandbox.config.memory)
     try:
@@ -117,16 +112,8 @@ async def create_container_file(request: Request) -> Response:
     if request.headers.get("content-type", "").lower().startswith("multipart/"):
         config = files.config
         upload = await read_upload(request, files.blobs, "file", config.max_file_bytes, config.upload_idle_timeout_s)
-        try:
-            if upload.fields:
-                name = next(iter(upload.fields))[:100]
-                raise bad_request(f"Unknown parameter: '{name}'.", param=name, code="unknown_parameter")
-            if upload.file is None:
-                raise bad_request("Missing required parameter: 'file'.", param="file", code="missing_required_parameter")
-            blob = await upload.file.commit()
-        except BaseException:
-            await upload.discard()
-            raise
+        blob = await upload.commit("file")
+        assert upload.file is not None
         record = ContainerFile(new_id("cfile"), container.id, tenant, upload.filename, upload.file.size, "user", int(time.time()), blob)
         added = await files.put(record, param="file")
     else:

@@ -31,24 +31,19 @@ async def create_file(request: Request) -> Response:
     config = files.config
     upload = await read_upload(request, files.blobs, "file", config.max_file_bytes, config.upload_idle_timeout_s)
     try:
-        fields = upload.fields
-        purpose = fields.pop("purpose", None)
+        purpose = upload.fields.pop("purpose", None)
         if purpose is None:
             raise bad_request("Missing required parameter: 'purpose'.", param="purpose", code="missing_required_parameter")
         if purpose not in PURPOSES:
             raise bad_request(
                 f"Invalid value for 'purpose': this gateway keeps files for {' and '.join(PURPOSES)} only.", param="purpose"
             )
-        expires_at = _expires_at(fields)
-        if fields:
-            name = next(iter(fields))[:100]
-            raise bad_request(f"Unknown parameter: '{name}'.", param=name, code="unknown_parameter")
-        if upload.file is None:
-            raise bad_request("Missing required parameter: 'file'.", param="file", code="missing_required_parameter")
-        blob = await upload.file.commit()
+        expires_at = _expires_at(upload.fields)
     except BaseException:
         await upload.discard()
         raise
+    blob = await upload.commit("file")
+    assert upload.file is not None
     stored = StoredFile(new_id("file"), tenant_of(request), upload.filename, purpose, upload.file.size, int(time.time()), expires_at, blob)
     try:
         await files.store.add_file(stored, config.tenant_quota_bytes)

@@ -9,6 +9,8 @@ from dataclasses import dataclass
 
 import anyio
 
+from sandbox.local_backend import memory_bytes
+
 from ..config import FilesConfig
 from ..errors import APIError, not_found
 from ..responses.items import new_id
@@ -116,3 +118,12 @@ class FileService:
                     log.info("%d container(s) expired", len(expired))
             except StorageError as exc:
                 log.warning("removing expired files failed; trying again later: %s", exc)
+
+
+def check_memory_limit(limit: str | None, sandbox_memory: str, param: str) -> None:
+    """A container's `memory_limit`: every sandbox here has the configured one, so only it may be named."""
+    if limit is not None and memory_bytes(limit) != memory_bytes(sandbox_memory):
+        raise APIError(
+            400, f"This gateway's sandboxes all have the memory limit {sandbox_memory}; memory_limit may only name it.",
+            param=param, code="invalid_value",
+        )  # fmt: skip

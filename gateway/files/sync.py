@@ -16,10 +16,39 @@ from sandbox.transfer import FilesState, TransferFailed, delete, listing, pull, 
 
 from ..errors import APIError
 from ..responses.items import new_id
+from ..responses.request import AutoContainer
 from .service import FileService
 from .store import Container, ContainerFile
 
 log = logging.getLogger("gateway.files")
+
+
+async def open_container(
+    files: FileService, named: str | AutoContainer, param: str, tenant: str, previous: str | None
+) -> tuple["ContainerSync | None", str, bool]:
+    """The container a code_interpreter tool runs in: the one it names (a 404 if unknown or expired), or,
+    for `auto`, the conversation's (`previous`) unless it expired, or a new one. An auto container's
+    `file_ids` are copied into it now (once each). Returns its sync (None for an auto container not made
+    yet: made when code first runs), its id, and whether the conversation's container expired."""
+    container: Container | None = None
+    replaced = False
+    if isinstance(named, str):
+        container = await files.container(named, tenant, param=param)
+    elif previous is not None:
+        found = await files.store.get_container(previous, tenant)
+        container = found if found is not None and not found.expired() else None
+        replaced = container is None
+    if isinstance(named, AutoContainer) and named.file_ids:
+        if container is None:
+            container = await files.new_container(tenant, "auto")
+        copied = {file.file_id for file in await files.store.container_files(container.id)}
+        for position, file_id in enumerate(named.file_ids):
+            upload = await files.file(file_id, tenant, param=f"{param}.file_ids[{position}]")
+            if file_id not in copied:
+                await files.copy_into(container, upload, param=f"{param}.file_ids[{position}]")
+    if container is None:
+        return None, new_id("cntr"), replaced
+    return ContainerSync(files, container, await files.store.container_files(container.id)), container.id, replaced
 
 
 class ContainerSync:

@@ -33,6 +33,20 @@ class Upload:
         if self.file is not None:
             await self.file.abort()
 
+    async def commit(self, file_field: str) -> str:
+        """The file, made readable once the form is known to be complete: every field was taken (popped
+        from `fields`) and the file is there. Otherwise a 400 naming what is wrong, and nothing is kept."""
+        try:
+            if self.fields:
+                name = next(iter(self.fields))[:100]
+                raise bad_request(f"Unknown parameter: '{name}'.", param=name, code="unknown_parameter")
+            if self.file is None:
+                raise bad_request(f"Missing required parameter: '{file_field}'.", param=file_field, code="missing_required_parameter")
+            return await self.file.commit()
+        except BaseException:
+            await self.discard()
+            raise
+
 
 @dataclass
 class _Part:

@@ -15,7 +15,6 @@ from typing import Any, Callable
 
 import anyio
 
-from sandbox.local_backend import memory_bytes
 from sandbox.manager import describe_python_tool
 from mcp_types import INTERNAL_ERROR, INVALID_PARAMS
 from tools.connection import ToolCallFailed
@@ -24,11 +23,11 @@ from tools.browser.session import ACTIONS, Browser, BrowseOptions
 from tools.servers import EnabledServer, ServerRefused, schema_for_model, tool_listing
 
 from ..errors import APIError, bad_request
-from ..files.store import Container
-from ..files.sync import ContainerSync
+from ..files.service import check_memory_limit
+from ..files.sync import ContainerSync, open_container
 from ..harmony import ToolDescription, ToolNamespaceConfig
 from .conversation import Dialog, PendingApproval, tool_result
-from .items import Event, Events, OutputItem, new_id
+from .items import Event, Events, OutputItem
 from .log import Batch
 from .python_call import run_code
 from .services import Services
@@ -113,32 +112,11 @@ class HostedTools:
                 param=f"tools[{index}].type",
             )
         named = tool.container
-        if not isinstance(named, str) and named.memory_limit and memory_bytes(named.memory_limit) != memory_bytes(sandbox.config.memory):
-            raise bad_request(
-                f"This gateway's sandboxes all have the memory limit {sandbox.config.memory}; memory_limit may only name it.",
-                param=f"tools[{index}].container.memory_limit",
-            )
-        container: Container | None = None
-        if isinstance(named, str):
-            container = await files.container(named, self.tenant, param=f"tools[{index}].container")
-        elif self.dialog.container_id is not None:
-            found = await files.store.get_container(self.dialog.container_id, self.tenant)
-            container = found if found is not None and not found.expired() else None
-            self._container_replaced = container is None  # expired: a new one, and the model is told its state is gone
-        if not isinstance(named, str) and named.file_ids:
-            if container is None:
-                container = await files.new_container(self.tenant, "auto")
-            copied = {file.file_id for file in await files.store.container_files(container.id)}
-            for position, file_id in enumerate(named.file_ids):
-                param = f"tools[{index}].container.file_ids[{position}]"
-                upload = await files.file(file_id, self.tenant, param=param)
-                if file_id not in copied:
-                    await files.copy_into(container, upload, param=param)
-        if container is not None:
-            self.container = ContainerSync(files, container, await files.store.container_files(container.id))
-            self.container_id = container.id
-        else:
-            self.container_id = new_id("cntr")  # made when code first runs in it
+        if not isinstance(named, str):
+            check_memory_limit(named.memory_limit, sandbox.config.memory, f"tools[{index}].container.memory_limit")
+        self.container, self.container_id, self._container_replaced = await open_container(
+            files, named, f"tools[{index}].container", self.tenant, self.dialog.container_id
+        )
 
     def _open_browser(self) -> None:
         backends, tool = self.services.browser, self.web_search
