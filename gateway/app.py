@@ -17,11 +17,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from . import harmony
+from . import harmony, isolation
 from .harmony import PromptRenderer
 from .config import GatewayConfig
 from .engine import EngineClient
-from .errors import APIError, handle_api_error, handle_storage_error, handle_unexpected
+from .errors import APIError, handle_api_error, handle_storage_error, handle_unexpected, handle_unstorable_value
 from .metrics import Metrics
 from .middleware import GatewayMiddleware
 from .shutdown import Drain
@@ -32,7 +32,7 @@ from .responses.sealed import Sealer
 from .responses.services import Services
 from .replicas import Replicas
 from .sandbox_sessions import SessionDirectory
-from .storage import Database, StorageError, open_database
+from .storage import Database, StorageError, UnstorableValue, open_database
 from .store import ResponseStore, expire_responses
 from .conversations.store import ConversationStore
 from .conversations.routes import routes as conversation_routes
@@ -42,6 +42,7 @@ from .files.routes import routes as file_routes
 from .files.service import FileService
 from .files.store import FileStore
 from sandbox.docker_backend import Owner
+from sandbox.local_backend import memory_bytes
 from sandbox.manager import SandboxManager, SandboxUnavailable
 from tools.browser import make_backends
 from tools.servers import MCPServers
@@ -115,6 +116,7 @@ def create_app(config: GatewayConfig, drain: Drain | None = None) -> Starlette:
     """The app; `drain` is shared with the server so that SIGTERM can start the graceful shutdown."""
     drain = drain or Drain(config.server.shutdown_grace_s)
     app_metrics = Metrics()
+    isolation.configure(config.isolation.workers, memory_bytes(config.isolation.memory))
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -186,6 +188,7 @@ def create_app(config: GatewayConfig, drain: Drain | None = None) -> Starlette:
         exception_handlers={
             APIError: handle_api_error,
             StorageError: handle_storage_error,
+            UnstorableValue: handle_unstorable_value,
             HTTPException: handle_http_exception,
             Exception: handle_unexpected,
         },

@@ -20,6 +20,7 @@ from starlette.requests import Request
 
 from .cpu import run_cpu
 from .errors import APIError, bad_request, from_validation_error
+from .numbers import decimal
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
@@ -62,7 +63,7 @@ async def _read_bounded(request: Request, limits: BodyLimits) -> bytes:
         413, f"The request body is larger than this gateway's limit of {limits.max_bytes} bytes.", code="request_too_large"
     )
     declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limits.max_bytes:
+    if declared is not None and (decimal(declared) or 0) > limits.max_bytes:
         raise too_large
     chunks: list[bytes] = []
     size = 0

@@ -171,11 +171,34 @@ class FilesConfig(_Section):
     max_container_idle_minutes: int = Field(24 * 60, gt=0, le=30 * 24 * 60)
     # Text given to the model for one input_file part (PDFs, CSVs, ...); longer text is a 400.
     max_input_file_chars: int = Field(200_000, gt=0)
+    # A PDF given as input_file is read only up to this size, its text extracted in a worker process
+    # (isolation:) within this time.
+    max_input_pdf_bytes: int = Field(32 * 1024 * 1024, gt=0)
+    pdf_timeout_s: float = Field(20.0, gt=0)
+    # Counts per tenant, each checked with the write it allows: uploads, and containers not expired.
+    max_files_per_tenant: int = Field(10_000, gt=0)
+    max_containers_per_tenant: int = Field(100, gt=0)
 
 
 class LoopConfig(_Section):
     # Engine calls one response may make (a tool call and its result cost one each).
     max_turns: int = Field(16, gt=0)
+    # Background responses one tenant may have running at once; past it, a 429.
+    max_background_per_tenant: int = Field(32, gt=0)
+
+
+class ConversationsConfig(_Section):
+    # Items one conversation may hold: adding more is a 400, as is a response that would add to it.
+    max_items: int = Field(1000, gt=0, le=100_000)
+
+
+class IsolationConfig(_Section):
+    """Worker processes for work whose cost hostile input decides: PDF text, strict functions' argument
+    checks, web pages cleaned to text. Each is killed past its memory or its time."""
+
+    workers: int = Field(2, gt=0, le=64, description="Busy at once; more calls wait (within their time)")
+    memory: str = Field("1g", pattern=r"^\d+[kmg]?$", description="Address space of one worker")
+    schema_timeout_s: float = Field(2.0, gt=0, le=60, description="One check of a call's arguments")
 
 
 class SandboxConfig(_Section):
@@ -313,6 +336,8 @@ class GatewayConfig(_Section):
     logging: LoggingConfig = LoggingConfig()
     storage: StorageConfig = StorageConfig()
     loop: LoopConfig = LoopConfig()
+    isolation: IsolationConfig = IsolationConfig()
+    conversations: ConversationsConfig = ConversationsConfig()
     files: FilesConfig = FilesConfig()
     # No section: the code_interpreter tool is refused with a 400.
     sandbox: SandboxConfig | None = None

@@ -102,6 +102,11 @@ async def handle_storage_error(request: Request, exc: Exception) -> JSONResponse
     return server_error(503, "The gateway's database is unavailable; try again shortly.", "storage_unavailable").response()
 
 
+async def handle_unstorable_value(request: Request, exc: Exception) -> JSONResponse:
+    message = "A value of the request holds a character this gateway cannot store (a NUL character)."
+    return bad_request(message).response()
+
+
 async def handle_unexpected(request: Request, exc: Exception) -> JSONResponse:
     logging.getLogger("gateway").exception("unhandled error on %s %s", request.method, request.url.path)
     return server_error(500, "The gateway failed to handle the request.", "internal_error").response()

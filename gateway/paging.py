@@ -9,6 +9,7 @@ from typing import Any
 from starlette.requests import Request
 
 from .errors import APIError, bad_request
+from .numbers import decimal
 
 
 @dataclass(frozen=True)
@@ -23,10 +24,9 @@ def page_query(request: Request, default: int = 20, maximum: int = 100) -> PageQ
     order = params.get("order", "desc")
     if order not in ("asc", "desc"):
         raise bad_request("order must be 'asc' or 'desc'.", param="order")
-    try:
-        limit = int(params.get("limit", str(default)))
-    except ValueError:
-        raise bad_request("limit must be an integer.", param="limit", code="invalid_type") from None
+    limit = decimal(params.get("limit", str(default)))
+    if limit is None:
+        raise bad_request("limit must be an integer.", param="limit", code="invalid_type")
     if not 1 <= limit <= maximum:
         raise bad_request(f"limit must be between 1 and {maximum}.", param="limit")
     return PageQuery(order == "asc", limit, params.get("after"))

@@ -23,6 +23,14 @@ from .storage import Database, StorageError, Tx
 log = logging.getLogger("gateway.store")
 
 RUNNING = ("queued", "in_progress")
+
+
+class TooManyRunning(Exception):
+    """The tenant has as many background responses running as it may."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(limit)
+        self.limit = limit
 TERMINAL_EVENTS = (b"event: response.completed\n", b"event: response.failed\n", b"event: response.incomplete\n", b"event: error\n")
 
 
@@ -118,21 +126,28 @@ class ResponseStore:
             [(response_id, number, frame) for number, frame in frames],
         )
 
-    async def begin(self, response: dict[str, Any], input_items: list[dict[str, Any]], tenant: str, owner: str) -> None:
-        """A background response, stored as it starts, so that any replica finds it while it runs."""
-        await self._db.execute(
-            """
-            INSERT INTO responses (id, created_at, response, input_items, dialog, open_calls, state, tenant, status, owner)
-            VALUES (?,?,?,?,'[]','{}','{}',?,?,?)
-            """,
-            response["id"],
-            float(response["created_at"]),
-            json.dumps(response),
-            json.dumps(input_items),
-            tenant,
-            response["status"],
-            owner,
-        )
+    async def begin(self, response: dict[str, Any], input_items: list[dict[str, Any]], tenant: str, owner: str, max_running: int) -> None:
+        """A background response, stored as it starts, so that any replica finds it while it runs; raises
+        TooManyRunning when the tenant has `max_running` running already (on any replica)."""
+
+        async def work(tx: Tx) -> None:
+            await tx.lock(f"background:{tenant}")
+            rows = await tx.fetch(
+                f"SELECT COUNT(*) FROM responses WHERE owner IS NOT NULL AND tenant = ? AND status IN ({','.join('?' * len(RUNNING))})",
+                tenant, *RUNNING,
+            )  # fmt: skip
+            if int(rows[0][0]) >= max_running:
+                raise TooManyRunning(max_running)
+            await tx.execute(
+                """
+                INSERT INTO responses (id, created_at, response, input_items, dialog, open_calls, state, tenant, status, owner)
+                VALUES (?,?,?,?,'[]','{}','{}',?,?,?)
+                """,
+                response["id"], float(response["created_at"]), json.dumps(response), json.dumps(input_items), tenant,
+                response["status"], owner,
+            )  # fmt: skip
+
+        await self._db.transaction(work)
 
     async def progress(self, response_id: str, owner: str, response: dict[str, Any] | None, frames: list[tuple[int, bytes]]) -> None:
         """A running background response's new events, and what it looks like now, written by the

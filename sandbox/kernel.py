@@ -228,6 +228,7 @@ class DataFiles:
     OPS = {"files", "write", "read", "delete"}
     PARTIAL = ".hg-partial-"
     MAX_LISTED = 1000
+    MAX_SKIPPED = 20
     MAX_DEPTH = 8
 
     def __init__(self, root: str) -> None:
@@ -257,7 +258,11 @@ class DataFiles:
             return {"status": "error", "error": str(exc), "errno": "EINVAL"}
 
     def listing(self) -> dict[str, object]:
+        """Every regular file, with its size and time; and the files the gateway cannot keep, with why (a
+        name that is not UTF-8 or a path too long: the code chooses names, and one bad name must not cost
+        the others)."""
         files: list[list[object]] = []
+        skipped: list[list[str]] = []
         truncated = False
         root = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY)
         stack: list[tuple[int, str, int]] = [(root, "", 0)]
@@ -268,8 +273,13 @@ class DataFiles:
                     for entry in entries:
                         if entry.name.startswith(self.PARTIAL):
                             continue
-                        info = entry.stat(follow_symlinks=False)
                         path = prefix + entry.name
+                        problem = _unkept_name(path)
+                        if problem is not None:
+                            if len(skipped) < self.MAX_SKIPPED:
+                                skipped.append([path.encode("utf-8", "surrogateescape").decode("utf-8", "replace")[:200], problem])
+                            continue
+                        info = entry.stat(follow_symlinks=False)
                         if entry.is_dir(follow_symlinks=False) and depth + 1 < self.MAX_DEPTH:
                             try:
                                 child = os.open(entry.name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
@@ -283,7 +293,7 @@ class DataFiles:
                             files.append([path, info.st_size, info.st_mtime_ns])
             finally:
                 os.close(fd)
-        return {"status": "ok", "files": files, "truncated": truncated}
+        return {"status": "ok", "files": files, "skipped": skipped, "truncated": truncated}
 
     def write(self, path: str, data: str, first: bool, last: bool) -> dict[str, object]:
         if first:
@@ -365,6 +375,17 @@ class DataFiles:
             os.close(fd)
             raise
         return fd, name
+
+
+def _unkept_name(path: str) -> str | None:
+    """Why a listed path cannot be a container file (None when it can)."""
+    try:
+        encoded = path.encode("utf-8")  # a name that is not UTF-8 comes as lone surrogates
+    except UnicodeEncodeError:
+        return "its name is not UTF-8"
+    if len(encoded) > 1024:
+        return "its path is longer than 1024 bytes"
+    return None
 
 
 def _safe_path(path: str) -> bool:

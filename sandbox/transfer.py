@@ -20,6 +20,7 @@ import anyio.to_thread
 from .channel import KernelChannel, KernelProtocolError
 
 CHUNK_BYTES = 2 * 1024 * 1024
+MAX_SKIPPED = 20  # files reported as not kept, per listing
 _ERRNOS = re.compile(r"^E[A-Z0-9]{1,15}$")
 
 
@@ -49,30 +50,51 @@ class FilesState:
     pushed: dict[str, str] = field(default_factory=dict)
     seen: dict[str, FileStat] = field(default_factory=dict)
     listed: bool = False  # `seen` is known
+    unkept: set[str] = field(default_factory=set)  # files the model was told are not kept
 
 
 def valid_path(path: str) -> bool:
-    """A path the kernel accepts under /mnt/data: relative, plain names only (the kernel checks it again:
-    it runs alone in the sandbox and cannot import this)."""
+    """A path the kernel accepts under /mnt/data: relative, plain names only, UTF-8 (the kernel checks it
+    again: it runs alone in the sandbox and cannot import this)."""
+    try:
+        encoded = path.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
     parts = path.split("/")
-    return 0 < len(path) <= 1024 and "\0" not in path and all(part not in ("", ".", "..") and len(part.encode()) <= 255 for part in parts)
+    return 0 < len(encoded) <= 1024 and "\0" not in path and all(part not in ("", ".", "..") and len(part.encode()) <= 255 for part in parts)
 
 
-async def listing(channel: KernelChannel) -> dict[str, FileStat]:
-    """Every regular file under /mnt/data (links and special files are not listed)."""
+@dataclass
+class Listing:
+    files: dict[str, FileStat]  # path -> its size and time
+    skipped: list[tuple[str, str]]  # (path as it can be shown, why it cannot be kept)
+
+
+async def listing(channel: KernelChannel) -> Listing:
+    """Every regular file under /mnt/data (links and special files are not listed), and the files whose
+    path cannot be kept (not UTF-8, too long), each skipped alone."""
     reply = _checked(await channel.exchange({"op": "files"}))
-    files = reply.get("files")
-    if not isinstance(files, list):
+    files, skipped = reply.get("files"), reply.get("skipped", [])
+    if not isinstance(files, list) or not isinstance(skipped, list):
         raise KernelProtocolError("the kernel's file listing is invalid")
     found: dict[str, FileStat] = {}
+    unkept: list[tuple[str, str]] = []
+    for entry in skipped[:MAX_SKIPPED]:
+        if not (isinstance(entry, list) and len(entry) == 2 and all(isinstance(part, str) for part in entry)):
+            raise KernelProtocolError("the kernel's file listing is invalid")
+        unkept.append((entry[0][:200], entry[1][:100]))
     for entry in files:
-        if not (isinstance(entry, list) and len(entry) == 3 and isinstance(entry[0], str) and valid_path(entry[0])):
+        if not (isinstance(entry, list) and len(entry) == 3 and isinstance(entry[0], str)):
             raise KernelProtocolError("the kernel's file listing is invalid")
         size, mtime = entry[1], entry[2]
         if not (isinstance(size, int) and isinstance(mtime, int) and size >= 0):
             raise KernelProtocolError("the kernel's file listing is invalid")
+        if not valid_path(entry[0]):
+            if len(unkept) < MAX_SKIPPED:
+                unkept.append((entry[0][:200].encode("utf-8", "replace").decode(), "its path is not one the gateway keeps"))
+            continue
         found[entry[0]] = FileStat(size, mtime)
-    return found
+    return Listing(found, unkept)
 
 
 async def push(channel: KernelChannel, path: str, source: Path) -> None:

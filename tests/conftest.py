@@ -64,6 +64,12 @@ class Process:
             time.sleep(0.1)
         raise RuntimeError(f"{self.args} did not become healthy:\n{self.log.read_text()[-3000:]}")
 
+    def peak_rss_bytes(self) -> int:
+        """The most memory the process has held at once (the kernel's high-water mark, VmHWM)."""
+        assert self.proc is not None
+        status = Path(f"/proc/{self.proc.pid}/status").read_text()
+        return int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmHWM:"))) * 1024
+
     def stop(self) -> None:
         if self.proc and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)

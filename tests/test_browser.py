@@ -199,6 +199,9 @@ def test_tool_choice_web_search_forces_a_search(browsing: Gateway, site: Process
         ("/image.png", "not text or HTML (it is image/png)"),
         ("/away", "`127.0.0.2` is a private, loopback or otherwise non-public address"),
         ("/missing", "the server answered HTTP 404"),
+        # 1 GiB of zeros in two gzip layers: refused at the limit while it unpacks, never unpacked whole.
+        ("/bomb", "larger than the browser's limit of 200000 bytes"),
+        ("/unparsable", "could not be fetched (InvalidURL"),  # a redirect to `http:127.0.0.1:1/x`
     ],
 )
 def test_pages_that_cannot_be_read_fail_the_call_and_the_model_is_told(browsing: Gateway, site: Process, path: str, error: str) -> None:
@@ -210,6 +213,36 @@ def test_pages_that_cannot_be_read_fail_the_call_and_the_model_is_told(browsing:
     assert call.type == "web_search_call" and call.status == "failed"
     assert call.action.type == "open_page" and call.action.url == site.url + path
     assert error in response.output_text  # the scripted model repeats what the tool told it
+
+
+@pytest.mark.parametrize("url", ["http://☃.example/", "http://a〖b.example/", "http://a\u3016b.example/x"])
+def test_hosts_that_are_not_idna_fail_the_call(browsing: Gateway, url: str) -> None:
+    events = stream_events(browsing, input=f"[[browser open {json.dumps({'id': url})}]]", tools=[{"type": "web_search"}])
+    response = check_response_stream(events)
+    assert response.status == "completed" and response.output[1].status == "failed"
+    assert "is not a valid host name" in response.output_text
+
+
+def test_the_gzip_bomb_costs_no_memory(emulator: Process, site: Process, make_gateway: Any) -> None:
+    browsing = make_gateway(emulator.url, browser=browser_config(search=None))  # its own process: its own peak
+    warm_up = json.dumps({"id": site.url + "/articles/lion"})
+    browsing.client().responses.create(model="openai/gpt-oss-20b", input=f"[[browser open {warm_up}]]", tools=[{"type": "web_search"}])
+    before = browsing.peak_rss_bytes()
+    for _ in range(3):
+        response = browsing.client().responses.create(
+            model="openai/gpt-oss-20b", input=f"[[browser open {json.dumps({'id': site.url + '/bomb'})}]]", tools=[{"type": "web_search"}]
+        )
+        assert response.output[1].status == "failed"
+    assert browsing.peak_rss_bytes() - before < 64 * 1024 * 1024
+
+
+def test_search_results_cannot_forge_citation_markers(browsing: Gateway, emulator: Process) -> None:
+    search = "[[browser search {\"query\": \"forged\"}]]"
+    response = browsing.client().responses.create(model="openai/gpt-oss-20b", input=search, tools=[{"type": "web_search"}])
+    assert response.status == "completed"
+    prompt = emulator_stats(emulator)["last_prompt"]
+    assert "a〗〖9‡l0-l5〗b.example" in prompt  # the host, lowercased, with look-alikes
+    assert "【9†L0-L5】" not in prompt
 
 
 def test_an_address_outside_the_allowed_networks_is_refused_before_connecting(browsing: Gateway) -> None:

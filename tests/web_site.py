@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
+import gzip
+import zlib
 
 import uvicorn
 from starlette.applications import Starlette
@@ -52,6 +55,14 @@ def article(path: str) -> str:
     )
 
 
+@functools.lru_cache(maxsize=1)
+def gzip_bomb(megabytes: int = 256) -> bytes:
+    inner = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+    zeros = bytes(1024 * 1024)
+    packed = b"".join(inner.compress(zeros) for _ in range(megabytes)) + inner.flush()
+    return gzip.compress(packed, 9)
+
+
 def create_site() -> Starlette:
     async def show(request: Request) -> Response:
         return HTMLResponse(article(request.url.path))
@@ -82,6 +93,14 @@ def create_site() -> Starlette:
         port = request.url.port
         return RedirectResponse(f"http://127.0.0.2:{port}/articles/zebra", status_code=302)
 
+    async def bomb(request: Request) -> Response:
+        # `Content-Encoding: gzip, gzip`: a few kilobytes that unpack to 256 MiB of zeros.
+        return Response(gzip_bomb(), media_type="text/html", headers={"content-encoding": "gzip, gzip"})
+
+    async def unparsable(request: Request) -> Response:
+        # A redirect to URLs no parser reads the same way.
+        return Response(status_code=302, headers={"location": request.query_params.get("to", "http:127.0.0.1:1/x")})
+
     async def health(request: Request) -> Response:
         return PlainTextResponse("ok")
 
@@ -94,6 +113,8 @@ def create_site() -> Starlette:
             Route("/big", big),
             Route("/image.png", image),
             Route("/away", away),
+            Route("/bomb", bomb),
+            Route("/unparsable", unparsable),
             Route("/health", health),
         ]
     )

@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_validator, model_validator
 
 from ..errors import bad_request
+from ..numbers import decimal
 from ..responses.request import FunctionDefinition, ResponsesRequest, refuse_unsupported
 from ..responses.stops import MAX_STOP_CHARS, MAX_STOPS
 
@@ -220,7 +221,8 @@ class ChatRequest(_Model):
         if len(value) > MAX_LOGIT_BIAS:
             raise ValueError(f"at most {MAX_LOGIT_BIAS} tokens may be biased")
         for token, bias in value.items():
-            if not token.isdigit() or int(token) >= VOCABULARY_SIZE:
+            token_id = decimal(token)
+            if token_id is None or token_id >= VOCABULARY_SIZE:
                 raise ValueError(f"'{token}' is not a token id of the model's vocabulary")
             if not -100 <= bias <= 100:
                 raise ValueError("each bias must be between -100 and 100")

@@ -11,11 +11,22 @@ from ..responses.conversation import Dialog
 from .store import Conversation, ConversationItem, ConversationStore
 
 
-async def open_conversation(store: ConversationStore, conversation_id: str, tenant: str, param: str) -> tuple[Conversation, Dialog, set[str]]:
-    """The conversation, its items' messages as a dialog (each message owned by its item), and its item ids."""
+async def open_conversation(
+    store: ConversationStore, conversation_id: str, tenant: str, param: str, max_items: int, adding: int
+) -> tuple[Conversation, Dialog, set[str]]:
+    """The conversation, its items' messages as a dialog (each message owned by its item), and its item ids.
+    A conversation that would pass `max_items` with `adding` more is a 400: reading it costs time in
+    proportion to its length, and the model's context holds far fewer items anyway."""
     conversation = await store.get(conversation_id, tenant)
     if conversation is None:
         raise missing(conversation_id, param)
+    count = await store.count_items(conversation_id)
+    if count + adding > max_items:
+        raise bad_request(
+            f"Conversation '{conversation_id}' holds {count} items, and this gateway keeps {max_items} at most in one "
+            "conversation. Start a new conversation, or delete items from this one.",
+            param=param, code="conversation_too_long",
+        )  # fmt: skip
     items = await store.all_items(conversation_id)
     dialog = Dialog.from_json([], conversation.open_calls, conversation.state)
     for entry in items:

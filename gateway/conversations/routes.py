@@ -100,7 +100,10 @@ async def create_items(request: Request) -> Response:
     services: Services = request.app.state.services
     check_include(include_query(request))
     body = await parse_body(request, CreateItems, services.config.server.body_limits())
-    conversation, dialog, known = await open_conversation(services.conversations, request.path_params["conversation_id"], tenant_of(request), "conversation_id")
+    conversation, dialog, known = await open_conversation(
+        services.conversations, request.path_params["conversation_id"], tenant_of(request), "conversation_id",
+        services.config.conversations.max_items, len(body.items),
+    )  # fmt: skip
     start = len(dialog.messages)
     await read_input_files(body.items, services.files, conversation.tenant, "items")
     records = append_input(dialog, body.items)

@@ -103,6 +103,10 @@ class ConversationStore:
 
         return await self._db.transaction(work)
 
+    async def count_items(self, conversation_id: str) -> int:
+        rows = await self._db.fetch("SELECT COUNT(*) FROM conversation_items WHERE conversation_id = ?", conversation_id)
+        return int(rows[0][0])
+
     async def all_items(self, conversation_id: str) -> list[ConversationItem]:
         rows = await self._db.fetch(
             "SELECT id, item, messages FROM conversation_items WHERE conversation_id = ? ORDER BY seq", conversation_id

@@ -20,7 +20,6 @@ from ..responses.services import Services
 from .routes import download, files_of
 from .service import check_memory_limit
 from .store import ContainerFile
-from .upload import read_upload
 
 MAX_FILE_IDS = 100
 
@@ -110,8 +109,7 @@ async def create_container_file(request: Request) -> Response:
     files, tenant = services.files, tenant_of(request)
     container = await files.container(request.path_params["container_id"], tenant)
     if request.headers.get("content-type", "").lower().startswith("multipart/"):
-        config = files.config
-        upload = await read_upload(request, files.blobs, "file", config.max_file_bytes, config.upload_idle_timeout_s)
+        upload = await files.receive(request, tenant)
         blob = await upload.commit("file")
         assert upload.file is not None
         record = ContainerFile(new_id("cfile"), container.id, tenant, upload.filename, upload.file.size, "user", int(time.time()), blob)

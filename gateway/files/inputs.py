@@ -1,8 +1,9 @@
 """`input_file` content parts made into text the model reads: plain text, CSV, JSON, Markdown and the
 like as they are, PDFs through pypdf's text extraction. gpt-oss reads text only: any other file is a 400.
 
-A file comes from an upload (`file_id`) or inline (`file_data`, base64 or a data URL). Its text is
-bounded, and decoding and extraction run off the event loop.
+A file comes from an upload (`file_id`) or inline (`file_data`, base64 or a data URL). A stored file is
+refused by its size before it is read. A PDF's text is extracted in a worker process (isolation.py): a
+small PDF can draw one huge content stream on every page, and its cost must be bounded and stoppable.
 """
 
 from __future__ import annotations
@@ -10,13 +11,18 @@ from __future__ import annotations
 import base64
 import binascii
 import io
+import os
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Iterable
 
 import anyio.to_thread
 from pypdf import PdfReader
 
+from ..config import FilesConfig
 from ..cpu import run_cpu
 from ..errors import APIError, bad_request
+from ..isolation import TooCostly, run_isolated
 from .service import FileService
 
 TEXT_SUFFIXES = {
@@ -45,15 +51,51 @@ async def read_input_files(items: Iterable[Any], files: FileService, tenant: str
             raise bad_request("file_url is not supported: upload the file (POST /v1/files) and pass its file_id.", param=f"{param}.file_url")
         if (part.file_id is None) == (part.file_data is None):
             raise bad_request("An input_file needs exactly one of file_id and file_data.", param=param)
+        config = files.config
         if part.file_id is not None:
             stored = await files.file(part.file_id, tenant, param=f"{param}.file_id")
             name = part.filename or stored.filename
-            data = await anyio.to_thread.run_sync(files.blobs.path(stored.blob).read_bytes)
+            data = await anyio.to_thread.run_sync(_bounded_read, files.blobs.path(stored.blob), config)
+            if data is None:
+                raise _too_long(name, config.max_input_file_chars, param)
         else:
             name = part.filename or "file"
             data = await run_cpu(_inline_bytes, part.file_data, param)
-        text = await run_cpu(file_text, name, data, files.config.max_input_file_chars, param)
+        if data.startswith(b"%PDF-"):
+            if len(data) > config.max_input_pdf_bytes:
+                raise bad_request(f"The PDF '{name[:100]}' is larger than {config.max_input_pdf_bytes} bytes, the most read here.", param=param)
+            try:
+                text = await run_isolated(config.pdf_timeout_s, file_text, name, data, config.max_input_file_chars)
+            except TooCostly as exc:
+                raise bad_request(f"The text of the PDF '{name[:100]}' could not be extracted: {exc}.", param=param) from None
+        else:
+            text = await run_cpu(file_text, name, data, config.max_input_file_chars)
+        if isinstance(text, Refusal):
+            raise APIError(400, text.message, param=param, code=text.code)
         part.resolve(f"[file {name}]\n{text}\n[end of file {name}]")
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Why a file's text is not given to the model (made where it is read: maybe in a worker process)."""
+
+    code: str
+    message: str
+
+
+def _bounded_read(path: Path, config: FilesConfig) -> bytes | None:
+    """The stored file's bytes, or None when it is surely too long to give: text of more than 4 bytes a
+    character at most, a PDF past its own limit (refused by the caller). The size is known before reading."""
+    with path.open("rb") as file:
+        size = os.fstat(file.fileno()).st_size
+        if file.read(5) == b"%PDF-":
+            limit = config.max_input_pdf_bytes + 1
+        else:
+            limit = config.max_input_file_chars * 4
+            if size > limit:
+                return None
+        file.seek(0)
+        return file.read(limit)
 
 
 def _inline_bytes(file_data: str, param: str) -> bytes:
@@ -64,43 +106,42 @@ def _inline_bytes(file_data: str, param: str) -> bytes:
         raise bad_request("file_data must be base64 (or a base64 data URL).", param=f"{param}.file_data") from None
 
 
-def file_text(name: str, data: bytes, max_chars: int, param: str) -> str:
-    """The text of a file for the model; a 400 for a file that has none the gateway can read."""
+def file_text(name: str, data: bytes, max_chars: int) -> str | Refusal:
+    """The text of a file for the model, or why the gateway cannot give it (a PDF's in a worker process)."""
     suffix = "." + name.rsplit(".", 1)[-1].lower() if "." in name else ""
     if data.startswith(b"%PDF-"):
-        text = _pdf_text(data, param)
+        text = _pdf_text(data)
     elif suffix in TEXT_SUFFIXES or not suffix:
-        if b"\0" in data:
-            raise _unreadable(name, param)
         try:
-            text = data.decode("utf-8-sig")
+            text = _unreadable(name) if b"\0" in data else data.decode("utf-8-sig")
         except UnicodeDecodeError:
-            raise _unreadable(name, param) from None
+            text = _unreadable(name)
     else:
-        raise _unreadable(name, param)
-    if len(text) > max_chars:
-        raise APIError(
-            400, f"The text of '{name}' is {len(text)} characters; this gateway gives the model {max_chars} at most per file.",
-            param=param, code="file_too_large",
-        )  # fmt: skip
+        text = _unreadable(name)
+    if isinstance(text, str) and len(text) > max_chars:
+        return Refusal("file_too_large", f"The text of '{name[:100]}' is {len(text)} characters; this gateway gives the model {max_chars} at most per file.")
     return text
 
 
-def _pdf_text(data: bytes, param: str) -> str:
+def _pdf_text(data: bytes) -> str | Refusal:
     try:
         reader = PdfReader(io.BytesIO(data))
         pages = len(reader.pages)
         if pages <= MAX_PDF_PAGES:
             return "\n\n".join((page.extract_text() or "").strip() for page in reader.pages).strip()
     except Exception as exc:  # a hostile PDF may break the parser in any way: it is the client's file that is bad
-        raise bad_request(f"The PDF could not be read ({type(exc).__name__}).", param=param) from None
-    raise bad_request(f"The PDF has {pages} pages; {MAX_PDF_PAGES} at most are read.", param=param)
+        return Refusal("invalid_value", f"The PDF could not be read ({type(exc).__name__}).")
+    return Refusal("invalid_value", f"The PDF has {pages} pages; {MAX_PDF_PAGES} at most are read.")
 
 
-def _unreadable(name: str, param: str) -> APIError:
-    return APIError(
-        400,
+def _too_long(name: str, max_chars: int, param: str) -> APIError:
+    message = f"The text of '{name[:100]}' is longer than {max_chars} characters, the most this gateway gives the model per file."
+    return APIError(400, message, param=param, code="file_too_large")
+
+
+def _unreadable(name: str) -> Refusal:
+    return Refusal(
+        "unsupported_file",
         f"'{name[:100]}' is not a file the model can read: gpt-oss reads text only (plain text, CSV, JSON, Markdown, "
         "PDF and other text formats, UTF-8).",
-        param=param, code="unsupported_file",
-    )  # fmt: skip
+    )

@@ -9,12 +9,12 @@ from starlette.responses import FileResponse, JSONResponse, Response
 from starlette.routing import Route
 
 from ..errors import bad_request
+from ..numbers import decimal
 from ..paging import listing, page_query, unknown_after
 from ..responses.items import new_id
 from ..responses.routes import tenant_of
 from .service import FileService
-from .store import QuotaExceeded, StoredFile
-from .upload import read_upload
+from .store import QuotaExceeded, StoredFile, TooMany
 
 # Purposes a file can be uploaded for here: input to the model and to code_interpreter containers. The
 # others (batch, fine-tune, vision, evals) belong to APIs this gateway does not have.
@@ -29,7 +29,7 @@ def files_of(request: Request) -> FileService:
 async def create_file(request: Request) -> Response:
     files = files_of(request)
     config = files.config
-    upload = await read_upload(request, files.blobs, "file", config.max_file_bytes, config.upload_idle_timeout_s)
+    upload = await files.receive(request, tenant_of(request))
     try:
         purpose = upload.fields.pop("purpose", None)
         if purpose is None:
@@ -46,10 +46,13 @@ async def create_file(request: Request) -> Response:
     assert upload.file is not None
     stored = StoredFile(new_id("file"), tenant_of(request), upload.filename, purpose, upload.file.size, int(time.time()), expires_at, blob)
     try:
-        await files.store.add_file(stored, config.tenant_quota_bytes)
+        await files.store.add_file(stored, config.tenant_quota_bytes, config.max_files_per_tenant)
     except QuotaExceeded:
         await files.blobs.remove(blob)
         raise files.quota_exceeded("file") from None
+    except TooMany as exc:
+        await files.blobs.remove(blob)
+        raise files.too_many(exc) from None
     except BaseException:
         await files.blobs.remove(blob)
         raise
@@ -63,11 +66,12 @@ def _expires_at(fields: dict[str, str]) -> int | None:
         return None
     if anchor != "created_at":
         raise bad_request("expires_after.anchor must be 'created_at'.", param="expires_after.anchor")
-    if seconds is None or not seconds.isdigit() or not MIN_EXPIRY_S <= int(seconds) <= MAX_EXPIRY_S:
+    count = decimal(seconds)
+    if count is None or not MIN_EXPIRY_S <= count <= MAX_EXPIRY_S:
         raise bad_request(
             f"expires_after.seconds must be an integer from {MIN_EXPIRY_S} to {MAX_EXPIRY_S}.", param="expires_after.seconds"
         )
-    return int(time.time()) + int(seconds)
+    return int(time.time()) + count
 
 
 async def list_files(request: Request) -> Response:

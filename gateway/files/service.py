@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import anyio
+from starlette.requests import Request
 
 from sandbox.local_backend import memory_bytes
 
@@ -16,7 +17,8 @@ from ..errors import APIError, not_found
 from ..responses.items import new_id
 from ..storage import StorageError
 from .blobs import Blobs
-from .store import Container, ContainerFile, ContainerFull, FileStore, QuotaExceeded, StoredFile
+from .upload import Upload, read_upload
+from .store import Container, ContainerFile, ContainerFull, ContainerGone, FileStore, QuotaExceeded, StoredFile, TooMany
 
 log = logging.getLogger("gateway.files")
 
@@ -28,14 +30,48 @@ class FileService:
     config: FilesConfig
     store: FileStore
     blobs: Blobs
+    # Bytes of uploads still arriving on this replica, per tenant: they take disk space before they are
+    # stored, so they count toward the quota too (8 uploads held open must not pass it together).
+    _arriving: dict[str, int] = field(default_factory=dict)
 
     # -- uploads --------------------------------------------------------------------------------------------
+
+    async def receive(self, request: Request, tenant: str) -> Upload:
+        """A multipart upload (upload.py), its file refused at the byte that passes the size limit or the
+        tenant's quota: what the tenant stores, with its other uploads in flight, and this one so far."""
+        config = self.config
+        stored = await self.store.usage(tenant)
+        counted = 0
+
+        def room(adding: int) -> bool:
+            nonlocal counted
+            counted += adding
+            self._arriving[tenant] = self._arriving.get(tenant, 0) + adding
+            return stored + self._arriving[tenant] <= config.tenant_quota_bytes
+
+        try:
+            return await read_upload(
+                request, self.blobs, "file", config.max_file_bytes, config.upload_idle_timeout_s, room, self.quota_exceeded("file")
+            )
+        finally:
+            left = self._arriving.get(tenant, 0) - counted
+            if left > 0:
+                self._arriving[tenant] = left
+            else:
+                self._arriving.pop(tenant, None)
 
     async def file(self, file_id: str, tenant: str, param: str | None = None) -> StoredFile:
         found = await self.store.get_file(file_id, tenant)
         if found is None:
             raise not_found(f"No such File object: {file_id}.", param=param)
         return found
+
+    @staticmethod
+    def too_many(exc: TooMany, param: str | None = None) -> APIError:
+        return APIError(
+            400, f"You hold {exc.limit} {exc.what} already, as many as this gateway keeps for one project; delete some first.",
+            param=param, code=f"too_many_{exc.what}",
+        )  # fmt: skip
 
     def quota_exceeded(self, param: str | None = None) -> APIError:
         return APIError(
@@ -64,7 +100,10 @@ class FileService:
         now = time.time()
         minutes = idle_minutes or self.config.container_idle_minutes
         container = Container(container_id or new_id("cntr"), tenant, name, int(now), now, minutes, memory_limit)
-        await self.store.create_container(container)
+        try:
+            await self.store.create_container(container, self.config.max_containers_per_tenant)
+        except TooMany as exc:
+            raise self.too_many(exc) from None
         return container
 
     async def copy_into(self, container: Container, file: StoredFile, param: str | None = None) -> ContainerFile:
@@ -83,6 +122,9 @@ class FileService:
         except QuotaExceeded:
             await self.blobs.remove(record.blob)
             raise self.quota_exceeded(param) from None
+        except ContainerGone:
+            await self.blobs.remove(record.blob)
+            raise not_found(f"Container '{record.container_id}' was deleted.", param=param) from None
         except ContainerFull:
             await self.blobs.remove(record.blob)
             raise APIError(

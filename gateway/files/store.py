@@ -25,6 +25,18 @@ class ContainerFull(Exception):
     """The container's files would pass its size or count limit."""
 
 
+class ContainerGone(Exception):
+    """The container was deleted (or expired) meanwhile: its file has nowhere to go."""
+
+
+class TooMany(Exception):
+    """The tenant holds as many of these (files, containers) as it may."""
+
+    def __init__(self, what: str, limit: int) -> None:
+        super().__init__(what)
+        self.what, self.limit = what, limit
+
+
 @dataclass
 class StoredFile:
     id: str
@@ -104,9 +116,13 @@ class FileStore:
 
     # -- uploads --------------------------------------------------------------------------------------------
 
-    async def add_file(self, file: StoredFile, quota_bytes: int) -> None:
+    async def add_file(self, file: StoredFile, quota_bytes: int, max_files: int) -> None:
         async def work(tx: Tx) -> None:
+            await _lock_tenant(tx, file.tenant)
             await self._check_quota(tx, file.tenant, file.bytes, quota_bytes)
+            rows = await tx.fetch("SELECT COUNT(*) FROM files WHERE tenant = ?", file.tenant)
+            if int(rows[0][0]) >= max_files:
+                raise TooMany("files", max_files)
             await tx.execute(f"INSERT INTO files ({_FILE_COLUMNS}) VALUES (?,?,?,?,?,?,?,?)", *_values(file))
 
         await self._db.transaction(work)
@@ -157,8 +173,20 @@ class FileStore:
 
     # -- containers -----------------------------------------------------------------------------------------
 
-    async def create_container(self, container: Container) -> None:
-        await self._db.execute(f"INSERT INTO containers ({_CONTAINER_COLUMNS}) VALUES (?,?,?,?,?,?,?,?)", *_values(container))
+    async def create_container(self, container: Container, max_containers: int) -> None:
+        """Add a container; TooMany when the tenant holds `max_containers` that have not expired."""
+
+        async def work(tx: Tx) -> None:
+            await _lock_tenant(tx, container.tenant)
+            rows = await tx.fetch(
+                "SELECT COUNT(*) FROM containers WHERE tenant = ? AND status = 'running' AND last_active_at + idle_minutes * 60 > ?",
+                container.tenant, time.time(),
+            )  # fmt: skip
+            if int(rows[0][0]) >= max_containers:
+                raise TooMany("containers", max_containers)
+            await tx.execute(f"INSERT INTO containers ({_CONTAINER_COLUMNS}) VALUES (?,?,?,?,?,?,?,?)", *_values(container))
+
+        await self._db.transaction(work)
 
     async def get_container(self, container_id: str, tenant: str) -> Container | None:
         rows = await self._db.fetch(f"SELECT {_CONTAINER_COLUMNS} FROM containers WHERE id = ? AND tenant = ?", container_id, tenant)
@@ -178,6 +206,7 @@ class FileStore:
         """Remove the container and its files; their blobs (None if there was no such container)."""
 
         async def work(tx: Tx) -> list[str] | None:
+            await _lock_tenant(tx, tenant)  # a file being added to it waits, then finds it gone
             if not await tx.fetch("SELECT 1 FROM containers WHERE id = ? AND tenant = ?", container_id, tenant):
                 return None
             blobs = await tx.fetch("SELECT blob FROM container_files WHERE container_id = ?", container_id)
@@ -209,9 +238,14 @@ class FileStore:
 
     async def put_container_file(self, file: ContainerFile, quota_bytes: int, max_bytes: int, max_files: int) -> str | None:
         """Add a file to a container, replacing the one at the same path: the replaced file's blob.
-        Raises QuotaExceeded or ContainerFull (nothing changed then)."""
+        Raises QuotaExceeded, ContainerFull or ContainerGone (nothing changed then)."""
 
         async def work(tx: Tx) -> str | None:
+            # One writer per tenant at a time: the quota's sum, the container's count and the replaced
+            # path are read and written as one step, and the container cannot go away in between.
+            await _lock_tenant(tx, file.tenant)
+            if not await tx.fetch("SELECT 1 FROM containers WHERE id = ? AND status = 'running'", file.container_id):
+                raise ContainerGone()
             rows = await tx.fetch("SELECT blob, bytes FROM container_files WHERE container_id = ? AND path = ?", file.container_id, file.path)
             replaced, replaced_bytes = (rows[0][0], int(rows[0][1])) if rows else (None, 0)
             totals = await tx.fetch("SELECT COUNT(*), SUM(bytes) FROM container_files WHERE container_id = ?", file.container_id)
@@ -263,6 +297,10 @@ class FileStore:
         return await self._db.fetch(
             f"SELECT {columns} FROM {table} WHERE {where} ORDER BY created_at {order}, id {order} LIMIT ?", *params, page.limit + 1
         )
+
+
+async def _lock_tenant(tx: Tx, tenant: str) -> None:
+    await tx.lock(f"files:{tenant}")
 
 
 _USAGE = "SELECT (SELECT COALESCE(SUM(bytes), 0) FROM files WHERE tenant = ?) + (SELECT COALESCE(SUM(bytes), 0) FROM container_files WHERE tenant = ?)"

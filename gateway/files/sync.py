@@ -85,14 +85,19 @@ class ContainerSync:
             state.pushed[record.path] = record.blob
             changed = True
         if changed or not state.listed:
-            state.seen, state.listed = await listing(channel), True
+            state.seen, state.listed = (await listing(channel)).files, True
 
     async def after(self, channel: KernelChannel, state: FilesState) -> None:
         try:
-            now = await listing(channel)
+            found = await listing(channel)
         except (KernelDied, TransferFailed) as exc:
             log.warning("container %s: its files could not be listed: %s", self.container.id, exc)
             return
+        now = found.files
+        for path, reason in found.skipped:
+            if path not in state.unkept:  # told once, not after every execution
+                self.notes.append(f"[A file /mnt/data/{path} was not kept: {reason}.]")
+        state.unkept = {path for path, _ in found.skipped}
         for path, stat in now.items():
             if state.listed and state.seen.get(path) == stat:
                 continue

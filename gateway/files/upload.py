@@ -11,11 +11,12 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 import anyio
-from python_multipart.exceptions import MultipartParseError
+from python_multipart.exceptions import FormParserError, MultipartParseError
 from python_multipart.multipart import MultipartParser, parse_options_header
 from starlette.requests import Request
 
 from ..errors import APIError, bad_request
+from ..numbers import decimal
 from .blobs import Blobs, BlobWriter
 
 MAX_FIELDS = 16
@@ -87,20 +88,27 @@ class _Collector:
         self._field, self._value = b"", b""
 
 
-async def read_upload(request: Request, blobs: Blobs, file_field: str, max_bytes: int, idle_timeout_s: float) -> Upload:
+async def read_upload(
+    request: Request, blobs: Blobs, file_field: str, max_bytes: int, idle_timeout_s: float, room: Callable[[int], bool], over_quota: APIError
+) -> Upload:
     """The form's fields, and its one file (named `file_field`) written to a blob as it streams. Raises a
-    4xx APIError for a malformed form, a second file, or a file larger than `max_bytes`."""
+    4xx APIError for a malformed form, a second file, a file larger than `max_bytes`, or `over_quota` when
+    `room(more bytes)` says they do not fit."""
     content_type, options = parse_options_header(request.headers.get("content-type", ""))
     boundary = options.get(b"boundary")
     if content_type != b"multipart/form-data" or not boundary:
         raise APIError(415, "Send the file as multipart/form-data.", code="unsupported_media_type")
     too_large = APIError(413, f"The file is larger than this gateway's limit of {max_bytes} bytes.", param=file_field, code="file_too_large")
     declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > max_bytes + 64 * 1024:
+    if (decimal(declared) or 0) > max_bytes + 64 * 1024:
         raise too_large
     collector = _Collector()
-    parser = MultipartParser(boundary, collector.callbacks())  # type: ignore[arg-type]
+    try:
+        parser = MultipartParser(boundary, collector.callbacks())  # type: ignore[arg-type]
+    except FormParserError as exc:  # a boundary the parser does not take (over 256 characters)
+        raise bad_request(f"The multipart body is malformed: {exc}.") from None
     upload, part = Upload(), _Part()
+    counted = 0  # the file's bytes passed to `room`
     try:
         stream = request.stream().__aiter__()
         while True:
@@ -113,6 +121,10 @@ async def read_upload(request: Request, blobs: Blobs, file_field: str, max_bytes
             except MultipartParseError as exc:
                 raise bad_request(f"The multipart body is malformed: {exc}.") from None
             part = await _apply(collector, upload, part, file_field, blobs, max_bytes, too_large)
+            if upload.file is not None and upload.file.size > counted:
+                counted, adding = upload.file.size, upload.file.size - counted
+                if not room(adding):
+                    raise over_quota
         parser.finalize()
         if collector.events or part.name:
             raise bad_request("The multipart body ended in the middle of a part.")

@@ -11,6 +11,7 @@ from starlette.routing import Route
 
 from ..body import parse_body
 from ..errors import APIError, bad_request, not_found
+from ..numbers import decimal
 from ..paging import listing, page_query, unknown_after
 from ..sse import EventStream
 from .request import ResponsesRequest, check_include
@@ -175,9 +176,10 @@ def _stream_query(request: Request) -> tuple[bool, int]:
         return stream == "true", -1
     if stream != "true":
         raise bad_request("'starting_after' is only for streams: add stream=true.", param="starting_after")
-    if not after.isdigit():
+    sequence_number = decimal(after)
+    if sequence_number is None:
         raise bad_request("starting_after must be a sequence number (an integer of 0 or more).", param="starting_after")
-    return True, int(after)
+    return True, sequence_number
 
 
 def include_query(request: Request) -> list[str]:

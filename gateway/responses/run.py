@@ -18,13 +18,13 @@ from typing import Any
 import anyio
 from openai_harmony import Role
 
-from ..cpu import run_cpu
+from ..isolation import TooCostly, run_isolated
 from ..engine import EngineStream, Sampling
 from ..errors import APIError, bad_request
 from ..harmony import GrowingPrompt, Preamble, Prompt, ToolDescription, ToolNamespaceConfig, encoding
 from ..parser import HarmonyStreamParser, MalformedHarmony, MessageFinished, MessageStarted, TextDelta
 from ..storage import StorageError
-from ..store import RUNNING, StoredResponse
+from ..store import RUNNING, StoredResponse, TooManyRunning
 from ..conversations.store import Conversation, DuplicateItem
 from ..conversations.history import keep_state, new_items, open_conversation, refuse_known_ids
 
@@ -41,7 +41,7 @@ from .sealed import Unsealable
 from .choice import check_choice, forced_header, offered_tools
 from .stops import StopMatcher
 from .logprobs import ContentLogprob, load_vocabulary, parse_with_logprobs
-from .schemas import InvalidSchema, argument_error, validator_for
+from .schemas import InvalidSchema, argument_problem, checked_schema
 from .grammars import InvalidGrammar, check_grammar, input_problem
 from .request import (
     CustomTool, FunctionTool, GrammarInput, McpTool, NamespaceTool, ReasoningItem, ReasoningText, ResponsesRequest, UnavailableTool,
@@ -75,7 +75,7 @@ class ResponseRun:
         for tool in request.tools:
             if isinstance(tool, NamespaceTool):
                 self.callables |= {f"{tool.name}.{function.name}": (function, tool.name) for function in tool.tools}
-        self.validators: dict[str, Any] = {}  # strict functions' argument checkers, by name
+        self.schemas: dict[str, str] = {}  # strict functions' parameters (canonical JSON Schema), by name
         # Alternatives per token when the answer's logprobs are asked for; None when they are not.
         wants_logprobs = request.includes("message.output_text.logprobs") or bool(request.top_logprobs)
         self.logprob_count = (request.top_logprobs or 0) if wants_logprobs else None
@@ -142,9 +142,11 @@ class ResponseRun:
             self._parent_id, self._parent_length = request.previous_response_id, len(previous.dialog)
         known: set[str] = set()
         if request.conversation_id is not None:
+            adding = 1 if isinstance(request.input, str) else max(len(request.input), 1)
             self.conversation, self.dialog, known = await open_conversation(
-                self.services.conversations, request.conversation_id, self.tenant, "conversation"
-            )
+                self.services.conversations, request.conversation_id, self.tenant, "conversation",
+                self.services.config.conversations.max_items, adding,
+            )  # fmt: skip
         self._unseal_reasoning()
         self._new_messages_from = len(self.dialog.messages)
         if not isinstance(request.input, str):
@@ -246,7 +248,15 @@ class ResponseRun:
             return
         services = self.services
         try:
-            await services.store.begin(self.snapshot(), self.input_items, self.tenant, services.replicas.id)
+            try:
+                await services.store.begin(
+                    self.snapshot(), self.input_items, self.tenant, services.replicas.id, services.config.loop.max_background_per_tenant
+                )
+            except TooManyRunning as exc:
+                raise APIError(
+                    429, f"You have {exc.limit} background responses running, as many as this gateway runs for one project at once; "
+                    "wait for one to end (or cancel one).", code="too_many_background_responses",
+                ) from None  # fmt: skip
         except BaseException:
             with anyio.CancelScope(shield=True):
                 if self._stream is not None:
@@ -526,10 +536,13 @@ class ResponseRun:
         except ValueError as exc:
             call.invalidate(f"the arguments are not valid JSON ({exc}). Call the function again with a JSON object.")
             return "incomplete"
-        validator = self.validators.get(item.recipient)
-        if validator is not None:
-            # In a worker thread: the client's schema decides how much work this is.
-            problem = await run_cpu(argument_error, validator, arguments)
+        schema = self.schemas.get(item.recipient)
+        if schema is not None:
+            # In a worker process, bounded: the client's schema and the model's arguments decide the cost.
+            try:
+                problem = await run_isolated(self.services.config.isolation.schema_timeout_s, argument_problem, schema, item.text)
+            except TooCostly as exc:
+                problem = f"the arguments could not be checked against the function's schema ({exc})"
             if problem is not None:
                 call.invalidate(
                     f"the arguments do not match the parameters of {item.name}: {problem}. "
@@ -587,7 +600,7 @@ class ResponseRun:
                     continue
                 try:
                     recipient = f"{tool.name}.{function.name}" if isinstance(tool, NamespaceTool) else tool.recipient
-                    self.validators[recipient] = validator_for(function.parameters)
+                    self.schemas[recipient] = checked_schema(function.parameters)
                 except InvalidSchema as exc:
                     raise bad_request(
                         f"Invalid schema for function '{function.name}': {exc}.",

@@ -5,12 +5,19 @@ tools with every request. The schema comes from the client and the arguments fro
 are hostile: `pattern` and `patternProperties` run on RE2, whose matching is linear in the text (a
 backtracking `(a+)+$` cannot stall the event loop), and `$ref` resolves inside the schema only
 (jsonschema never fetches remote references).
+
+A schema's size is no measure of its cost: 40 nested `anyOf` pairs reached through `$defs` is 3 KB and
+2^40 branches. At request time a schema is refused when the subschemas one value may be checked against
+(every `$ref` expanded) pass `MAX_SCHEMA_COST`, or when it refers to itself without descending into the
+value (`{"$ref": "#"}`: a check that never ends). At call time arguments are checked in a worker process
+with a time and memory limit (isolation.py), since no static bound covers every schema and value.
 """
 
 from __future__ import annotations
 
 import json
 from functools import lru_cache
+from urllib.parse import unquote
 from typing import Any, Iterator
 
 import re2
@@ -19,6 +26,15 @@ from jsonschema.exceptions import SchemaError, ValidationError
 from referencing.exceptions import Unresolvable
 
 MAX_MESSAGE_CHARS = 400  # of the error the model reads: enough to fix the call, never the whole input
+MAX_SCHEMA_COST = 20_000  # subschemas, with every $ref expanded (a schema of 5,000 properties costs ~5,000)
+MAX_SCHEMA_DEPTH = 64  # subschemas within subschemas, through $refs too
+
+# Keywords whose subschemas apply to the value itself, and those that apply to a part of it (a property,
+# an item): a $ref back to a schema on the way is endless only if no keyword of the second kind is between.
+_IN_PLACE_ONE = ("not", "if", "then", "else")
+_IN_PLACE_MANY = ("allOf", "anyOf", "oneOf")
+_DESCENDING_ONE = ("additionalProperties", "items", "contains", "propertyNames", "unevaluatedItems", "unevaluatedProperties", "additionalItems")
+_DESCENDING_MAP = ("properties", "patternProperties")
 
 
 class InvalidSchema(ValueError):
@@ -80,6 +96,78 @@ def _check_patterns(schema: Any) -> None:
             _check_patterns(value)
 
 
+def _subschemas(schema: dict[str, Any]) -> Iterator[tuple[Any, bool]]:
+    """The subschemas a value is checked against, each with whether it applies to a part of the value."""
+    for key, value in schema.items():
+        if key in _IN_PLACE_ONE or key in _DESCENDING_ONE:
+            values = value if isinstance(value, list) else [value]  # `items` may be a list (older drafts)
+            yield from ((each, key in _DESCENDING_ONE) for each in values)
+        elif key in _IN_PLACE_MANY or key == "prefixItems":
+            if isinstance(value, list):
+                yield from ((each, key == "prefixItems") for each in value)
+        elif key in _DESCENDING_MAP or key == "dependentSchemas":
+            if isinstance(value, dict):
+                yield from ((each, key != "dependentSchemas") for each in value.values())
+
+
+def _resolve(root: Any, ref: str) -> Any:
+    """The subschema a local `$ref` (`#`, `#/$defs/name`) points to; None for any other reference."""
+    if ref == "#":
+        return root
+    if not ref.startswith("#/"):
+        return None
+    node = root
+    for token in ref[2:].split("/"):
+        token = unquote(token).replace("~1", "/").replace("~0", "~")
+        if isinstance(node, dict) and token in node:
+            node = node[token]
+        elif isinstance(node, list) and token.isdecimal() and int(token) < len(node):
+            node = node[int(token)]
+        else:
+            return None
+    return node
+
+
+def schema_cost(root: Any) -> int:
+    """How many subschemas one value may be checked against, every `$ref` expanded (a schema reached
+    twice counts twice); `InvalidSchema` past the bounds, or for a `$ref` loop that never descends."""
+    costs: dict[int, int] = {}
+    on_path: dict[int, int] = {}  # id of a schema being expanded -> parts descended into above it
+
+    def visit(node: Any, depth: int, descended: int) -> int:
+        if not isinstance(node, dict):
+            return 1
+        key = id(node)
+        if key in on_path:
+            if on_path[key] == descended:
+                raise InvalidSchema("it refers to itself ($ref) without descending into the value, so no value can be checked against it")
+            return 0  # recursion into a part of the value: bounded by the value's own depth
+        if key in costs:
+            return costs[key]
+        if depth > MAX_SCHEMA_DEPTH:
+            raise InvalidSchema(f"it nests subschemas (through $ref too) more than {MAX_SCHEMA_DEPTH} deep")
+        on_path[key] = descended
+        total = 1
+        reference = node.get("$ref")
+        children = list(_subschemas(node))
+        if isinstance(reference, str):
+            target = _resolve(root, reference)
+            if target is not None:
+                children.append((target, False))
+        for child, descends in children:
+            total += visit(child, depth + 1, descended + descends)
+            if total > MAX_SCHEMA_COST:
+                raise InvalidSchema(
+                    f"checking a value against it could take more than {MAX_SCHEMA_COST} subschemas (with each $ref expanded); "
+                    "simplify it (fewer nested anyOf/oneOf through $defs)"
+                )
+        del on_path[key]
+        costs[key] = total
+        return total
+
+    return visit(root, 0, 0)
+
+
 @lru_cache(maxsize=256)
 def _compiled(canonical: str) -> Any:
     schema = json.loads(canonical)
@@ -88,13 +176,33 @@ def _compiled(canonical: str) -> Any:
     except SchemaError as exc:
         path = "/".join(str(part) for part in exc.path)
         raise InvalidSchema(f"it is not a valid JSON Schema: {_short(exc.message)}" + (f" (at {path})" if path else "")) from None
+    except RecursionError:
+        raise InvalidSchema(f"it nests subschemas more than {MAX_SCHEMA_DEPTH} deep") from None
     _check_patterns(schema)
     return _Validator(schema)
 
 
-def validator_for(schema: dict[str, Any] | None) -> Any:
-    """The compiled validator of a function's parameters; `InvalidSchema` if it cannot be one."""
-    return _compiled(json.dumps(schema or {}, sort_keys=True, separators=(",", ":")))
+def checked_schema(schema: dict[str, Any] | None) -> str:
+    """A function's parameters as the canonical JSON its calls are checked against (`argument_problem`),
+    once they are known to be a JSON Schema that can be checked within bounds; else `InvalidSchema`."""
+    canonical = json.dumps(schema or {}, sort_keys=True, separators=(",", ":"))
+    _bounded(canonical)
+    _compiled(canonical)
+    return canonical
+
+
+@lru_cache(maxsize=256)
+def _bounded(canonical: str) -> None:
+    schema_cost(json.loads(canonical))
+
+
+def argument_problem(canonical: str, arguments: str) -> str | None:
+    """In a worker process (isolation.py): why the arguments (JSON text) break the schema, in a sentence
+    for the model; None when they fit."""
+    try:
+        return argument_error(_compiled(canonical), json.loads(arguments))
+    except RecursionError:  # a loop of references the request check could not see (anchors, $dynamicRef)
+        return "the function's schema refers to itself endlessly, so the arguments cannot be checked"
 
 
 def argument_error(validator: Any, arguments: Any) -> str | None:

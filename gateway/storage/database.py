@@ -24,6 +24,10 @@ class Conflict(Exception):
     """A unique key the statement would have written twice."""
 
 
+class UnstorableValue(Exception):
+    """A value the database cannot hold (PostgreSQL's text takes no NUL character): the client's bad input."""
+
+
 class Tx(abc.ABC):
     """Statements inside one transaction."""
 
@@ -36,6 +40,11 @@ class Tx(abc.ABC):
 
     @abc.abstractmethod
     async def executemany(self, sql: str, rows: list[tuple[Any, ...]]) -> None: ...
+
+    @abc.abstractmethod
+    async def lock(self, key: str) -> None:
+        """Hold the lock named `key` until the transaction ends; another transaction taking it waits. A
+        check and the write it allows (a quota's SUM, then an INSERT) are one step when both hold it."""
 
 
 class Database(abc.ABC):

@@ -16,7 +16,7 @@ from typing import Any, Awaitable, Callable, TypeVar
 import anyio
 import asyncpg
 
-from .database import Conflict, Database, Row, StorageError, Tx
+from .database import Conflict, Database, Row, StorageError, Tx, UnstorableValue
 from .migrations import migrate
 
 T = TypeVar("T")
@@ -140,27 +140,43 @@ class PostgreSQL(Database):
             callback(payload)
 
 
+# Text PostgreSQL cannot hold (a NUL character): a value from the request, not a database that is down.
+_UNSTORABLE = (asyncpg.exceptions.CharacterNotInRepertoireError, asyncpg.exceptions.UntranslatableCharacterError)
+
+
 class _PostgresTx(Tx):
     def __init__(self, connection: asyncpg.Connection) -> None:
         self._connection = connection
 
     async def fetch(self, sql: str, *params: Any) -> list[Row]:
-        return [tuple(record) for record in await self._connection.fetch(numbered(sql), *params)]
+        try:
+            return [tuple(record) for record in await self._connection.fetch(numbered(sql), *params)]
+        except _UNSTORABLE as exc:
+            raise UnstorableValue(str(exc)) from None
 
     async def execute(self, sql: str, *params: Any) -> int:
         try:
             status = await self._connection.execute(numbered(sql), *params)
         except asyncpg.UniqueViolationError as exc:
             raise Conflict(str(exc)) from None
+        except _UNSTORABLE as exc:
+            raise UnstorableValue(str(exc)) from None
         # "UPDATE 3", "INSERT 0 1", "DELETE 0", "SELECT 1": the last word is the row count.
         last = status.rsplit(" ", 1)[-1]
         return int(last) if last.isdigit() else 0
+
+    async def lock(self, key: str) -> None:
+        # Read Committed lets two transactions read the same SUM before either inserts: a transaction
+        # lock on the key's hash serialises them (a collision of two keys only makes them wait).
+        await self._connection.execute("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", key)
 
     async def executemany(self, sql: str, rows: list[tuple[Any, ...]]) -> None:
         try:
             await self._connection.executemany(numbered(sql), rows)
         except asyncpg.UniqueViolationError as exc:
             raise Conflict(str(exc)) from None
+        except _UNSTORABLE as exc:
+            raise UnstorableValue(str(exc)) from None
 
 
 async def _migrate(tx: Tx) -> None:

@@ -83,6 +83,9 @@ class _SQLiteTx(Tx):
     async def executemany(self, sql: str, rows: list[tuple[Any, ...]]) -> None:
         await _run(self._db.executemany, sql, rows)
 
+    async def lock(self, key: str) -> None:
+        """Nothing to take: a transaction begins IMMEDIATE, so writers already run one at a time."""
+
 
 async def _run(function: Callable[..., T], *args: Any) -> T:
     try:

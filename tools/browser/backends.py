@@ -21,9 +21,12 @@ import lxml.html
 import trafilatura
 
 from gateway.cpu import run_cpu
+from gateway.isolation import TooCostly, run_isolated
+from gateway.numbers import decimal
 
 from ..connection import MCPConnection, ToolCallFailed
 from ..results import result_text
+from .decoding import ACCEPTED, BoundedDecoder, DecodingFailed, TooLarge
 from .guard import AddressPolicy, BlockedURL
 from .pages import Page, SearchResult, document_page
 
@@ -130,7 +133,11 @@ class HttpFetcher:
 
     def __init__(self, policy: AddressPolicy, max_bytes: int, timeout_s: float, user_agent: str) -> None:
         self.policy, self.max_bytes, self.timeout_s = policy, max_bytes, timeout_s
-        headers = {"User-Agent": user_agent, "Accept": "text/html,application/xhtml+xml,text/plain;q=0.9,*/*;q=0.5"}
+        headers = {
+            "User-Agent": user_agent,
+            "Accept": "text/html,application/xhtml+xml,text/plain;q=0.9,*/*;q=0.5",
+            "Accept-Encoding": ACCEPTED,  # the encodings decoding.py undoes, bounded
+        }
         # trust_env off: a proxy from the environment would fetch what the guard did not check.
         self._http = httpx.AsyncClient(follow_redirects=False, trust_env=False, headers=headers, timeout=timeout_s)
 
@@ -145,9 +152,18 @@ class HttpFetcher:
             raise BrowserFailure(f"the page did not load within {self.timeout_s:g} s") from None
         except BlockedURL as exc:
             raise BrowserFailure(str(exc)) from None
-        except httpx.HTTPError as exc:
+        except DecodingFailed as exc:
+            raise BrowserFailure(str(exc)) from None
+        except TooLarge:
+            raise BrowserFailure(f"the page is larger than the browser's limit of {self.max_bytes} bytes") from None
+        except (httpx.HTTPError, httpx.InvalidURL, UnicodeError, ValueError) as exc:
+            # A page names any URL it likes (a redirect to `http:127.0.0.1:1/x`, a host that is not IDNA):
+            # whatever the URL parser or the connection refuses fails the call, never the response.
             raise BrowserFailure(f"the page could not be fetched ({type(exc).__name__}: {str(exc)[:200]})") from None
-        return await run_cpu(to_page, final_url, kind, text)
+        try:  # a page chooses how long its cleaning takes: a worker process bounds it (isolation.py)
+            return await run_isolated(self.timeout_s, to_page, final_url, kind, text)
+        except TooCostly as exc:
+            raise BrowserFailure(f"the page could not be read: {exc}") from None
 
     async def _download(self, url: str) -> tuple[str, str, str]:
         for _ in range(MAX_REDIRECTS + 1):
@@ -167,13 +183,12 @@ class HttpFetcher:
                 if kind is None:
                     raise BrowserFailure(f"the page is not text or HTML (it is {content_type or 'of no declared type'})")
                 declared = response.headers.get("content-length", "")
-                if declared.isdigit() and int(declared) > self.max_bytes:
+                if (decimal(declared) or 0) > self.max_bytes:
                     raise BrowserFailure(f"the page is larger than the browser's limit of {self.max_bytes} bytes")
+                decoder = BoundedDecoder(response.headers.get("content-encoding", ""), self.max_bytes)
                 body = bytearray()
-                async for chunk in response.aiter_bytes():
-                    body += chunk
-                    if len(body) > self.max_bytes:
-                        raise BrowserFailure(f"the page is larger than the browser's limit of {self.max_bytes} bytes")
+                async for chunk in response.aiter_raw():
+                    body += decoder.feed(chunk)
                 return kind, body.decode(response.charset_encoding or "utf-8", errors="replace"), url
             finally:
                 await response.aclose()

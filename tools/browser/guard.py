@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from urllib.parse import SplitResult, urlsplit
 
 import anyio
+import idna
 
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -72,6 +73,11 @@ class AddressPolicy:
             raise BlockedURL(f"`{url[:200]}` has no host")
         if parts.username or parts.password:
             raise BlockedURL("URLs with credentials are not opened")
+        if not host.isascii():
+            try:  # as browsers read an international name (UTS 46, IDNA 2008); what it refuses is no host
+                host = idna.encode(host, uts46=True).decode("ascii")
+            except (idna.IDNAError, UnicodeError):
+                raise BlockedURL(f"`{host[:100]}` is not a valid host name") from None
         try:
             addresses = [ipaddress.ip_address(host)]
         except ValueError:

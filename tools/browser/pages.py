@@ -66,6 +66,12 @@ def domain_of(url: str) -> str:
     return urlsplit(url).hostname or url
 
 
+def _shown_domain(url: str) -> str:
+    """A URL's host as the model reads it: a host may hold `【` and `†` (any page or search result can name
+    such a URL), which would otherwise read as a link marker or a citation."""
+    return domain_of(url).translate(_BRACKETS)
+
+
 def wrap(text: str) -> list[str]:
     """Lines of at most 80 columns, broken after a space where there is one; empty lines are kept (they
     separate paragraphs)."""
@@ -84,7 +90,7 @@ def document_page(url: str, title: str, markdown: str) -> Page:
     """A fetched document, from its text with Markdown links: each link becomes `【ID†TEXT】` (with the
     target's domain when it leaves the page's site), numbered in order of appearance."""
     links: dict[int, str] = {}
-    site = domain_of(url)
+    site = _shown_domain(url)
 
     def link(match: re.Match[str]) -> str:
         image, text, target = match.group(1), match.group(2), match.group(3)
@@ -96,7 +102,7 @@ def document_page(url: str, title: str, markdown: str) -> Page:
             return text
         number = len(links)
         links[number] = absolute
-        target_domain = domain_of(absolute)
+        target_domain = _shown_domain(absolute)
         return f"【{number}†{text or target_domain}】" if target_domain == site else f"【{number}†{text or target_domain}†{target_domain}】"
 
     text = _MARKDOWN_LINK.sub(link, markdown.translate(_BRACKETS))
@@ -116,12 +122,13 @@ def results_page(query: str, results: list[SearchResult]) -> Page:
     links: dict[int, str] = {}
     sources: list[tuple[int, str, str]] = []
     for number, result in enumerate(results):
-        title = result.title.translate(_BRACKETS).strip() or domain_of(result.url)
+        title = result.title.translate(_BRACKETS).strip() or _shown_domain(result.url)
         sources.append((len(lines), result.url, title))
         links[number] = result.url
-        head = f"* 【{number}†{title}†{domain_of(result.url)}】"
+        head = f"* 【{number}†{title}†{_shown_domain(result.url)}】"
         snippet = " ".join(result.snippet.translate(_BRACKETS).split())
         lines += wrap(f"{head} {snippet}".rstrip())
+    query = query.translate(_BRACKETS)
     if not results:
         lines = [f"No results for `{query}`."]
     return Page("", f"Search results for `{query}`", lines, links, sources, kind="search")

@@ -1,0 +1,63 @@
+"""Work whose cost a hostile input decides, run where it can be bounded: a worker process.
+
+Extracting a PDF's text, checking arguments against a client's JSON Schema and cleaning a web page can
+each cost minutes and gigabytes for a few kilobytes of input (one 2 MB content stream drawn on 1000
+pages; 40 nested `anyOf` pairs, 2^40 branches). In a thread such work cannot be stopped, and it holds
+the GIL and the CPU lane that every stored response needs. In a worker process it has an address-space
+limit (RLIMIT_AS), a time limit, and it is killed (SIGKILL) when either passes or when the response it
+serves ends. Workers are anyio's process pool (kept warm between calls), at most `workers` busy at once.
+"""
+
+from __future__ import annotations
+
+import resource
+from typing import Callable, TypeVar, TypeVarTuple, Unpack
+
+import anyio
+import anyio.to_process
+from anyio.lowlevel import RunVar
+
+T = TypeVar("T")
+Args = TypeVarTuple("Args")
+
+_settings = {"workers": 2, "memory_bytes": 1024**3}
+_slots: RunVar[anyio.CapacityLimiter] = RunVar("isolation_slots")
+
+
+class TooCostly(Exception):
+    """The work passed its time or memory limit (or its worker died): the input is to blame."""
+
+
+def configure(workers: int, memory_bytes: int) -> None:
+    """Called once at start-up, from the config's `isolation` section."""
+    _settings.update(workers=workers, memory_bytes=memory_bytes)
+
+
+async def run_isolated(timeout_s: float, function: Callable[[Unpack[Args]], T], *args: Unpack[Args]) -> T:
+    """`function(*args)` in a worker process, within `timeout_s` (waiting for a free worker included);
+    raises TooCostly past its limits. `function` must be importable by name, its arguments and its
+    result picklable (exceptions too: return a refusal rather than raise one with extra fields)."""
+    try:
+        slots = _slots.get()
+    except LookupError:
+        slots = anyio.CapacityLimiter(_settings["workers"])
+        _slots.set(slots)
+    try:
+        with anyio.fail_after(timeout_s):
+            return await anyio.to_process.run_sync(
+                _limited, _settings["memory_bytes"], function, *args, cancellable=True, limiter=slots  # type: ignore[arg-type]
+            )
+    except TimeoutError:
+        raise TooCostly(f"it took longer than {timeout_s:g} s") from None
+    except MemoryError:
+        raise TooCostly(f"it needed more than {_settings['memory_bytes'] // 1024**2} MB of memory") from None
+    except anyio.BrokenWorkerProcess:
+        raise TooCostly("its worker process died") from None
+
+
+def _limited(memory_bytes: int, function: Callable[..., T], *args: object) -> T:
+    """In the worker: the address-space limit set (once: it can only be lowered), then the work."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    if soft == resource.RLIM_INFINITY or soft > memory_bytes:
+        resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, hard))
+    return function(*args)
