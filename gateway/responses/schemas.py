@@ -27,7 +27,7 @@ from referencing.exceptions import Unresolvable
 
 MAX_MESSAGE_CHARS = 400  # of the error the model reads: enough to fix the call, never the whole input
 MAX_SCHEMA_COST = 20_000  # subschemas, with every $ref expanded (a schema of 5,000 properties costs ~5,000)
-MAX_SCHEMA_DEPTH = 64  # subschemas within subschemas, through $refs too
+MAX_SCHEMA_DEPTH = 128  # subschemas within subschemas, through $refs too
 
 # Keywords whose subschemas apply to the value itself, and those that apply to a part of it (a property,
 # an item): a $ref back to a schema on the way is endless only if no keyword of the second kind is between.
