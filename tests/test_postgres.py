@@ -214,3 +214,73 @@ def test_files_and_containers_on_postgresql(emulator, postgres, make_gateway, sa
     coded = make_gateway(emulator.url, storage={"url": postgres.new_database()}, sandbox=sandbox, files={"directory": str(tmp_path / "code")})
     test_files.test_a_csv_in_and_the_result_out_with_its_citation(coded, emulator)
     test_files.test_a_container_made_through_the_api(coded)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def quota_gateway(request, emulator, make_gateway, tmp_path) -> Gateway:
+    from .conftest import sandbox_section
+
+    files = {"tenant_quota_bytes": 1_000_000, "max_container_files": 5, "directory": str(tmp_path / "files")}
+    sandbox = sandbox_section("local", f"quota-{tmp_path.name}", pool_size=0)
+    storage = {"url": request.getfixturevalue("postgres").new_database()} if request.param == "postgresql" else {}
+    return make_gateway(emulator.url, files=files, sandbox=sandbox, **({"storage": storage} if storage else {}))
+
+
+def _parallel(count: int, send: Callable[[int], httpx.Response]) -> list[int]:
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(count) as pool:
+        return [answer.status_code for answer in pool.map(send, range(count))]
+
+
+def test_the_quota_and_file_counts_hold_under_parallel_uploads(quota_gateway):
+    """12 uploads of 300 KB at once against a 1 MB quota, 20 rounds: never more than 3 stored; 12 files at
+    once into a container of 5 at most: 5 kept; 12 uploads of one path at once: one file, no 500."""
+    url = quota_gateway.url
+    client = quota_gateway.client()
+    data = b"x" * 300_000
+
+    def upload(_: int) -> httpx.Response:
+        return httpx.post(f"{url}/v1/files", data={"purpose": "user_data"}, files={"file": ("a.bin", data)}, timeout=30)
+
+    for _ in range(20):
+        statuses = _parallel(12, upload)
+        # Uploads still arriving count too, so fewer than 3 may get through; never more.
+        assert set(statuses) <= {200, 413} and 1 <= statuses.count(200) <= 3, statuses
+        stored = list(client.files.list())
+        assert sum(file.bytes for file in stored) <= 1_000_000
+        for file in stored:
+            client.files.delete(file.id)
+    container = client.containers.create(name="parallel")
+
+    def into_container(number: int) -> httpx.Response:
+        return httpx.post(f"{url}/v1/containers/{container.id}/files", files={"file": (f"{number}.txt", b"data")}, timeout=30)
+
+    statuses = _parallel(12, into_container)
+    assert statuses.count(200) == 5 and set(statuses) == {200, 400}, statuses
+    assert len(list(client.containers.files.list(container.id))) == 5
+    other = client.containers.create(name="one path")
+
+    def same_path(_: int) -> httpx.Response:
+        return httpx.post(f"{url}/v1/containers/{other.id}/files", files={"file": ("same.txt", b"data")}, timeout=30)
+
+    assert set(_parallel(12, same_path)) <= {200, 409}
+    assert [file.path for file in client.containers.files.list(other.id)] == ["/mnt/data/same.txt"]
+
+
+def test_a_nul_character_is_bad_input_not_a_database_down(postgres, emulator, make_gateway, tmp_path):
+    from .conftest import sandbox_section
+
+    sandbox = sandbox_section("local", f"nul-{tmp_path.name}", pool_size=0)
+    gateway = make_gateway(emulator.url, storage={"url": postgres.new_database()}, sandbox=sandbox)
+    url = gateway.url
+    answers = [
+        httpx.get(f"{url}/v1/files/file_a%00b"),
+        httpx.get(f"{url}/v1/files", params={"after": "file_\x00"}),
+        httpx.get(f"{url}/v1/files", params={"purpose": "user\x00data"}),
+        httpx.get(f"{url}/v1/responses/resp_%00"),
+        httpx.post(f"{url}/v1/containers", json={"name": "a\x00b"}),
+        httpx.get(f"{url}/v1/containers", params={"after": "cntr_\x00"}),
+    ]
+    for answer in answers:
+        assert answer.status_code == 400 and answer.json()["error"]["type"] == "invalid_request_error", answer.text
