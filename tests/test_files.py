@@ -9,6 +9,7 @@ import csv
 import io
 import os
 import sqlite3
+import time
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -144,6 +145,55 @@ def test_what_the_code_leaves_that_is_not_a_file_is_not_taken(sandboxed: Gateway
     call = next(item for item in response.output if item.type == "code_interpreter_call")
     assert call.outputs[0].logs.startswith("made\n[The file /mnt/data/big.bin was not kept:")
     assert [file.path for file in client.containers.files.list(call.container_id)] == ["/mnt/data/ok.txt"]
+
+
+def test_files_the_gateway_cannot_keep_are_skipped_alone(sandboxed: Gateway) -> None:
+    """A name that is not UTF-8 and a path over 1024 bytes (the model writes the code: a prompt injection
+    chooses the names) are skipped and reported; the other files are kept, and the container still works."""
+    client = sandboxed.client()
+    code = (
+        "import os; open(b'/mnt/data/\\xff.txt', 'wb').write(b'bad name');"
+        " deep = '/mnt/data/' + '/'.join(['d' * 250] * 5); os.makedirs(deep);"
+        " open(deep + '/long.txt', 'w').write('deep'); open('/mnt/data/result.csv', 'w').write('a,b'); print('made')"
+    )
+    tool = {"type": "code_interpreter", "container": {"type": "auto"}}
+    response = client.responses.create(model="m", input=f"[[python {code}]]", tools=[tool], include=["code_interpreter_call.outputs"])
+    assert response.status == "completed"
+    call = next(item for item in response.output if item.type == "code_interpreter_call")
+    logs = call.outputs[0].logs
+    assert logs.startswith("made\n") and "\ufffd.txt was not kept: its name is not UTF-8" in logs, logs
+    assert "was not kept: its path is longer than 1024 bytes" in logs, logs
+    assert [file.path for file in client.containers.files.list(call.container_id)] == ["/mnt/data/result.csv"]
+    tool = {"type": "code_interpreter", "container": call.container_id}
+    again = client.responses.create(model="m", input="[[python print(open('/mnt/data/result.csv').read())]]", tools=[tool], include=["code_interpreter_call.outputs"])
+    call = next(item for item in again.output if item.type == "code_interpreter_call")
+    assert call.outputs[0].logs == "a,b"  # told once: the bad names are not reported again
+
+
+def test_a_container_deleted_while_its_code_runs(sandboxed: Gateway) -> None:
+    client = sandboxed.client()
+    container = client.containers.create(name="doomed")
+    tool = {"type": "code_interpreter", "container": container.id}
+    code = "import time; time.sleep(1.5); open('/mnt/data/late.txt', 'w').write('x'); print('done')"
+    outcome: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            outcome["response"] = client.responses.create(model="m", input=f"[[python {code}]]", tools=[tool])
+        except openai.APIError as exc:
+            outcome["error"] = exc
+
+    import threading
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    time.sleep(0.8)
+    client.containers.delete(container.id)
+    thread.join(30)
+    assert "error" not in outcome, outcome
+    assert outcome["response"].status == "completed"
+    with pytest.raises(openai.NotFoundError):
+        client.containers.files.list(container.id)
 
 
 def test_a_container_out_of_space_refuses_the_file_and_keeps_nothing(sandboxed: Gateway) -> None:

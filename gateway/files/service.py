@@ -15,7 +15,7 @@ from sandbox.local_backend import memory_bytes
 from ..config import FilesConfig
 from ..errors import APIError, not_found
 from ..responses.items import new_id
-from ..storage import StorageError
+from ..storage import Conflict, StorageError
 from .blobs import Blobs
 from .upload import Upload, read_upload
 from .store import Container, ContainerFile, ContainerFull, ContainerGone, FileStore, QuotaExceeded, StoredFile, TooMany
@@ -125,6 +125,9 @@ class FileService:
         except ContainerGone:
             await self.blobs.remove(record.blob)
             raise not_found(f"Container '{record.container_id}' was deleted.", param=param) from None
+        except Conflict:  # the same path written twice at once
+            await self.blobs.remove(record.blob)
+            raise APIError(409, f"The file {record.path[:200]} is being written by another request.", param=param, code="conflict") from None
         except ContainerFull:
             await self.blobs.remove(record.blob)
             raise APIError(
