@@ -14,9 +14,10 @@ from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 from starlette.routing import Route
 
+from .jsontext import JSONResponse
 from . import harmony, isolation
 from .harmony import PromptRenderer
 from .config import GatewayConfig

@@ -7,7 +7,8 @@ from typing import Any
 
 from pydantic import ValidationError
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+
+from .jsontext import JSONResponse
 
 
 class APIError(Exception):

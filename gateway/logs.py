@@ -7,6 +7,7 @@ import logging
 import time
 
 from .config import LoggingConfig
+from .jsontext import escape_line_separators
 from .middleware import request_id_var
 
 
@@ -29,7 +30,7 @@ class JSONFormatter(logging.Formatter):
             entry["request_id"] = request_id
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
-        return json.dumps(entry, ensure_ascii=False)
+        return escape_line_separators(json.dumps(entry, ensure_ascii=False))
 
 
 def configure_logging(config: LoggingConfig) -> None:

@@ -175,7 +175,7 @@ def test_chat_sampling_parameters_reach_the_engine(gateway, emulator):
     [
         ({"top_logprobs": 2}, "top_logprobs", "invalid_value"),  # without logprobs: true
         ({"functions": [{"name": "f"}]}, "functions", "unsupported_parameter"),
-        ({"metadata": {"a": "b"}}, "metadata", "unsupported_parameter"),
+        ({"metadata": {"a": 1}}, "metadata.a", "invalid_type"),  # accepted as OpenAI shapes it, with no effect
         ({"store": True}, "store", "invalid_value"),
         ({"logit_bias": {"not-a-token": 1}}, "logit_bias", "invalid_value"),
         ({"logit_bias": {"5": 101}}, "logit_bias", "invalid_value"),
@@ -195,8 +195,6 @@ def test_chat_messages_replayed_from_a_completion_are_accepted(gateway):
     messages.append(first.choices[0].message.model_dump() | {"refusal": None, "annotations": [], "audio": None, "function_call": None})
     messages.append({"role": "user", "content": "again"})
     assert client.chat.completions.create(model=MODEL, messages=messages).choices[0].message.content == "You said: again"
-    with pytest.raises(openai.BadRequestError):
-        client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "x", "name": "bob"}])
 
 
 def test_input_tokens_are_exact(gateway, emulator):

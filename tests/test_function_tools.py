@@ -96,6 +96,7 @@ def test_a_thread_sent_again_with_previous_response_id(gateway, emulator):
     assert third.output_text == "You said: thanks"
     prompt = emulator_stats(emulator)["last_prompt"]
     assert prompt.count("<|message|>18 C and sunny") == 1 and prompt.count("to=functions.get_weather") == 1
+    assert prompt.count(ASK) == 1  # the question, sent again with the thread, is read once
     for wrong in ({"call_id": "call_never"}, {"output": "another answer"}):
         with pytest.raises(openai.BadRequestError) as err:
             client.responses.create(model=MODEL, previous_response_id=second.id, tools=[WEATHER], input=[output | wrong])

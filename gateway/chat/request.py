@@ -22,12 +22,43 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
 
+# A participant's name (OpenAI: "an optional name for the participant"). Accepted on every message that
+# has one, and not rendered: Harmony's format has no names for system, developer, user or assistant
+# (openai-harmony renders `<|start|>user:NAME` but its own parser refuses that role), so gpt-oss was not
+# taught to read one there, and prefixing it to the text would change what the model reads.
+ParticipantName = Annotated[str | None, Field(None, max_length=256)]
+# Fields that clients send back inside messages they replayed, read by nothing here: LiteLLM's
+# `provider_specific_fields`, the openai SDK's parsed forms (`parsed`, `parsed_arguments`).
+Echoed = Any
+
+
+class CacheBreakpoint(_Model):
+    mode: Literal["explicit"]
+    ttl: Literal["30m", "12h"] | None = None
+
+
 class TextPart(_Model):
     type: Literal["text"]
     text: str
+    prompt_cache_breakpoint: CacheBreakpoint | None = None  # vLLM caches prefixes by itself: no effect
+
+
+class FileData(_Model):
+    file_id: str | None = Field(None, max_length=100)
+    file_data: str | None = None
+    filename: str | None = Field(None, max_length=255)
+
+
+class FilePart(_Model):
+    """A file for the model to read as text: the Responses API's `input_file` (gateway/files/inputs.py)."""
+
+    type: Literal["file"]
+    file: FileData
+    prompt_cache_breakpoint: CacheBreakpoint | None = None
 
 
 Content = str | list[TextPart]
+UserContent = str | list[Annotated[Union[TextPart, FilePart], Field(discriminator="type")]]
 
 
 def text_of(content: Content | None) -> str:
@@ -38,33 +69,74 @@ def text_of(content: Content | None) -> str:
     return "".join(part.text for part in content)
 
 
+def user_content(content: UserContent) -> str | list[dict[str, Any]]:
+    """A user message's content as Responses input: text, or parts with its files as `input_file`."""
+    if isinstance(content, str) or not any(isinstance(part, FilePart) for part in content):
+        return text_of(content)  # type: ignore[arg-type]
+    return [
+        {"type": "input_text", "text": part.text}
+        if isinstance(part, TextPart)
+        else {"type": "input_file", **part.file.model_dump(exclude_none=True)}
+        for part in content
+    ]
+
+
 class SystemMessage(_Model):
     role: Literal["system", "developer"]
     content: Content
-    name: None = None  # Harmony has no names for participants: a name would be dropped, so it is refused
+    name: ParticipantName = None
+    provider_specific_fields: Echoed = None
 
 
 class UserMessage(_Model):
     role: Literal["user"]
-    content: Content
-    name: None = None
+    content: UserContent
+    name: ParticipantName = None
+    provider_specific_fields: Echoed = None
 
 
 class FunctionCall(_Model):
     name: str = Field(min_length=1)
     arguments: str
+    parsed_arguments: Echoed = None  # `chat.completions.stream(...)`'s message, sent back as it came
 
 
 class ToolCall(_Model):
     id: str = Field(min_length=1)
     type: Literal["function"] = "function"
     function: FunctionCall
+    index: int | None = None  # a streamed call's place, kept by clients that join the deltas themselves
+    provider_specific_fields: Echoed = None
+
+
+class CustomCall(_Model):
+    name: str = Field(min_length=1)
+    input: str
+
+
+class CustomToolCall(_Model):
+    """A call of a custom tool: raw text, not JSON (the Responses API's `custom_tool_call`)."""
+
+    id: str = Field(min_length=1)
+    type: Literal["custom"]
+    custom: CustomCall
+    index: int | None = None
+    provider_specific_fields: Echoed = None
+
+
+def _call_type(value: Any) -> str:
+    return (value.get("type") if isinstance(value, dict) else getattr(value, "type", None)) or "function"
+
+
+AnyToolCall = Annotated[
+    Union[Annotated[ToolCall, Tag("function")], Annotated[CustomToolCall, Tag("custom")]], Discriminator(_call_type)
+]
 
 
 class AssistantMessage(_Model):
     role: Literal["assistant"]
     content: Content | None = None
-    tool_calls: list[ToolCall] | None = None
+    tool_calls: list[AnyToolCall] | None = None
     reasoning: str | None = None
     reasoning_content: str | None = None  # the older name of `reasoning`
     # What clients send back when they replay a completion's message as it came: empty is accepted.
@@ -72,12 +144,17 @@ class AssistantMessage(_Model):
     annotations: list[Any] | None = Field(None, max_length=0)
     audio: None = None
     function_call: None = None
+    name: ParticipantName = None
+    parsed: Echoed = None  # `chat.completions.parse(...)`'s message: its content, parsed
+    provider_specific_fields: Echoed = None
 
 
 class ToolMessage(_Model):
     role: Literal["tool"]
     tool_call_id: str = Field(min_length=1)
     content: Content
+    name: ParticipantName = None  # the function's name, as some clients write it
+    provider_specific_fields: Echoed = None
 
 
 def _role(value: Any) -> str | None:
@@ -103,9 +180,69 @@ class ChatTool(_Model):
     function: FunctionDefinition
 
 
+class CustomTextFormat(_Model):
+    type: Literal["text"]
+
+
+class Grammar(_Model):
+    definition: str = Field(min_length=1, max_length=64 * 1024)
+    syntax: Literal["lark", "regex"]
+
+
+class CustomGrammarFormat(_Model):
+    type: Literal["grammar"]
+    grammar: Grammar
+
+
+class CustomDefinition(_Model):
+    name: str = Field(min_length=1, max_length=64)
+    description: str | None = None
+    format: Annotated[Union[CustomTextFormat, CustomGrammarFormat], Field(discriminator="type")] | None = None
+
+
+class ChatCustomTool(_Model):
+    """A tool whose input is raw text (the Responses API's `custom` tool)."""
+
+    type: Literal["custom"]
+    custom: CustomDefinition
+
+    def as_responses_tool(self) -> dict[str, Any]:
+        tool: dict[str, Any] = {"type": "custom", "name": self.custom.name, "description": self.custom.description}
+        fmt = self.custom.format
+        if isinstance(fmt, CustomGrammarFormat):
+            tool["format"] = {"type": "grammar", "syntax": fmt.grammar.syntax, "definition": fmt.grammar.definition}
+        elif fmt is not None:
+            tool["format"] = {"type": "text"}
+        return tool
+
+
 class NamedToolChoice(_Model):
     type: Literal["function"]
     function: dict[str, str]
+
+
+class NamedCustomChoice(_Model):
+    type: Literal["custom"]
+    custom: dict[str, str]
+
+
+class AllowedToolsSet(_Model):
+    mode: Literal["auto", "required"]
+    tools: list[dict[str, Any]] = Field(min_length=1, max_length=128)
+
+
+class AllowedToolsChoice(_Model):
+    type: Literal["allowed_tools"]
+    allowed_tools: AllowedToolsSet
+
+    def as_responses_choice(self) -> dict[str, Any]:
+        """Chat names a tool as `{"type", "function": {"name"}}`; the Responses API as `{"type", "name"}`."""
+        tools = []
+        for tool in self.allowed_tools.tools:
+            kind = tool.get("type")
+            inner = tool.get(kind) if isinstance(kind, str) else None
+            tools.append({"type": kind, "name": inner.get("name")} if isinstance(inner, dict) else tool)
+        return {"type": "allowed_tools", "mode": self.allowed_tools.mode, "tools": tools}
 
 
 class ApproximateLocation(_Model):
@@ -148,7 +285,6 @@ MAX_LOGIT_BIAS = 300  # OpenAI's limit
 VOCABULARY_SIZE = 201088  # gpt-oss's o200k_harmony
 
 UNSUPPORTED = {
-    "metadata": "chat completions are not stored here, so there is nothing to attach it to",
     "functions": "the legacy `functions` field: declare them as `tools`",
     "function_call": "the legacy `function_call` field: use `tool_choice`",
     "audio": "gpt-oss reads and writes no audio",
@@ -161,8 +297,10 @@ UNSUPPORTED = {
 class ChatRequest(_Model):
     model: str | None = None
     messages: list[ChatMessage] = Field(min_length=1)
-    tools: list[ChatTool] = []
-    tool_choice: Literal["auto", "none", "required"] | NamedToolChoice = "auto"
+    tools: list[Annotated[Union[ChatTool, ChatCustomTool], Field(discriminator="type")]] = []
+    tool_choice: Literal["auto", "none", "required"] | Annotated[
+        Union[NamedToolChoice, NamedCustomChoice, AllowedToolsChoice], Field(discriminator="type")
+    ] = "auto"
     parallel_tool_calls: bool = True
     max_tokens: int | None = Field(None, ge=1)
     max_completion_tokens: int | None = Field(None, ge=1)
@@ -192,7 +330,8 @@ class ChatRequest(_Model):
     # The answer's tokens with their logprobs (and this many alternatives each), from vLLM.
     logprobs: bool | None = None
     top_logprobs: int | None = Field(None, ge=0, le=20)
-    metadata: Any = None
+    # Accepted as OpenAI accepts it; chat completions are not stored here, so it has no effect.
+    metadata: dict[Annotated[str, Field(max_length=64)], Annotated[str, Field(max_length=512)]] | None = Field(None, max_length=16)
     functions: Any = None
     function_call: Any = None
     audio: Any = None
@@ -246,7 +385,7 @@ class ChatRequest(_Model):
         """The equivalent Responses request (not stored: Chat Completions keeps no state)."""
         instructions: list[str] = []
         items: list[dict[str, Any]] = []
-        call_names: dict[str, str] = {}
+        call_kinds: dict[str, str] = {}  # call id -> the item type of its output
         for index, message in enumerate(self.messages):
             if isinstance(message, SystemMessage):
                 if not items:  # leading system/developer messages are the developer instructions
@@ -254,7 +393,7 @@ class ChatRequest(_Model):
                 else:
                     items.append({"role": "developer", "content": text_of(message.content)})
             elif isinstance(message, UserMessage):
-                items.append({"role": "user", "content": text_of(message.content)})
+                items.append({"role": "user", "content": user_content(message.content)})
             elif isinstance(message, AssistantMessage):
                 reasoning = message.reasoning if message.reasoning is not None else message.reasoning_content
                 if reasoning:
@@ -264,15 +403,19 @@ class ChatRequest(_Model):
                     phase = "commentary" if message.tool_calls else "final_answer"
                     items.append({"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": text}], "phase": phase})
                 for call in message.tool_calls or []:
-                    call_names[call.id] = call.function.name
-                    items.append({"type": "function_call", "call_id": call.id, "name": call.function.name, "arguments": call.function.arguments})
+                    if isinstance(call, CustomToolCall):
+                        call_kinds[call.id] = "custom_tool_call_output"
+                        items.append({"type": "custom_tool_call", "call_id": call.id, "name": call.custom.name, "input": call.custom.input})
+                    else:
+                        call_kinds[call.id] = "function_call_output"
+                        items.append({"type": "function_call", "call_id": call.id, "name": call.function.name, "arguments": call.function.arguments})
             else:
-                if message.tool_call_id not in call_names:
+                if message.tool_call_id not in call_kinds:
                     raise bad_request(
                         f"No assistant tool call has the id '{message.tool_call_id}'.",
                         param=f"messages[{index}].tool_call_id",
                     )
-                items.append({"type": "function_call_output", "call_id": message.tool_call_id, "output": text_of(message.content)})
+                items.append({"type": call_kinds[message.tool_call_id], "call_id": message.tool_call_id, "output": text_of(message.content)})
 
         body: dict[str, Any] = {
             "input": items,
@@ -281,13 +424,13 @@ class ChatRequest(_Model):
             "stream": self.stream,
             # Chat Completions' functions are strict only when they say so (the Responses API's are by default).
             "tools": [
-                {"type": "function", **tool.function.model_dump(exclude_none=True), "strict": bool(tool.function.strict)}
+                tool.as_responses_tool()
+                if isinstance(tool, ChatCustomTool)
+                else {"type": "function", **tool.function.model_dump(exclude_none=True), "strict": bool(tool.function.strict)}
                 for tool in self.tools
             ]
             + self._web_search(),
-            "tool_choice": self.tool_choice
-            if isinstance(self.tool_choice, str)
-            else {"type": "function", "name": self.tool_choice.function.get("name", "")},
+            "tool_choice": self._tool_choice(),
             "parallel_tool_calls": self.parallel_tool_calls,
             "max_output_tokens": self.max_completion_tokens or self.max_tokens,
             "temperature": self.temperature,
@@ -301,6 +444,16 @@ class ChatRequest(_Model):
         if fmt is not None and fmt.type == "json_schema" and fmt.json_schema is not None:
             body["text"] = {"format": {"type": "json_schema", "name": fmt.json_schema.name, "schema": fmt.json_schema.schema_}}
         return ResponsesRequest.model_validate(body, strict=False)
+
+    def _tool_choice(self) -> str | dict[str, Any]:
+        choice = self.tool_choice
+        if isinstance(choice, str):
+            return choice
+        if isinstance(choice, AllowedToolsChoice):
+            return choice.as_responses_choice()
+        if isinstance(choice, NamedCustomChoice):
+            return {"type": "custom", "name": choice.custom.get("name", "")}
+        return {"type": "function", "name": choice.function.get("name", "")}
 
     def _web_search(self) -> list[dict[str, Any]]:
         options = self.web_search_options

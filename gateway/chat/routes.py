@@ -13,11 +13,12 @@ import time
 from typing import Any, AsyncIterator
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 from starlette.routing import Route
 
+from ..jsontext import JSONResponse, dumps
 from ..body import parse_body
-from ..responses.items import Delta, FunctionCallOutput, MessageOutput, ReasoningOutput
+from ..responses.items import CustomToolCallOutput, Delta, FunctionCallOutput, MessageOutput, ReasoningOutput
 from ..responses.routes import event_stream, refuse_while_draining, tenant_of, wait_for_run
 from ..responses.run import ChatOptions, ResponseRun
 from ..responses.services import Services
@@ -66,11 +67,7 @@ def chat_usage(run: ResponseRun) -> dict[str, Any]:
 def completion(completion_id: str, run: ResponseRun, include_reasoning: bool) -> dict[str, Any]:
     content = "".join(item.text for item in run.output if isinstance(item, MessageOutput))
     reasoning = "".join(item.text for item in run.output if isinstance(item, ReasoningOutput))
-    calls = [
-        {"id": item.call_id, "type": "function", "function": {"name": item.name, "arguments": item.text}}
-        for item in run.output
-        if isinstance(item, FunctionCallOutput) and item.status == "completed"
-    ]
+    calls = [tool_call(item) for item in run.output if isinstance(item, FunctionCallOutput) and item.status == "completed"]
     message: dict[str, Any] = {"role": "assistant", "content": content or (None if calls else ""), "annotations": annotations(run)}
     logprobs = None
     if run.logprob_count is not None:
@@ -89,6 +86,13 @@ def completion(completion_id: str, run: ResponseRun, include_reasoning: bool) ->
         "choices": [{"index": 0, "message": message, "logprobs": logprobs, "finish_reason": finish_reason(run)}],
         "usage": chat_usage(run),
     }
+
+
+def tool_call(item: FunctionCallOutput) -> dict[str, Any]:
+    """A completed call as a message's tool call: a function's JSON arguments, or a custom tool's raw input."""
+    if isinstance(item, CustomToolCallOutput):
+        return {"id": item.call_id, "type": "custom", "custom": {"name": item.name, "input": item.text}}
+    return {"id": item.call_id, "type": "function", "function": {"name": item.name, "arguments": item.text}}
 
 
 def annotations(run: ResponseRun) -> list[dict[str, Any]]:
@@ -137,11 +141,11 @@ class ChatChunks:
             for event in batch:
                 if type(event) is Delta:
                     frame = self._delta(event)
-                elif event["type"] == "response.output_item.added" and event["item"]["type"] == "function_call":
+                elif event["type"] == "response.output_item.added" and event["item"]["type"] in ("function_call", "custom_tool_call"):
                     frame = self._tool_call_start(event["item"])
                 elif event["type"] == "response.output_text.annotation.added":
                     annotation = chat_annotation(event["annotation"], self.message_starts.get(event["item_id"], 0))
-                    frame = self.chunk(json.dumps({"annotations": [annotation]}, ensure_ascii=False, separators=(",", ":")))
+                    frame = self.chunk(dumps({"annotations": [annotation]}))
                 else:
                     frame = self._terminal(run, event) if event["type"] in _TERMINAL else None
                 if frame:
@@ -160,9 +164,9 @@ class ChatChunks:
         if isinstance(item, MessageOutput):
             self.message_starts.setdefault(item.id, self.content_chars)
             self.content_chars += len(event.text)
-        text = json.dumps(event.text, ensure_ascii=False)
+        text = dumps(event.text)
         if event.logprobs is not None:  # asked for: this delta's tokens, in the choice's `logprobs`
-            logprobs = json.dumps({"content": event.logprobs, "refusal": None}, ensure_ascii=False, separators=(",", ":"))
+            logprobs = dumps({"content": event.logprobs, "refusal": None})
             tail = frame[1].replace('"logprobs":null', f'"logprobs":{logprobs}', 1)
             return f"{frame[0]}{text}{tail}".encode()
         return f"{frame[0]}{text}{frame[1]}".encode()
@@ -174,11 +178,17 @@ class ChatChunks:
             return (self.head + '{"reasoning":', "}" + self.tail) if self.include_reasoning else None
         assert isinstance(item, FunctionCallOutput)
         index = self.tool_index[item.id]
-        return self.head + f'{{"tool_calls":[{{"index":{index},"function":{{"arguments":', "}}]}" + self.tail
+        field = '"custom":{"input":' if isinstance(item, CustomToolCallOutput) else '"function":{"arguments":'
+        return self.head + f'{{"tool_calls":[{{"index":{index},{field}', "}}]}" + self.tail
 
     def _tool_call_start(self, item: dict[str, Any]) -> bytes:
+        """A call's first fragment: index, id, type and name (a custom tool's input follows as `custom.input`)."""
         index = self.tool_index[item["id"]] = len(self.tool_index)
-        call = {"index": index, "id": item["call_id"], "type": "function", "function": {"name": item["name"], "arguments": ""}}
+        call: dict[str, Any] = {"index": index, "id": item["call_id"]}
+        if item["type"] == "custom_tool_call":
+            call |= {"type": "custom", "custom": {"name": item["name"], "input": ""}}
+        else:
+            call |= {"type": "function", "function": {"name": item["name"], "arguments": ""}}
         return self.chunk(json.dumps({"tool_calls": [call]}, separators=(",", ":")))
 
     def _terminal(self, run: ResponseRun, event: dict[str, Any]) -> bytes:

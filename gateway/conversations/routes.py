@@ -11,9 +11,10 @@ from typing import Awaitable, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 from starlette.routing import Route
 
+from ..jsontext import JSONResponse
 from ..body import parse_body
 from ..errors import bad_request, not_found
 from ..files.inputs import read_input_files

@@ -5,9 +5,10 @@ from __future__ import annotations
 import time
 
 from starlette.requests import Request
-from starlette.responses import FileResponse, JSONResponse, Response
+from starlette.responses import FileResponse, Response
 from starlette.routing import Route
 
+from ..jsontext import JSONResponse
 from ..errors import bad_request
 from ..numbers import decimal
 from ..paging import listing, page_query, unknown_after

@@ -10,6 +10,7 @@ from openai_harmony import Author, Message, Role
 
 from ..errors import bad_request
 from .items import new_id
+from .thread import ThreadMark, input_key, resent_prefix
 from .request import (
     CustomToolCallItem,
     CustomToolCallOutputItem,
@@ -77,6 +78,8 @@ class Dialog:
     # The browser's pages by cursor, without their text (tools/browser/pages.py `Page.summary`): the model
     # opens their links and cites them in later responses.
     browser_pages: list[dict[str, Any] | None] = field(default_factory=list)
+    # The inputs the chain was given, to recognise a thread sent again whole (thread.py).
+    thread: ThreadMark = field(default_factory=ThreadMark)
 
     def append(self, message: Message) -> None:
         self.messages.append(message)
@@ -116,6 +119,7 @@ class Dialog:
             "answered": self.answered,
             "session_key": self.session_key,
             "browser_pages": self.browser_pages,
+            "thread": self.thread.as_json(),
         }
 
     @classmethod
@@ -130,6 +134,7 @@ class Dialog:
             owners=[None] * len(data),
             session_key=state.get("session_key") or new_id("sess"),
             browser_pages=list(state.get("browser_pages") or []),
+            thread=ThreadMark.from_json(state.get("thread")),
         )
 
 
@@ -149,20 +154,28 @@ def tool_call_message(recipient: str, arguments: str) -> Message:
     )
 
 
-def append_input(dialog: Dialog, items: str | list[InputItem]) -> list[dict[str, Any]]:
-    """Add a request's input to the dialog; return the input items as `input_items` lists them."""
+def append_input(dialog: Dialog, items: str | list[InputItem], resent_thread: bool = False) -> list[dict[str, Any]]:
+    """Add a request's input to the dialog; return the input items as `input_items` lists them. With
+    `resent_thread` (a continuation of `previous_response_id`), the chain's inputs sent again are read once."""
     if isinstance(items, str):
         dialog.append(Message.from_role_and_content(Role.USER, items))
         record = _message_record(None, "user", items)
         dialog.claim(len(dialog.messages) - 1, record["id"])
+        dialog.thread.add(input_key(items))  # type: ignore[arg-type]  # a string always has a key
         return [record]
 
     records: list[dict[str, Any]] = []
+    skipped = resent_prefix(items, dialog.thread) if resent_thread else 0
     for index, item in enumerate(items):
+        if index < skipped:
+            continue
         start, recorded = len(dialog.messages), len(records)
         _append_item(dialog, index, item, records)
         if len(records) > recorded:
             dialog.claim(start, records[-1]["id"])
+            key = input_key(item)
+            if key is not None:  # read as new: one of the chain's inputs from now on
+                dialog.thread.add(key)
     return records
 
 

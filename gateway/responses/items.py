@@ -8,9 +8,10 @@ are `Delta` objects whose JSON is formatted from a prefix computed once per item
 
 from __future__ import annotations
 
-import json
 import secrets
 from typing import Any, Callable
+
+from ..jsontext import dumps
 
 Event = dict[str, Any]
 
@@ -32,7 +33,7 @@ class Delta:
         self.logprobs = logprobs  # the entries of this delta's tokens, when the client asked for logprobs
 
     def frame(self) -> bytes:
-        text = json.dumps(self.text, ensure_ascii=False)
+        text = dumps(self.text)
         if self.logprobs is not None:
             return self.item.delta_frame_with_logprobs(self, text)
         return f'{self.item.delta_prefix}{self.sequence_number},"delta":{text}}}\n\n'.encode()
@@ -196,7 +197,7 @@ class MessageOutput(TextItem):
         return events.delta(self, text, sent)
 
     def delta_frame_with_logprobs(self, delta: Delta, text: str) -> bytes:
-        logprobs = json.dumps(delta.logprobs, ensure_ascii=False, separators=(",", ":"))
+        logprobs = dumps(delta.logprobs)
         prefix = self.delta_prefix.replace(',"logprobs":[]', f',"logprobs":{logprobs}', 1)
         return f'{prefix}{delta.sequence_number},"delta":{text}}}\n\n'.encode()
 

@@ -13,12 +13,12 @@ output caps.
 
 from __future__ import annotations
 
-import json
 from typing import Any, AsyncIterator, Awaitable, Callable
 
 import anyio
 from anyio.abc import TaskGroup
 
+from ..jsontext import dumps
 from .items import Delta, Event
 
 Batch = list[Event | Delta]
@@ -112,5 +112,5 @@ def sse_frame(event: Event | Delta) -> bytes:
     """The SSE frame of one event: `event: TYPE`, `data: JSON`, a blank line."""
     if type(event) is Delta:
         return event.frame()
-    data = json.dumps(event, ensure_ascii=False, separators=(",", ":"))
+    data = dumps(event)
     return f"event: {event['type']}\ndata: {data}\n\n".encode()

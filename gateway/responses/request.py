@@ -26,6 +26,7 @@ class OutputText(_Model):
     text: str
     annotations: list[dict[str, Any]] = []  # sent back by clients that replay output items
     logprobs: list[dict[str, Any]] | None = None
+    parsed: Any = Field(None, exclude=True)  # `responses.parse(...)`'s text, parsed: echoed, ignored
 
 
 class ReasoningText(_Model):
@@ -95,11 +96,12 @@ class FunctionCallItem(_Model):
     name: str
     arguments: str
     namespace: str | None = None
+    status: Literal["in_progress", "completed", "incomplete"] | None = None
+    parsed_arguments: Any = Field(None, exclude=True)  # the SDK helpers' parsed form: echoed, ignored
 
     @property
     def recipient(self) -> str:
         return f"{self.namespace or 'functions'}.{self.name}"
-    status: Literal["in_progress", "completed", "incomplete"] | None = None
 
 
 class CustomToolCallItem(_Model):

@@ -6,9 +6,10 @@ from typing import AsyncIterator
 
 import anyio
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 from starlette.routing import Route
 
+from ..jsontext import JSONResponse
 from ..body import parse_body
 from ..errors import APIError, bad_request, not_found
 from ..numbers import decimal

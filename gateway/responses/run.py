@@ -151,7 +151,7 @@ class ResponseRun:
         self._new_messages_from = len(self.dialog.messages)
         if not isinstance(request.input, str):
             await read_input_files(request.input, self.services.files, self.tenant)
-        self.input_items = append_input(self.dialog, request.input)
+        self.input_items = append_input(self.dialog, request.input, resent_thread=request.previous_response_id is not None)
         if self.conversation is not None:
             refuse_known_ids(self.input_items, known, "input")
         await self.hosted.prepare(self.dialog)
