@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import logging
-from typing import AsyncIterator
+from typing import Any, AsyncIterator
 
 import anyio
 from anyio.abc import TaskGroup
@@ -63,7 +63,7 @@ async def ready(request: Request) -> Response:
     servers = services.mcp.health()
     draining = services.drain.draining
     ok = engine and all(servers.values()) and not draining
-    body = {"status": "ready" if ok else "not_ready", "engine": engine, "tool_servers": servers, "draining": draining}
+    body: dict[str, Any] = {"status": "ready" if ok else "not_ready", "engine": engine, "tool_servers": servers, "draining": draining}
     if services.sandbox is not None:
         body["sandbox_sessions"] = services.sandbox.live_sessions
     body["mcp_request_sessions"] = services.mcp.request_sessions
@@ -149,7 +149,7 @@ def create_app(config: GatewayConfig, drain: Drain | None = None) -> Starlette:
             tasks.start_soon(database.keep_listening)
             runs = Runs(tasks)
             replicas.on_cancel(runs.cancel)
-            app_metrics.watch(sandbox and (lambda: sandbox.live_sessions), mcp.health)
+            app_metrics.watch((lambda: sandbox.live_sessions) if sandbox is not None else None, mcp.health)
             browser = make_backends(config.browser, mcp) if config.browser is not None else None
             app.state.services = Services(
                 config=config, engine=engine, store=store, conversations=conversations, drain=drain, metrics=app_metrics, renderer=renderer,

@@ -137,7 +137,8 @@ def _has_unbroken_run(text: str, limit: int) -> bool:
         if found is None:
             start += _WINDOW - limit - 1  # a run longer than limit lies whole in some window
             continue
-        run_end = _NONSPACE.match(text, found.end()).end()
+        after = _NONSPACE.match(text, found.end())
+        run_end = after.end() if after is not None else found.end()
         if _search_windows(_unbroken_run(limit), text, found.start(), run_end, limit):
             return True
         start = run_end

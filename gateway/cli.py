@@ -119,7 +119,7 @@ def describe(config: GatewayConfig) -> str:
             f"{sandbox.timeout_s:g} s per execution, pool {sandbox.pool_size}, at most {sandbox.max_sessions} sessions"
         )
     for server in config.tool_servers:
-        where = " ".join([*(server.command or []), *server.args]) if server.transport == "stdio" else server.url
+        where = " ".join([*(server.command or []), *server.args]) if server.transport == "stdio" else (server.url or "")
         extra = f", headers: {', '.join(sorted(server.headers))}" if server.headers else ""
         lines.append(f"tool server:  {server.label} ({server.transport}) {where}{extra}")
     allowed = ", ".join(config.mcp.allowed_urls) or "none"

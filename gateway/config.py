@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from .body import BodyLimits
 from .errors import param_path
+from .namespaces import reserved_problem
 
 
 class ConfigError(Exception):
@@ -235,9 +236,6 @@ class ApprovalFilter(_Section):
 
 Approval = Literal["always", "never"] | ApprovalFilter
 
-_RESERVED_LABELS = {"functions", "python", "browser", "assistant", "container"}
-
-
 class ToolServerConfig(_Section):
     """An MCP server the gateway connects to at start-up; a request enables it by `server_label`."""
 
@@ -255,8 +253,9 @@ class ToolServerConfig(_Section):
 
     @model_validator(mode="after")
     def _transport_fields(self) -> "ToolServerConfig":
-        if self.label in _RESERVED_LABELS:
-            raise ValueError(f"label {self.label!r} is reserved")
+        problem = reserved_problem(self.label)
+        if problem is not None:
+            raise ValueError(f"label {problem}")
         if self.transport == "stdio" and not self.command:
             raise ValueError("a stdio server needs command")
         if self.transport != "stdio" and not self.url:

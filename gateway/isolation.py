@@ -45,7 +45,7 @@ async def run_isolated(timeout_s: float, function: Callable[[Unpack[Args]], T], 
     try:
         with anyio.fail_after(timeout_s):
             return await anyio.to_process.run_sync(
-                _limited, _settings["memory_bytes"], function, *args, cancellable=True, limiter=slots  # type: ignore[arg-type]
+                _limited, _settings["memory_bytes"], function, *args, cancellable=True, limiter=slots
             )
     except TimeoutError:
         raise TooCostly(f"it took longer than {timeout_s:g} s") from None

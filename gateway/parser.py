@@ -43,7 +43,9 @@ _ENDS = frozenset((END, RETURN, CALL))
 
 class HarmonyStreamParser:
     def __init__(self) -> None:
-        self._parser = StreamableParser(harmony.encoding(), Role.ASSISTANT, strict=False)._inner
+        # The public parser: its wrapper costs 0.16 µs a token over the Rust object behind it (measured,
+        # 1.16 against 1.00 µs), too little to reach past the public API for.
+        self._parser = StreamableParser(harmony.encoding(), Role.ASSISTANT, strict=False)
         self._header: MessageStarted | None = None  # set while inside a message's content
         self._text: list[str] = []
         self._reasoning = False  # whether the open message is reasoning: analysis, addressed to no tool

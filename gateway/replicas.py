@@ -20,6 +20,7 @@ from typing import Any, Callable
 import anyio
 
 from .config import StorageConfig
+from .protocol import event_frame
 from .storage import Database, StorageError
 from .store import RUNNING, ResponseStore, Stalled, StoredResponse
 
@@ -124,7 +125,6 @@ class Replicas:
             event = {"type": f"response.{status}", "response": response}
 
         def frame(sequence_number: int) -> bytes:
-            data = json.dumps(event | {"sequence_number": sequence_number}, separators=(",", ":"))
-            return f"event: {event['type']}\ndata: {data}\n\n".encode()
+            return event_frame(event | {"sequence_number": sequence_number})
 
         return await self.store.take_over(stalled, response, frame)

@@ -31,7 +31,6 @@ class TooManyRunning(Exception):
     def __init__(self, limit: int) -> None:
         super().__init__(limit)
         self.limit = limit
-TERMINAL_EVENTS = (b"event: response.completed\n", b"event: response.failed\n", b"event: response.incomplete\n", b"event: error\n")
 
 
 @dataclass
@@ -191,8 +190,8 @@ class ResponseStore:
             )
         # Decoded in a worker thread, a row at a time: a long conversation does not hold up the event loop.
         decoded = await run_cpu(_decode, response, input_items, open_calls, state, chain)
-        *fields, tokens = decoded
-        return StoredResponse(*fields, tenant=tenant, owner=owner, parent_id=parent_id, tokens=tokens)
+        body, items, messages, calls, tool_state, tokens = decoded
+        return StoredResponse(body, items, messages, calls, tool_state, tenant=tenant, owner=owner, parent_id=parent_id, tokens=tokens)
 
     async def status(self, response_id: str) -> tuple[str, str | None] | None:
         """A stored response's status and the replica running it (None once it ended, or if it is gone)."""
@@ -301,7 +300,10 @@ def _encode_dialog(dialog: list[dict[str, Any]], tokens: list[str | None]) -> tu
     return json.dumps(dialog), json.dumps(tokens)
 
 
-def _decode(response: str, input_items: str, open_calls: str, state: str, chain: list[tuple[str, str | None]]) -> tuple[Any, ...]:
+_Decoded = tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]], dict[str, str], dict[str, Any], list[str | None]]
+
+
+def _decode(response: str, input_items: str, open_calls: str, state: str, chain: list[tuple[str, str | None]]) -> _Decoded:
     dialog: list[dict[str, Any]] = []
     tokens: list[str | None] = []
     for part, part_tokens in chain:

@@ -246,7 +246,10 @@ class DataFiles:
             if op == "write":
                 return self.write(path, str(request.get("data", "")), bool(request.get("first")), bool(request.get("last")))
             if op == "read":
-                return self.read(path, int(request.get("offset", 0)), int(request.get("length", 0)))
+                offset, length = request.get("offset", 0), request.get("length", 0)
+                if not isinstance(offset, int) or not isinstance(length, int):
+                    return {"status": "error", "error": "offset and length must be integers", "errno": "EINVAL"}
+                return self.read(path, offset, length)
             return self.delete(path)
         except OSError as exc:
             if op == "write":
@@ -443,7 +446,7 @@ class _FdWriter(io.TextIOBase):
         self.name = name
 
     @property
-    def encoding(self) -> str:
+    def encoding(self) -> str:  # type: ignore[override]  # a constant: TextIOBase declares an attribute
         return "utf-8"
 
     def writable(self) -> bool:
@@ -500,8 +503,10 @@ class Worker:
         signal.setitimer(signal.ITIMER_REAL, timeout)
         tree = ast.parse(code, CELL)
         last = None
-        if tree.body and isinstance(tree.body[-1], ast.Expr):
-            last = ast.Expression(tree.body.pop().value)
+        final = tree.body[-1] if tree.body else None
+        if isinstance(final, ast.Expr):
+            tree.body.pop()
+            last = ast.Expression(final.value)
         try:
             exec(compile(tree, CELL, "exec"), self.namespace)
             if last is not None:

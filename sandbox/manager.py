@@ -49,8 +49,11 @@ class Kernel(Protocol):
 
 
 class Backend(Protocol):
-    data_dir: str | None
-    isolation: str
+    @property
+    def data_dir(self) -> str | None: ...  # where a session's files are, inside its sandbox
+
+    @property
+    def isolation(self) -> str: ...
 
     async def start(self) -> None: ...
 
@@ -107,7 +110,11 @@ class SandboxManager:
         self.config = config
         # Only containers outlive the replica that started them: a local kernel is never handed over.
         self.directory = directory if config.backend == "docker" else None
-        self.backend: Backend = DockerBackend(config, owner, self.directory) if config.backend == "docker" else LocalBackend(config)
+        self.backend: Backend
+        if config.backend == "docker":
+            self.backend = DockerBackend(config, owner, self.directory)
+        else:
+            self.backend = LocalBackend(config)
         if self.directory is not None:
             self.directory.on_taken(self._taken)
         self._sessions: dict[str, _Session] = {}

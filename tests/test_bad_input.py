@@ -181,3 +181,11 @@ def test_request_heads_must_arrive_in_time(make_gateway, emulator) -> None:
         answer = sock.recv(100)
         assert answer == b"" or answer.startswith(b"HTTP/1.1 400"), answer
     assert httpx.get(gateway.url + "/health").status_code == 200
+
+
+@pytest.mark.parametrize("label", ["functions", "python", "browser", "container", "assistant"])
+def test_a_request_mcp_label_may_not_shadow_a_built_in_namespace(gateway, label):
+    """A request's own MCP server labelled `python` would take the code interpreter's calls."""
+    tool = {"type": "mcp", "server_label": label, "server_url": "http://127.0.0.1:9/mcp"}
+    error = assert_error(post(gateway, {"input": "x", "tools": [tool]}), 400, "tools[0].server_label")
+    assert "is reserved" in error["message"]

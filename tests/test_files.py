@@ -196,6 +196,20 @@ def test_a_container_deleted_while_its_code_runs(sandboxed: Gateway) -> None:
         client.containers.files.list(container.id)
 
 
+def test_counting_input_tokens_makes_no_container(sandboxed: Gateway) -> None:
+    """`input_tokens` plans the prompt a response would have, files named in the tool's description
+    included, and creates nothing: no container, no copied file."""
+    client = sandboxed.client()
+    upload = client.files.create(file=("counted.csv", CSV.encode()), purpose="user_data")
+    tool = {"type": "code_interpreter", "container": {"type": "auto", "file_ids": [upload.id]}}
+    before = [container.id for container in client.containers.list()]
+    counted = client.responses.input_tokens.count(model="m", input="hi", tools=[tool])  # type: ignore[list-item]
+    assert [container.id for container in client.containers.list()] == before
+    response = client.responses.create(model="m", input="hi", tools=[tool])  # type: ignore[list-item]
+    assert response.usage is not None and counted.input_tokens == response.usage.input_tokens
+    assert len([container.id for container in client.containers.list()]) == len(before) + 1
+
+
 def test_a_container_out_of_space_refuses_the_file_and_keeps_nothing(sandboxed: Gateway) -> None:
     client = sandboxed.client()
     container = client.containers.create(name="small")

@@ -11,7 +11,7 @@ import hashlib
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 from anyio.abc import TaskGroup
@@ -153,7 +153,7 @@ class MCPServers:
         entry = self._requested.get(key)
         if entry is None:
             self._make_room(tenant, param)
-            transport = "sse" if url.rstrip("/").endswith("/sse") else "streamable-http"
+            transport: Literal["sse", "streamable-http"] = "sse" if url.rstrip("/").endswith("/sse") else "streamable-http"
             spec = ServerSpec(tool.server_label, transport, url=url, headers=tuple(headers.items()), timeout_s=30.0)
             entry = _RequestServer(MCPConnection(spec), tenant, time.monotonic())
             self._requested[key] = entry

@@ -18,6 +18,7 @@ from starlette.routing import Route
 
 from ..jsontext import JSONResponse, dumps
 from ..body import parse_body
+from ..protocol import RESPONSE_ENDINGS
 from ..responses.items import CustomToolCallOutput, Delta, FunctionCallOutput, MessageOutput, ReasoningOutput
 from ..responses.routes import event_stream, refuse_while_draining, tenant_of, wait_for_run
 from ..responses.run import ChatOptions, ResponseRun
@@ -68,7 +69,7 @@ def completion(completion_id: str, run: ResponseRun, include_reasoning: bool) ->
     content = "".join(item.text for item in run.output if isinstance(item, MessageOutput))
     reasoning = "".join(item.text for item in run.output if isinstance(item, ReasoningOutput))
     calls = [tool_call(item) for item in run.output if isinstance(item, FunctionCallOutput) and item.status == "completed"]
-    message: dict[str, Any] = {"role": "assistant", "content": content or (None if calls else ""), "annotations": annotations(run)}
+    message: dict[str, Any] = {"role": "assistant", "content": content or (None if calls else ""), "annotations": message_annotations(run)}
     logprobs = None
     if run.logprob_count is not None:
         entries = [entry for item in run.output if isinstance(item, MessageOutput) for entry in item.logprobs or ()]
@@ -95,7 +96,7 @@ def tool_call(item: FunctionCallOutput) -> dict[str, Any]:
     return {"id": item.call_id, "type": "function", "function": {"name": item.name, "arguments": item.text}}
 
 
-def annotations(run: ResponseRun) -> list[dict[str, Any]]:
+def message_annotations(run: ResponseRun) -> list[dict[str, Any]]:
     """The messages' url_citation annotations, in Chat Completions' shape, over the joined content."""
     found, offset = [], 0
     for item in run.output:
@@ -139,7 +140,7 @@ class ChatChunks:
         async for batch in run.log.follow():
             out = []
             for event in batch:
-                if type(event) is Delta:
+                if isinstance(event, Delta):
                     frame = self._delta(event)
                 elif event["type"] == "response.output_item.added" and event["item"]["type"] in ("function_call", "custom_tool_call"):
                     frame = self._tool_call_start(event["item"])
@@ -204,6 +205,6 @@ class ChatChunks:
         return b"".join(frames)
 
 
-_TERMINAL = {"response.completed", "response.incomplete", "response.failed"}
+_TERMINAL = frozenset(RESPONSE_ENDINGS)
 
 routes = [Route("/v1/chat/completions", create_chat_completion, methods=["POST"])]

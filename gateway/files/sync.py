@@ -24,12 +24,15 @@ log = logging.getLogger("gateway.files")
 
 
 async def open_container(
-    files: FileService, named: str | AutoContainer, param: str, tenant: str, previous: str | None
+    files: FileService, named: str | AutoContainer, param: str, tenant: str, previous: str | None, provision: bool = True
 ) -> tuple["ContainerSync | None", str, bool]:
     """The container a code_interpreter tool runs in: the one it names (a 404 if unknown or expired), or,
     for `auto`, the conversation's (`previous`) unless it expired, or a new one. An auto container's
     `file_ids` are copied into it now (once each). Returns its sync (None for an auto container not made
-    yet: made when code first runs), its id, and whether the conversation's container expired."""
+    yet: made when code first runs), its id, and whether the conversation's container expired.
+
+    Without `provision` (counting a prompt's tokens) nothing is created or copied: the uploads are
+    checked, and the sync only shows the files the container would hold, for the tool's description."""
     container: Container | None = None
     replaced = False
     if isinstance(named, str):
@@ -38,6 +41,9 @@ async def open_container(
         found = await files.store.get_container(previous, tenant)
         container = found if found is not None and not found.expired() else None
         replaced = container is None
+    if isinstance(named, AutoContainer) and named.file_ids and not provision:
+        planned = await _planned(files, container, named.file_ids, param, tenant)
+        return planned, planned.container.id, replaced
     if isinstance(named, AutoContainer) and named.file_ids:
         if container is None:
             container = await files.new_container(tenant, "auto")
@@ -49,6 +55,17 @@ async def open_container(
     if container is None:
         return None, new_id("cntr"), replaced
     return ContainerSync(files, container, await files.store.container_files(container.id)), container.id, replaced
+
+
+async def _planned(files: FileService, container: Container | None, file_ids: list[str], param: str, tenant: str) -> "ContainerSync":
+    """What an auto container would hold once its `file_ids` were copied in, made of nothing stored."""
+    known = await files.store.container_files(container.id) if container is not None else []
+    now = time.time()
+    planned = container or Container(new_id("cntr"), tenant, "auto", int(now), now, files.config.container_idle_minutes, None)
+    for position, file_id in enumerate(file_ids):
+        upload = await files.file(file_id, tenant, param=f"{param}.file_ids[{position}]")
+        known.append(ContainerFile(new_id("cfile"), planned.id, tenant, upload.filename, upload.bytes, "user", int(now), "", upload.id))
+    return ContainerSync(files, planned, known)
 
 
 class ContainerSync:

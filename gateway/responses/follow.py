@@ -5,13 +5,13 @@ transaction as the final record, or by the replica that ended the run of a dead 
 
 from __future__ import annotations
 
-import json
 from typing import AsyncIterator
 
 import anyio
 
 from ..storage import StorageError
-from ..store import TERMINAL_EVENTS, ResponseStore
+from ..protocol import ends_stream, event_frame
+from ..store import ResponseStore
 
 POLL_S = 0.1  # how often a running response's new events are looked for
 
@@ -27,7 +27,7 @@ async def follow_stored(store: ResponseStore, response_id: str, after: int) -> A
                 for number, frame in rows:
                     frames.append(frame)
                     last = number
-                    if frame.startswith(TERMINAL_EVENTS):
+                    if ends_stream(frame):
                         yield b"".join(frames)
                         return
                 yield b"".join(frames)
@@ -49,5 +49,4 @@ async def follow_stored(store: ResponseStore, response_id: str, after: int) -> A
 
 
 def _error(sequence_number: int, code: str, message: str) -> bytes:
-    data = json.dumps({"type": "error", "code": code, "message": message, "param": None, "sequence_number": sequence_number})
-    return f"event: error\ndata: {data}\n\n".encode()
+    return event_frame({"type": "error", "code": code, "message": message, "param": None, "sequence_number": sequence_number})

@@ -72,10 +72,11 @@ class HostedTools:
 
     # -- before the first event ----------------------------------------------------------------------------
 
-    async def prepare(self, dialog: Dialog) -> None:
-        """Check the request's hosted tools and connect its MCP servers; errors here are HTTP errors."""
+    async def prepare(self, dialog: Dialog, provision: bool = True) -> None:
+        """Check the request's hosted tools and connect its MCP servers; errors here are HTTP errors.
+        Without `provision` (a prompt only counted) no container is made and no file copied."""
         self.dialog = dialog
-        await self._check_python()
+        await self._check_python(provision)
         self._open_browser()
         mcp_tools = [(index, tool) for index, tool in enumerate(self.request.tools) if isinstance(tool, McpTool)]
         registry = self.services.mcp
@@ -98,7 +99,7 @@ class HostedTools:
                     param="tools",
                 )
 
-    async def _check_python(self) -> None:
+    async def _check_python(self, provision: bool) -> None:
         """The container the code will run in: the one named, or (auto) the conversation's, or a new one;
         the auto container's `file_ids` are copied into it now."""
         tool = self.code_interpreter
@@ -115,7 +116,7 @@ class HostedTools:
         if not isinstance(named, str):
             check_memory_limit(named.memory_limit, sandbox.config.memory, f"tools[{index}].container.memory_limit")
         self.container, self.container_id, self._container_replaced = await open_container(
-            files, named, f"tools[{index}].container", self.tenant, self.dialog.container_id
+            files, named, f"tools[{index}].container", self.tenant, self.dialog.container_id, provision
         )
 
     def _open_browser(self) -> None:

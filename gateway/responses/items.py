@@ -78,9 +78,21 @@ class OutputItem:
     def done(self, events: Events) -> Event:
         return events.make("response.output_item.done", output_index=self.output_index, item=self.as_dict())
 
+    def opened(self, events: Events) -> list[Event]:
+        """The events that open the item as the model starts writing it."""
+        raise NotImplementedError
+
+    def closed(self, events: Events, status: str = "completed") -> list[Event]:
+        """The events that end the item (cut off, or the response failed: `incomplete`)."""
+        raise NotImplementedError
+
 
 class TextItem(OutputItem):
     """An item with one text part that streams: a reasoning item or an assistant message."""
+
+    def delta_frame_with_logprobs(self, delta: Delta, text: str) -> bytes:
+        """A delta's frame with its tokens' logprobs (only a message has them to give)."""
+        raise NotImplementedError
 
     part_type: str
     delta_type: str

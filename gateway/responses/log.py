@@ -13,15 +13,15 @@ output caps.
 
 from __future__ import annotations
 
-from typing import Any, AsyncIterator, Awaitable, Callable
+from typing import Any, AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 
 import anyio
 from anyio.abc import TaskGroup
 
-from ..jsontext import dumps
+from ..protocol import event_frame
 from .items import Delta, Event
 
-Batch = list[Event | Delta]
+Batch = Sequence[Event | Delta]
 
 MAX_MERGED_BATCHES = 256  # a reader that fell behind gets several batches in one write, up to this many
 
@@ -90,7 +90,7 @@ class Runs:
         # Background responses running here, by response id: what polling, resuming and cancelling find.
         self.background: dict[str, Any] = {}
 
-    def start(self, execute: Callable[[], Awaitable[None]]) -> None:
+    def start(self, execute: Callable[[], Coroutine[Any, Any, None]]) -> None:
         self._tasks.start_soon(execute)
 
     def cancel(self, response_id: str) -> None:
@@ -101,7 +101,7 @@ class Runs:
 
 
 def sequence_number(event: Event | Delta) -> int:
-    return event.sequence_number if type(event) is Delta else event["sequence_number"]
+    return event.sequence_number if isinstance(event, Delta) else event["sequence_number"]
 
 
 def numbered_frames(batches: list[Batch]) -> list[tuple[int, bytes]]:
@@ -110,7 +110,6 @@ def numbered_frames(batches: list[Batch]) -> list[tuple[int, bytes]]:
 
 def sse_frame(event: Event | Delta) -> bytes:
     """The SSE frame of one event: `event: TYPE`, `data: JSON`, a blank line."""
-    if type(event) is Delta:
+    if isinstance(event, Delta):
         return event.frame()
-    data = dumps(event)
-    return f"event: {event['type']}\ndata: {data}\n\n".encode()
+    return event_frame(event)

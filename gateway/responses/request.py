@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Discriminator, Field, PrivateAttr, Tag, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Discriminator, Field, PrivateAttr, Tag, field_validator, model_validator
 
 from ..errors import APIError, bad_request
+from ..namespaces import reserved_problem
 
 
 class _Model(BaseModel):
@@ -348,6 +349,14 @@ class McpTool(_Model):
     allowed_tools: list[str] | ToolNameFilter | None = None
     require_approval: Literal["always", "never"] | ApprovalFilter | None = None
     connector_id: None = Field(None, description="connectors are OpenAI's own: not supported")
+
+    @field_validator("server_label")
+    @classmethod
+    def _not_reserved(cls, label: str) -> str:
+        problem = reserved_problem(label)
+        if problem is not None:
+            raise ValueError(problem)
+        return label
 
     def allowed_names(self) -> set[str] | None:
         if self.allowed_tools is None:

@@ -21,6 +21,7 @@ from openai_harmony import Role
 from ..isolation import TooCostly, run_isolated
 from ..engine import EngineStream, Sampling
 from ..errors import APIError, bad_request
+from ..namespaces import RESERVED_NAMESPACES
 from ..harmony import GrowingPrompt, Preamble, Prompt, ToolDescription, ToolNamespaceConfig, encoding
 from ..parser import HarmonyStreamParser, MalformedHarmony, MessageFinished, MessageStarted, TextDelta
 from ..storage import StorageError
@@ -44,7 +45,8 @@ from .logprobs import ContentLogprob, load_vocabulary, parse_with_logprobs
 from .schemas import InvalidSchema, argument_problem, checked_schema
 from .grammars import InvalidGrammar, check_grammar, input_problem
 from .request import (
-    CustomTool, FunctionTool, GrammarInput, McpTool, NamespaceTool, ReasoningItem, ReasoningText, ResponsesRequest, UnavailableTool,
+    CustomTool, FunctionTool, GrammarInput, McpTool, NamespaceFunction, NamespaceTool, ReasoningItem, ReasoningText, ResponsesRequest,
+    UnavailableTool,
     WebSearchTool, unsupported,
 )  # fmt: skip
 
@@ -117,11 +119,11 @@ class ResponseRun:
 
     async def input_tokens(self) -> int:
         """The exact length of the prompt the first engine call of this request would get."""
-        await self._build_dialog()
+        await self._build_dialog(provision=False)
         self._prefill = self._forced_call_header()
         return len(await self._render(max_model_len=None))
 
-    async def _build_dialog(self) -> None:
+    async def _build_dialog(self, provision: bool = True) -> None:
         request = self.request
         if request.previous_response_id:
             previous = await self.services.store.get(request.previous_response_id, self.tenant)
@@ -154,7 +156,7 @@ class ResponseRun:
         self.input_items = append_input(self.dialog, request.input, resent_thread=request.previous_response_id is not None)
         if self.conversation is not None:
             refuse_known_ids(self.input_items, known, "input")
-        await self.hosted.prepare(self.dialog)
+        await self.hosted.prepare(self.dialog, provision)
         self.preamble = self._preamble()
         await self._check_grammars()
 
@@ -404,7 +406,7 @@ class ResponseRun:
                 if prefill:  # the forced header goes through the parser as if the model had written it
                     chunk.token_ids = prefill + chunk.token_ids
                     if chunk.logprobs is not None:
-                        chunk.logprobs = [None] * len(prefill) + chunk.logprobs
+                        chunk.logprobs = [*(None for _ in prefill), *chunk.logprobs]
                     prefill = []
                 if self.logprob_count is None:
                     parsed_events: list[Any] = parser.feed(chunk.token_ids)
@@ -458,7 +460,7 @@ class ResponseRun:
             self.usage["reasoning"] += parser.reasoning_tokens
         # The engine stopped: anything still open was cut off by max_tokens.
         if item is not None:
-            emit(self._held_back(item, stopper, rewriter) + item.closed(log, "incomplete"))
+            emit([*self._held_back(item, stopper, rewriter), *item.closed(log, "incomplete")])
         partial = parser.partial_message()
         if partial is not None:
             self.dialog.append(partial)
@@ -553,7 +555,8 @@ class ResponseRun:
 
     async def _custom_call_status(self, item: CustomToolCallOutput, call: ToolCall) -> str:
         """A custom tool's input that breaks its grammar goes back to the model, like bad JSON arguments."""
-        grammar = self.functions[item.name].format
+        tool = self.functions[item.name]
+        grammar = tool.format if isinstance(tool, CustomTool) else None
         if not isinstance(grammar, GrammarInput):
             return "completed"
         problem = await input_problem(grammar.syntax, grammar.definition, item.text)
@@ -592,14 +595,18 @@ class ResponseRun:
             functions = [_describe(tool) for tool in self.functions.values()]
         self._check_namespaces()
         for index, tool in enumerate(request.tools):
-            strict_candidates = [(f"tools[{index}]", tool)] if isinstance(tool, FunctionTool) else []
-            if isinstance(tool, NamespaceTool):
-                strict_candidates = [(f"tools[{index}].tools[{inner}]", function) for inner, function in enumerate(tool.tools)]
-            for param, function in strict_candidates:
+            # (param, recipient, function) of the request's functions: the tool's own, or a namespace's.
+            strict_candidates: list[tuple[str, str, FunctionTool | NamespaceFunction]] = []
+            if isinstance(tool, FunctionTool):
+                strict_candidates = [(f"tools[{index}]", tool.recipient, tool)]
+            elif isinstance(tool, NamespaceTool):
+                strict_candidates = [
+                    (f"tools[{index}].tools[{inner}]", f"{tool.name}.{function.name}", function) for inner, function in enumerate(tool.tools)
+                ]
+            for param, recipient, function in strict_candidates:
                 if function.strict is False:  # OpenAI's default is strict
                     continue
                 try:
-                    recipient = f"{tool.name}.{function.name}" if isinstance(tool, NamespaceTool) else tool.recipient
                     self.schemas[recipient] = checked_schema(function.parameters)
                 except InvalidSchema as exc:
                     raise bad_request(
@@ -635,7 +642,7 @@ class ResponseRun:
 
     def _check_namespaces(self) -> None:
         """A namespace's name may not be one the model already knows another way."""
-        taken = {"functions", "python", "browser", "container", *self.hosted.servers}
+        taken = {*RESERVED_NAMESPACES, *self.hosted.servers}
         for index, tool in enumerate(self.request.tools):
             if not isinstance(tool, NamespaceTool):
                 continue

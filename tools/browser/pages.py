@@ -59,7 +59,7 @@ class Page:
     def from_summary(cls, data: dict[str, Any]) -> "Page":
         sources = [tuple(source) for source in data["sources"]] if data.get("sources") else None
         links = {int(key): value for key, value in (data.get("links") or {}).items()}
-        return cls(data["url"], data["title"], [], links, sources, data.get("kind", "page"))  # type: ignore[arg-type]
+        return cls(data["url"], data["title"], [], links, sources, data.get("kind", "page"))
 
 
 def domain_of(url: str) -> str:
