@@ -61,7 +61,9 @@ def event_stream(services: Services, run: ResponseRun, frames: AsyncIterator[byt
 
 def sse_response(services: Services, frames: AsyncIterator[bytes]) -> EventStream:
     drain = services.drain
-    return EventStream(frames, send_timeout=services.config.server.send_timeout_s, give_up=lambda: drain.past_grace(READER_GRACE_S))
+    return EventStream(
+        frames, sep="\n", ping=15, send_timeout=services.config.server.send_timeout_s, give_up=lambda: drain.past_grace(READER_GRACE_S)
+    )
 
 
 READER_GRACE_S = 2.0  # how long after the shutdown grace period a slow reader may go on reading
