@@ -15,6 +15,9 @@ from typing import Any
 from starlette.responses import JSONResponse as _StarletteJSONResponse
 
 _LINE_SEPARATORS = re.compile("[\u2028\u2029\x85]")
+# One encoder made once: `json.dumps` with any option builds a new JSONEncoder on every call, and this runs
+# for every streamed delta.
+_encode = json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode
 _ESCAPES = {"\u2028": "\\u2028", "\u2029": "\\u2029", "\x85": "\\u0085"}
 
 
@@ -26,7 +29,7 @@ def escape_line_separators(text: str) -> str:
 
 
 def dumps(value: Any) -> str:
-    return escape_line_separators(json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":")))
+    return escape_line_separators(_encode(value))
 
 
 class JSONResponse(_StarletteJSONResponse):
