@@ -23,7 +23,7 @@ class SessionDirectory:
         self.db = db
         self.owner = replicas.id
         self._lease_s = replicas.lease_s
-        self._lock = " FOR UPDATE OF s" if db.dialect == "postgresql" else ""  # SQLite: the write lock is the file's
+        self._lock = db.for_update(of="s")
         self._handlers: list[Callable[[str, str], None]] = []
         db.listen(TAKEN_CHANNEL, self._on_taken)
 

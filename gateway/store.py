@@ -63,8 +63,8 @@ class Stalled:
 class ResponseStore:
     def __init__(self, db: Database) -> None:
         self._db = db
-        self._lock_row = " FOR SHARE" if db.dialect == "postgresql" else ""
-        self._lock_rows = " FOR UPDATE" if db.dialect == "postgresql" else ""
+        self._lock_row = db.for_share()
+        self._lock_rows = db.for_update()
 
     async def put(
         self,

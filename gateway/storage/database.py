@@ -54,6 +54,15 @@ class Database(abc.ABC):
 
     dialect: str
 
+    def for_update(self, of: str | None = None) -> str:
+        """The clause that makes a SELECT lock the rows it reads (of table alias `of`) until its
+        transaction ends; empty where a write transaction holds the whole database already (SQLite)."""
+        return ""
+
+    def for_share(self) -> str:
+        """The clause that keeps the rows a SELECT reads from being changed until its transaction ends."""
+        return ""
+
     @abc.abstractmethod
     async def start(self) -> None:
         """Connect, and bring the schema up to date (migrations.py)."""

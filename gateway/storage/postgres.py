@@ -58,6 +58,12 @@ class PostgreSQL(Database):
         self._listener: asyncpg.Connection | None = None
         self._closing = False
 
+    def for_update(self, of: str | None = None) -> str:
+        return f" FOR UPDATE OF {of}" if of else " FOR UPDATE"
+
+    def for_share(self) -> str:
+        return " FOR SHARE"
+
     async def start(self) -> None:
         self._pool = await self._retrying(self._create_pool)
         await self.transaction(_migrate)
