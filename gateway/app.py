@@ -138,7 +138,7 @@ def create_app(config: GatewayConfig, drain: Drain | None = None) -> Starlette:
         await files.blobs.start()
         async with anyio.create_task_group() as tasks:
             sandbox = await _start_sandbox(config, tasks, replicas, database)
-            mcp = MCPServers(config)
+            mcp = MCPServers(config.tool_servers, config.mcp)
             await mcp.start(tasks)
             drain.bind()
             if config.storage.ttl_s is not None:

@@ -12,9 +12,19 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+# The sections whose packages read them are defined there (sandbox/ and tools/ import nothing of the
+# gateway); they are composed, and named again, here.
+from sandbox.config import SandboxConfig
+from tools.browser.config import BrowserConfig, FetchConfig, SearchConfig
+from tools.config import Approval, ApprovalFilter, MCPConfig, ToolNames, ToolServerConfig
+
 from .body import BodyLimits
 from .errors import param_path
-from .namespaces import reserved_problem
+
+__all__ = [
+    "Approval", "ApprovalFilter", "BrowserConfig", "FetchConfig", "GatewayConfig", "MCPConfig", "SandboxConfig",
+    "SearchConfig", "ToolNames", "ToolServerConfig", "load_config", "parse_config",
+]  # fmt: skip
 
 
 class ConfigError(Exception):
@@ -200,132 +210,6 @@ class IsolationConfig(_Section):
     workers: int = Field(2, gt=0, le=64, description="Busy at once; more calls wait (within their time)")
     memory: str = Field("1g", pattern=r"^\d+[kmg]?$", description="Address space of one worker")
     schema_timeout_s: float = Field(2.0, gt=0, le=60, description="One check of a call's arguments")
-
-
-class SandboxConfig(_Section):
-    """The Python tool's sandbox. `local` runs the kernel in Linux namespaces instead of containers: weaker
-    isolation, for machines without Docker."""
-
-    backend: Literal["docker", "local"] = "docker"
-    image: str = "harmony-gateway/sandbox:latest"
-    timeout_s: float = Field(30.0, gt=0, description="Per execution; stated to the model")
-    memory: str = Field("1g", pattern=r"^\d+[kmg]?$", description="Memory limit, no extra swap")
-    cpus: float = Field(1.0, gt=0)
-    pids: int = Field(128, gt=8)
-    pool_size: int = Field(2, ge=0, description="Started sessions kept ready")
-    idle_ttl_s: float = Field(900.0, gt=0)
-    max_sessions: int = Field(32, gt=0)
-    max_sessions_per_tenant: int = Field(8, gt=0, description="Live sessions one tenant may hold")
-    max_output_bytes: int = Field(16384, ge=1024, description="Past this, output is cut around a marker")
-    local_python: str | None = Field(None, description="Interpreter of the local backend; default the system python3")
-    local_uid_base: int = Field(200_000, ge=1000, description="local backend as root: each session gets a host uid from here")
-    # Labels this gateway's containers so that a restart removes its own orphans and nobody else's.
-    instance: str = Field("default", pattern=r"^[A-Za-z0-9_.-]+$")
-
-
-class ToolNames(_Section):
-    tool_names: list[str] = []
-
-
-class ApprovalFilter(_Section):
-    """OpenAI's filter form: tools that always need approval, and tools that never do."""
-
-    always: ToolNames | None = None
-    never: ToolNames | None = None
-
-
-Approval = Literal["always", "never"] | ApprovalFilter
-
-class ToolServerConfig(_Section):
-    """An MCP server the gateway connects to at start-up; a request enables it by `server_label`."""
-
-    label: str = Field(pattern=r"^[A-Za-z][A-Za-z0-9_-]{0,63}$", description="Harmony namespace and server_label")
-    transport: Literal["stdio", "sse", "streamable-http"]
-    command: list[str] | None = Field(None, min_length=1, description="stdio: the program and its arguments")
-    args: list[str] = []
-    env: dict[str, str] = {}
-    cwd: str | None = None
-    url: str | None = Field(None, description="sse / streamable-http: the server's endpoint")
-    headers: dict[str, str] = {}
-    allowed_tools: list[str] | None = None
-    require_approval: Approval = "never"
-    timeout_s: float = Field(30.0, gt=0)
-
-    @model_validator(mode="after")
-    def _transport_fields(self) -> "ToolServerConfig":
-        problem = reserved_problem(self.label)
-        if problem is not None:
-            raise ValueError(f"label {problem}")
-        if self.transport == "stdio" and not self.command:
-            raise ValueError("a stdio server needs command")
-        if self.transport != "stdio" and not self.url:
-            raise ValueError(f"a {self.transport} server needs url")
-        return self
-
-
-class MCPConfig(_Section):
-    # URLs that request-level servers (`server_url`) may point at, matched by scheme, host, port and path
-    # segment (tools/urls.py); none by default, so no request can make the gateway connect where the
-    # operator did not allow.
-    allowed_urls: list[str] = []
-    request_server_ttl_s: float = Field(600.0, gt=0, description="Idle request-level sessions are closed after this")
-    max_request_servers: int = Field(64, gt=0, description="Request-level sessions kept open in all")
-    max_request_servers_per_tenant: int = Field(8, gt=0, description="Request-level sessions one tenant may keep")
-    connect_wait_s: float = Field(5.0, ge=0, description="How long a request waits for a server that is connecting")
-
-    @field_validator("allowed_urls")
-    @classmethod
-    def _plain_urls(cls, value: list[str]) -> list[str]:
-        from tools.urls import parse
-
-        for url in value:
-            if parse(url) is None:
-                raise ValueError(f"{url!r} is not a plain http(s) URL (no user info, fragment or dot segments)")
-        return value
-
-
-class SearchConfig(_Section):
-    """Where `browser.search` goes: a tool of a configured MCP server (`tool_servers`), or DDGS (keyless)."""
-
-    type: Literal["mcp", "ddgs"]
-    server: str | None = Field(None, description="mcp: the label of a tool server")
-    tool: str = "search"
-    query_argument: str = "query"
-    count_argument: str | None = Field(None, description="the tool's argument for the number of results, if it has one")
-    location_argument: str | None = Field(None, description="the tool's argument for the user's location, if it has one")
-    timeout_s: float = Field(20.0, gt=0)
-
-
-class FetchConfig(_Section):
-    """Where `browser.open` gets pages: the gateway's own HTTP client, or a tool of an MCP fetch server."""
-
-    type: Literal["http", "mcp"] = "http"
-    server: str | None = Field(None, description="mcp: the label of a tool server")
-    tool: str = "fetch"
-
-
-class BrowserConfig(_Section):
-    """gpt-oss's browser tool, offered for the request tools web_search and web_search_preview."""
-
-    search: SearchConfig | None = None  # None: the model can only open pages by URL
-    fetch: FetchConfig = FetchConfig()
-    # Networks the browser may fetch from although they are not public (loopback, private, link-local);
-    # none by default. CIDRs, e.g. "10.0.0.0/8".
-    allow_networks: list[str] = []
-    max_page_bytes: int = Field(2 * 1024 * 1024, gt=0, le=64 * 1024 * 1024)
-    page_timeout_s: float = Field(15.0, gt=0, le=300)
-    pages_per_response: int = Field(20, gt=0, le=1000)
-    max_results: int = Field(10, gt=0, le=50)
-    user_agent: str = "harmony-gateway-browser/0.1"
-
-    @field_validator("allow_networks")
-    @classmethod
-    def _networks(cls, value: list[str]) -> list[str]:
-        import ipaddress
-
-        for network in value:
-            ipaddress.ip_network(network, strict=False)  # a ValueError names the bad one
-        return value
 
 
 class GatewayConfig(_Section):

@@ -18,7 +18,7 @@ import docker
 import docker.errors
 from anyio.abc import SocketStream, UNIXSocketStream
 
-from gateway.config import SandboxConfig
+from .config import SandboxConfig
 
 from .build import sandbox_sha
 from .channel import KernelChannel, KernelDied

@@ -26,7 +26,7 @@ import anyio
 import anyio.to_thread
 from anyio.abc import Process
 
-from gateway.config import SandboxConfig
+from .config import SandboxConfig
 
 from .channel import KernelChannel
 from .docker_backend import SandboxUnavailable

@@ -18,7 +18,7 @@ import anyio
 import docker.errors
 from anyio.abc import TaskGroup
 
-from gateway.config import SandboxConfig
+from .config import SandboxConfig
 from gateway.quota import AllBusy, to_evict
 
 from .channel import KernelChannel, KernelDied, KernelProtocolError

@@ -17,7 +17,7 @@ import anyio
 from anyio.abc import TaskGroup
 from mcp_types import Tool
 
-from gateway.config import GatewayConfig, ToolServerConfig
+from .config import MCPConfig, ToolServerConfig
 from gateway.quota import AllBusy, to_evict
 
 from .connection import MCPConnection, ServerSpec
@@ -92,9 +92,9 @@ def _spec(server: ToolServerConfig) -> ServerSpec:
 
 
 class MCPServers:
-    def __init__(self, config: GatewayConfig) -> None:
+    def __init__(self, tool_servers: list[ToolServerConfig], config: MCPConfig) -> None:
         self.config = config
-        self.configured = {server.label: server for server in config.tool_servers}
+        self.configured = {server.label: server for server in tool_servers}
         self.connections = {label: MCPConnection(_spec(server)) for label, server in self.configured.items()}
         self._requested: dict[str, _RequestServer] = {}
         self._tasks: TaskGroup | None = None
@@ -106,7 +106,7 @@ class MCPServers:
             tasks.start_soon(connection.run)
         async with anyio.create_task_group() as waiting:
             for connection in self.connections.values():
-                waiting.start_soon(connection.wait_attempt, self.config.mcp.connect_wait_s)
+                waiting.start_soon(connection.wait_attempt, self.config.connect_wait_s)
         tasks.start_soon(self._close_idle)
 
     def health(self) -> dict[str, bool]:
@@ -132,7 +132,7 @@ class MCPServers:
             allowed = tool.allowed_names()
             # As in OpenAI's API, a request's own server asks for approval unless told otherwise.
             rules = [tool.require_approval if tool.require_approval is not None else "always"]
-        await connection.wait_attempt(self.config.mcp.connect_wait_s)
+        await connection.wait_attempt(self.config.connect_wait_s)
         return EnabledServer(tool.server_label, connection, allowed, rules, tool.server_description)
 
     def _request_server(self, tool: Any, param: str, tenant: str) -> MCPConnection:
@@ -141,7 +141,7 @@ class MCPServers:
             raise ServerRefused(f"server_label '{tool.server_label}' is a configured server's.", f"{param}.server_label")
         if not url.startswith(("http://", "https://")):
             raise ServerRefused("server_url must be an http(s) URL.", f"{param}.server_url")
-        if not is_allowed(url, self.config.mcp.allowed_urls):
+        if not is_allowed(url, self.config.allowed_urls):
             raise ServerRefused(
                 "server_url is not allowed by this gateway's mcp.allowed_urls.", f"{param}.server_url"
             )
@@ -164,7 +164,7 @@ class MCPServers:
 
     def _make_room(self, tenant: str, param: str) -> None:
         """Below both caps on kept request-level sessions, closing least recently used idle ones if needed."""
-        per_tenant, total = self.config.mcp.max_request_servers_per_tenant, self.config.mcp.max_request_servers
+        per_tenant, total = self.config.max_request_servers_per_tenant, self.config.max_request_servers
         try:
             while (key := to_evict(self._requested, tenant, per_tenant, total)) is not None:
                 self._requested.pop(key).connection.close()
@@ -180,7 +180,7 @@ class MCPServers:
         return len(self._requested)
 
     async def _close_idle(self) -> None:
-        ttl = self.config.mcp.request_server_ttl_s
+        ttl = self.config.request_server_ttl_s
         while True:
             await anyio.sleep(min(ttl / 4, 30.0))
             deadline = time.monotonic() - ttl

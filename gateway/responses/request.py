@@ -9,7 +9,8 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import AfterValidator, BaseModel, ConfigDict, Discriminator, Field, PrivateAttr, Tag, field_validator, model_validator
 
 from ..errors import APIError, bad_request
-from ..namespaces import reserved_problem
+from tools.namespaces import reserved_problem
+
 
 
 class _Model(BaseModel):

@@ -18,10 +18,11 @@ from typing import Any
 import anyio
 from openai_harmony import Role
 
+from tools.namespaces import RESERVED_NAMESPACES
+
 from ..isolation import TooCostly, run_isolated
 from ..engine import EngineStream, Sampling
 from ..errors import APIError, bad_request
-from ..namespaces import RESERVED_NAMESPACES
 from ..harmony import GrowingPrompt, Preamble, Prompt, ToolDescription, ToolNamespaceConfig, encoding
 from ..parser import HarmonyStreamParser, MalformedHarmony, MessageFinished, MessageStarted, TextDelta
 from ..storage import StorageError

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from gateway.config import BrowserConfig
+from .config import BrowserConfig
 
 from ..connection import MCPConnection
 from ..servers import MCPServers
