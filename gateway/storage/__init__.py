@@ -1,5 +1,21 @@
-"""Where the gateway keeps state: one Database interface, SQLite embedded or PostgreSQL shared."""
+"""Where the gateway keeps state: one Database interface, SQLite embedded or PostgreSQL shared.
 
-from .database import Conflict, Database, StorageError, Tx, UnstorableValue, open_database
+The interface (database.py) knows neither backend; this package picks one. The modules import in one
+direction only: the backends import the interface and the migrations, nothing imports back.
+"""
+
+from .database import Conflict, Database, StorageError, Tx, UnstorableValue
 
 __all__ = ["Conflict", "Database", "StorageError", "Tx", "UnstorableValue", "open_database"]
+
+
+def open_database(url: str, *, retry_s: float, pool_size: int) -> Database:
+    """The database `storage.url` names: `sqlite:///PATH` (or a bare path) or `postgresql://...`."""
+    if url.startswith(("postgresql://", "postgres://")):
+        from .postgres import PostgreSQL  # asyncpg is only imported where it is used
+
+        return PostgreSQL(url, retry_s=retry_s, pool_size=pool_size)
+    from .sqlite import SQLite
+
+    # As SQLAlchemy writes them: sqlite:///relative/path, sqlite:////absolute/path.
+    return SQLite(url[len("sqlite:///") :] if url.startswith("sqlite:///") else url)

@@ -91,14 +91,3 @@ class Database(abc.ABC):
     async def keep_listening(self) -> None:
         """Run for the app's lifetime where notifications come from other processes; by default they do not."""
 
-
-def open_database(url: str, *, retry_s: float, pool_size: int) -> Database:
-    """The database `storage.url` names: `sqlite:///PATH` (or a bare path) or `postgresql://...`."""
-    if url.startswith(("postgresql://", "postgres://")):
-        from .postgres import PostgreSQL  # asyncpg is only imported where it is used
-
-        return PostgreSQL(url, retry_s=retry_s, pool_size=pool_size)
-    from .sqlite import SQLite
-
-    # As SQLAlchemy writes them: sqlite:///relative/path, sqlite:////absolute/path.
-    return SQLite(url[len("sqlite:///") :] if url.startswith("sqlite:///") else url)
