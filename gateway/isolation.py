@@ -4,13 +4,19 @@ Extracting a PDF's text, checking arguments against a client's JSON Schema and c
 each cost minutes and gigabytes for a few kilobytes of input (one 2 MB content stream drawn on 1000
 pages; 40 nested `anyOf` pairs, 2^40 branches). In a thread such work cannot be stopped, and it holds
 the GIL and the CPU lane that every stored response needs. In a worker process it has an address-space
-limit (RLIMIT_AS), a time limit, and it is killed (SIGKILL) when either passes or when the response it
-serves ends. Workers are anyio's process pool (kept warm between calls), at most `workers` busy at once.
+limit (RLIMIT_AS) and a time limit, and it is killed (SIGKILL) when the response it serves ends.
+
+The time limit is kept by the worker itself (an interval timer, SIGALRM) from the moment the work starts,
+so a worker that had to be started, or to import the work's modules, first does not eat into it; the
+worker then goes on serving. The caller waits `STARTUP_ALLOWANCE_S` longer as a backstop, for work stuck
+where a signal cannot reach it, and kills that worker. Workers are anyio's process pool (kept warm
+between calls), at most `workers` busy at once.
 """
 
 from __future__ import annotations
 
 import resource
+import signal
 from typing import Callable, TypeVar, TypeVarTuple, Unpack
 
 import anyio
@@ -21,11 +27,17 @@ T = TypeVar("T")
 Args = TypeVarTuple("Args")
 
 _settings = {"workers": 2, "memory_bytes": 1024**3}
+STARTUP_ALLOWANCE_S = 15.0  # beyond a call's own limit: a worker started and its modules imported, a wait for a free one
 _slots: RunVar[anyio.CapacityLimiter] = RunVar("isolation_slots")
 
 
 class TooCostly(Exception):
     """The work passed its time or memory limit (or its worker died): the input is to blame."""
+
+
+class OutOfTime(BaseException):
+    """Raised in the worker when the work's time is up (picklable: it travels back to the caller). A
+    BaseException, like KeyboardInterrupt, so that the work's own `except Exception` cannot swallow it."""
 
 
 def configure(workers: int, memory_bytes: int) -> None:
@@ -43,11 +55,11 @@ async def run_isolated(timeout_s: float, function: Callable[[Unpack[Args]], T], 
         slots = anyio.CapacityLimiter(_settings["workers"])
         _slots.set(slots)
     try:
-        with anyio.fail_after(timeout_s):
+        with anyio.fail_after(timeout_s + STARTUP_ALLOWANCE_S):
             return await anyio.to_process.run_sync(
-                _limited, _settings["memory_bytes"], function, *args, cancellable=True, limiter=slots
+                _limited, _settings["memory_bytes"], timeout_s, function, *args, cancellable=True, limiter=slots
             )
-    except TimeoutError:
+    except (OutOfTime, TimeoutError):
         raise TooCostly(f"it took longer than {timeout_s:g} s") from None
     except MemoryError:
         raise TooCostly(f"it needed more than {_settings['memory_bytes'] // 1024**2} MB of memory") from None
@@ -55,9 +67,19 @@ async def run_isolated(timeout_s: float, function: Callable[[Unpack[Args]], T], 
         raise TooCostly("its worker process died") from None
 
 
-def _limited(memory_bytes: int, function: Callable[..., T], *args: object) -> T:
-    """In the worker: the address-space limit set (once: it can only be lowered), then the work."""
+def _limited(memory_bytes: int, timeout_s: float, function: Callable[..., T], *args: object) -> T:
+    """In the worker: the address-space limit set (once: it can only be lowered), then the work, within
+    its time (the worker's main thread runs it, so the alarm interrupts the work itself)."""
     soft, hard = resource.getrlimit(resource.RLIMIT_AS)
     if soft == resource.RLIM_INFINITY or soft > memory_bytes:
         resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, hard))
-    return function(*args)
+    signal.signal(signal.SIGALRM, _out_of_time)
+    signal.setitimer(signal.ITIMER_REAL, timeout_s)
+    try:
+        return function(*args)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+
+
+def _out_of_time(signum: int, frame: object) -> None:
+    raise OutOfTime()
