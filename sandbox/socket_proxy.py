@@ -70,6 +70,10 @@ class Proxy:
                 upstream = plan(request.method.decode(), request.target.decode("ascii"), body, self.limits, upgrade)
                 if upstream.container is not None:
                     upstream = upstream.for_container(await self._sandbox_id(upstream.container))
+            except _NoSuchContainer as exc:
+                # As Docker answers it: the gateway's client then sees NotFound (a session's container
+                # removed meanwhile, say, by the reaper while shutdown was listing them).
+                await _send_error(conn, client, 404, f"No such container: {exc}")
             except Refused as exc:
                 log.warning("denied: %s %s: %s", request.method.decode(), request.target.decode("ascii", "replace"), exc)
                 await _send_error(conn, client, 403, f"denied by the harmony-gateway socket proxy: {exc}")
@@ -83,6 +87,8 @@ class Proxy:
     async def _sandbox_id(self, reference: str) -> str:
         """The full id of the container `reference` names, if it carries the sandbox label."""
         status, payload = await self._fetch(Upstream("GET", f"/containers/{reference}/json"))
+        if status == 404:
+            raise _NoSuchContainer(reference)
         if status == 200:
             try:
                 info = json.loads(payload)
@@ -132,6 +138,10 @@ class Proxy:
                 await client.send(conn.send(event))
             await client.send(conn.send(h11.EndOfMessage()))
             return False
+
+
+class _NoSuchContainer(Refused):
+    """Docker knows no container by that reference: answered 404, as Docker would."""
 
 
 class _BadRequest(Exception):

@@ -90,6 +90,10 @@ def test_other_containers_cannot_be_touched(proxy: str, sandbox_image: str) -> N
             assert refused.value.status_code == 403 and "not a sandbox container" in str(refused.value.explanation)
     finally:
         outside.remove(force=True)
+    # Gone, it is a 404 as Docker says it: removing a container that vanished meanwhile is not an error.
+    for gone in (lambda: client.api.inspect_container(outside.id), lambda: client.api.remove_container(outside.id, force=True)):
+        with pytest.raises(docker.errors.NotFound):
+            gone()
 
 
 # -- hostile requests, sent as raw bytes --------------------------------------------------------------------
