@@ -9,6 +9,7 @@ Run: python -m tests.search_server --site http://127.0.0.1:PORT
 from __future__ import annotations
 
 import argparse
+import json
 import re
 
 from mcp.server.mcpserver import MCPServer
@@ -33,6 +34,16 @@ def build(site: str) -> MCPServer:
             snippet = next((re.sub(r"<[^>]+>", "", p) for p in paragraphs if any(w in p.lower() for w in words)), "")
             results.append({"title": title, "url": site + path, "snippet": snippet[:160]})
         return results[:max_results]
+
+    @server.tool()
+    def search_json_text(query: str, max_results: int = 10) -> str:
+        """The same results as a JSON string: the SDK sends `structuredContent: {"result": "<json>"}` too."""
+        return json.dumps(search(query, max_results))
+
+    @server.tool()
+    def search_text(query: str, max_results: int = 10) -> str:
+        """The same results as text for people, as many search servers write them."""
+        return "\n\n".join(f"Title: {r['title']}\nURL: {r['url']}\nDescription: {r['snippet']}" for r in search(query, max_results))
 
     return server
 

@@ -26,6 +26,7 @@ from gateway.numbers import decimal
 
 from ..connection import MCPConnection, ToolCallFailed
 from ..results import result_text
+from .answers import read_answer, results_of
 from .decoding import ACCEPTED, BoundedDecoder, DecodingFailed, TooLarge
 from .guard import AddressPolicy, BlockedURL
 from .pages import Page, SearchResult, document_page
@@ -51,8 +52,8 @@ class PageFetcher(Protocol):
 
 
 class McpSearch:
-    """A search tool of an MCP server. Its answer is read as results wherever it can be: structured
-    content or JSON text, a list or a `results` field, with url/link/href, title and snippet-like keys."""
+    """A search tool of an MCP server. Its answer is read as results wherever it can be (answers.py):
+    structured content, JSON text (also as the SDK wraps it), or text blocks with URLs."""
 
     def __init__(self, connection: Callable[[], MCPConnection], tool: str, query_argument: str, count_argument: str | None,
                  location_argument: str | None, timeout_s: float) -> None:  # fmt: skip
@@ -75,31 +76,24 @@ class McpSearch:
             raise BrowserFailure(f"the search failed ({exc})") from None
         if result.is_error:
             raise BrowserFailure(f"the search failed ({result_text(result)[:300] or 'the server reported an error'})")
-        data = result.structured_content
-        if data is None:
+        text = result_text(result)
+        results = read_answer(result.structured_content, text)
+        if not results and not _no_results(result.structured_content, text):
+            raise BrowserFailure("the search server's answer holds no results the browser can read")
+        return results[:count]
+
+
+def _no_results(structured: Any, text: str) -> bool:
+    """Whether the answer says, in JSON, that nothing was found (an empty list of results)."""
+    for data in (structured, text):
+        if isinstance(data, str):
             try:
-                data = json.loads(result_text(result))
+                data = json.loads(data) if len(data) < 10_000 else None
             except ValueError:
-                raise BrowserFailure("the search server's answer holds no results the browser can read") from None
-        return read_results(data)[:count]
-
-
-def read_results(data: Any) -> list[SearchResult]:
-    if isinstance(data, dict):
-        data = next((data[key] for key in ("results", "result", "items", "web") if isinstance(data.get(key), list)), None)
-    if not isinstance(data, list):
-        raise BrowserFailure("the search server's answer holds no results the browser can read")
-    results = []
-    for entry in data:
-        if not isinstance(entry, dict):
-            continue
-        url = next((entry[key] for key in ("url", "link", "href") if isinstance(entry.get(key), str)), None)
-        if url is None or urlsplit(url).scheme not in ("http", "https"):
-            continue
-        title = next((entry[key] for key in ("title", "name") if isinstance(entry.get(key), str)), "")
-        snippet = next((entry[key] for key in ("snippet", "description", "content", "body", "text") if isinstance(entry.get(key), str)), "")
-        results.append(SearchResult(title[:300], url, snippet[:1000]))
-    return results
+                data = None
+        if data == [] or (isinstance(data, dict) and any(data.get(key) == [] for key in ("results", "items", "web"))):
+            return True
+    return False
 
 
 class DdgsSearch:
@@ -121,7 +115,7 @@ class DdgsSearch:
             raise BrowserFailure(f"the search engines did not answer within {self.timeout_s:g} s") from None
         except Exception as exc:  # the library's own errors: no results, rate limits, network
             raise BrowserFailure(f"the search failed ({type(exc).__name__}: {str(exc)[:200]})") from None
-        return read_results(rows)[:count]
+        return results_of(rows)[:count]
 
 
 # -- pages ----------------------------------------------------------------------------------------------------
