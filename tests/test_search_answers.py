@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tools.browser.answers import read_answer
+from tools.browser.answers import read_answer, says_none
 
 from .conftest import Process, emulator_stats
 from .test_browser import browser_config, search_server, site  # noqa: F401  (the site fixture)
@@ -48,6 +48,9 @@ def test_answer_shapes_are_read(structured: Any, text: str) -> None:
 def test_text_without_urls_holds_no_results() -> None:
     assert read_answer(None, "No results found for your query.") == []
     assert read_answer({"result": "rate limited"}, "rate limited") == []
+    # An empty list in JSON says "nothing found" (no results, not a failed search); text does not.
+    assert says_none(None, "[]") and says_none({"results": []}, "") and says_none({"result": '{"items": []}'}, "")
+    assert not says_none(None, "No results found.") and not says_none({"results": RESULTS}, "")
 
 
 @pytest.mark.parametrize("tool", ["search_json_text", "search_text"])

@@ -40,6 +40,14 @@ def read_answer(structured: Any, text: str) -> list[SearchResult]:
     return text_results(text)
 
 
+def says_none(structured: Any, text: str) -> bool:
+    """Whether the answer says, in JSON, that nothing was found: an empty list of results."""
+    for data in (structured, _json_in(structured), _json_text(text)):
+        if data == [] or (isinstance(data, dict) and any(data.get(key) == [] for key in _LIST_KEYS)):
+            return True
+    return False
+
+
 def results_of(data: Any, depth: int = 0) -> list[SearchResult]:
     """Results from JSON: a list of objects with a URL, or such a list under a usual key (nested a little)."""
     if isinstance(data, dict) and depth < 3:

@@ -8,7 +8,6 @@ and a time limit, cleaned to text by trafilatura; or a configured MCP fetch serv
 
 from __future__ import annotations
 
-import json
 import re
 from typing import Any, Callable, Protocol
 from urllib.parse import urljoin, urlsplit
@@ -26,7 +25,7 @@ from gateway.numbers import decimal
 
 from ..connection import MCPConnection, ToolCallFailed
 from ..results import result_text
-from .answers import read_answer, results_of
+from .answers import read_answer, results_of, says_none
 from .decoding import ACCEPTED, BoundedDecoder, DecodingFailed, TooLarge
 from .guard import AddressPolicy, BlockedURL
 from .pages import Page, SearchResult, document_page
@@ -78,22 +77,10 @@ class McpSearch:
             raise BrowserFailure(f"the search failed ({result_text(result)[:300] or 'the server reported an error'})")
         text = result_text(result)
         results = read_answer(result.structured_content, text)
-        if not results and not _no_results(result.structured_content, text):
+        if not results and not says_none(result.structured_content, text):
             raise BrowserFailure("the search server's answer holds no results the browser can read")
         return results[:count]
 
-
-def _no_results(structured: Any, text: str) -> bool:
-    """Whether the answer says, in JSON, that nothing was found (an empty list of results)."""
-    for data in (structured, text):
-        if isinstance(data, str):
-            try:
-                data = json.loads(data) if len(data) < 10_000 else None
-            except ValueError:
-                data = None
-        if data == [] or (isinstance(data, dict) and any(data.get(key) == [] for key in ("results", "items", "web"))):
-            return True
-    return False
 
 
 class DdgsSearch:
