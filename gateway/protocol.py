@@ -1,5 +1,6 @@
-"""The fixed parts of the streamed Responses protocol, defined once: the events that end a stream, and
-how an event is framed as a server-sent event.
+"""The fixed parts of the Responses protocol, defined once: the statuses of a response and of its items,
+the `include` values the gateway honours, the events that end a stream, and how an event is framed as a
+server-sent event.
 
 Every writer of frames (a run's event log, a replica that ends another's run, a follower that reports an
 error) frames through `event_frame`, and every reader that must know where a stream ends asks
@@ -9,9 +10,42 @@ formatted from prefixes built once per item, items.py: the same frame, made with
 
 from __future__ import annotations
 
+import enum
 from typing import Any
 
 from .jsontext import dumps
+
+
+class ResponseStatus(enum.StrEnum):
+    QUEUED = "queued"  # a background response not started yet
+    IN_PROGRESS = "in_progress"
+    COMPLETED = "completed"
+    INCOMPLETE = "incomplete"  # a limit ended it: max_output_tokens, max_turns
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    @property
+    def running(self) -> bool:
+        return self in (ResponseStatus.QUEUED, ResponseStatus.IN_PROGRESS)
+
+
+class ItemStatus(enum.StrEnum):
+    IN_PROGRESS = "in_progress"
+    INTERPRETING = "interpreting"  # a code_interpreter_call while its code runs
+    SEARCHING = "searching"  # a web_search_call while it runs
+    COMPLETED = "completed"
+    INCOMPLETE = "incomplete"  # cut off: by a limit, or by the response's failure
+    FAILED = "failed"
+
+
+class Include(enum.StrEnum):
+    """What `include` may ask for. Each value is honoured by the part that owns it: the tools' own values
+    are listed by their tools (responses/tools/registry.py derives the accepted set)."""
+
+    ENCRYPTED_REASONING = "reasoning.encrypted_content"
+    LOGPROBS = "message.output_text.logprobs"
+    CODE_OUTPUTS = "code_interpreter_call.outputs"
+    SEARCH_SOURCES = "web_search_call.action.sources"
 
 # The last event of a response's own stream, one per status it can end in.
 RESPONSE_ENDINGS = ("response.completed", "response.incomplete", "response.failed")

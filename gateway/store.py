@@ -18,11 +18,12 @@ from typing import Any, Callable
 import anyio
 
 from .cpu import run_cpu
+from .protocol import ResponseStatus
 from .storage import Database, StorageError, Tx
 
 log = logging.getLogger("gateway.store")
 
-RUNNING = ("queued", "in_progress")
+RUNNING = tuple(status.value for status in ResponseStatus if status.running)
 
 
 class TooManyRunning(Exception):

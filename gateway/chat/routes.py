@@ -35,8 +35,7 @@ async def create_chat_completion(request: Request) -> Response:
     refuse_while_draining(services)  # again: the body may have finished arriving after SIGTERM
     chat = ChatOptions(tuple(body.stop or ()), body.presence_penalty, body.frequency_penalty, body.logit_bias)
     run = ResponseRun(services, body.to_responses(), tenant_of(request), chat)
-    await run.prepare()
-    run.start()
+    await run.launch()
     completion_id = f"chatcmpl-{secrets.token_hex(12)}"
     if body.stream:
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
@@ -49,7 +48,7 @@ async def create_chat_completion(request: Request) -> Response:
 
 
 def finish_reason(run: ResponseRun) -> str:
-    if any(isinstance(item, FunctionCallOutput) and item.status == "completed" for item in run.output):
+    if any(isinstance(item, FunctionCallOutput) and item.status == "completed" for item in run.output.items):
         return "tool_calls"
     return "length" if run.response["status"] == "incomplete" else "stop"
 
@@ -66,13 +65,13 @@ def chat_usage(run: ResponseRun) -> dict[str, Any]:
 
 
 def completion(completion_id: str, run: ResponseRun, include_reasoning: bool) -> dict[str, Any]:
-    content = "".join(item.text for item in run.output if isinstance(item, MessageOutput))
-    reasoning = "".join(item.text for item in run.output if isinstance(item, ReasoningOutput))
-    calls = [tool_call(item) for item in run.output if isinstance(item, FunctionCallOutput) and item.status == "completed"]
+    content = "".join(item.text for item in run.output.items if isinstance(item, MessageOutput))
+    reasoning = "".join(item.text for item in run.output.items if isinstance(item, ReasoningOutput))
+    calls = [tool_call(item) for item in run.output.items if isinstance(item, FunctionCallOutput) and item.status == "completed"]
     message: dict[str, Any] = {"role": "assistant", "content": content or (None if calls else ""), "annotations": message_annotations(run)}
     logprobs = None
     if run.logprob_count is not None:
-        entries = [entry for item in run.output if isinstance(item, MessageOutput) for entry in item.logprobs or ()]
+        entries = [entry for item in run.output.items if isinstance(item, MessageOutput) for entry in item.logprobs or ()]
         logprobs = {"content": entries, "refusal": None}
     if include_reasoning and reasoning:
         message["reasoning"] = reasoning
@@ -99,7 +98,7 @@ def tool_call(item: FunctionCallOutput) -> dict[str, Any]:
 def message_annotations(run: ResponseRun) -> list[dict[str, Any]]:
     """The messages' url_citation annotations, in Chat Completions' shape, over the joined content."""
     found, offset = [], 0
-    for item in run.output:
+    for item in run.output.items:
         if isinstance(item, MessageOutput):
             found += [chat_annotation(annotation, offset) for annotation in item.annotations]
             offset += len(item.text)

@@ -21,7 +21,8 @@ from ..files.inputs import read_input_files
 from ..paging import listing, page_query, unknown_after
 from ..responses.conversation import Dialog, append_input
 from ..responses.items import new_id
-from ..responses.request import InputItem, Metadata, check_include
+from ..responses.request import InputItem, Metadata
+from ..responses.tools.registry import check_include
 from ..responses.routes import include_query, tenant_of
 from ..responses.services import Services
 from .history import duplicate, keep_state, missing, new_items, open_conversation, refuse_known_ids

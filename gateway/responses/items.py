@@ -12,6 +12,7 @@ import secrets
 from typing import Any, Callable
 
 from ..jsontext import dumps
+from ..protocol import ItemStatus
 
 Event = dict[str, Any]
 
@@ -63,7 +64,8 @@ class OutputItem:
     def __init__(self, output_index: int) -> None:
         self.id = new_id(self.id_prefix)
         self.output_index = output_index
-        self.status = "in_progress"
+        self.status: str = ItemStatus.IN_PROGRESS
+        self.done_sent = False  # its `output_item.done` was emitted: nothing more of it will come
 
     def as_dict(self) -> Event:
         raise NotImplementedError
@@ -76,6 +78,7 @@ class OutputItem:
         return events.make(type, output_index=self.output_index, item_id=self.id)
 
     def done(self, events: Events) -> Event:
+        self.done_sent = True
         return events.make("response.output_item.done", output_index=self.output_index, item=self.as_dict())
 
     def opened(self, events: Events) -> list[Event]:
@@ -308,3 +311,54 @@ class CustomToolCallOutput(FunctionCallOutput):
             "name": self.name,
             "input": self.text if self.status != "in_progress" else "",
         }
+
+
+class ToolCallItem(TextItem):
+    """A call whose input (code, arguments) streams while the model writes it, then runs in the gateway.
+
+    Events come in three steps: `opened()` when the model starts the call, `written()` when its input is
+    complete, `finished()` once it ran. `closed()` ends it without running (cut off, or the response failed).
+    """
+
+    part_type = ""
+    input_field: str  # the field of the input's `.done` event: code, arguments
+    in_progress_type: str
+    completed_type: str
+    failed_type: str | None = None
+    running_status: str = ItemStatus.IN_PROGRESS
+
+    def __init__(self, output_index: int) -> None:
+        super().__init__(output_index)
+        self.delta_prefix = (
+            f'event: {self.delta_type}\ndata: {{"type":"{self.delta_type}","item_id":"{self.id}",'
+            f'"output_index":{output_index},"sequence_number":'
+        )
+        self.input_done = False
+
+    def _input_done(self, events: Events) -> Event:
+        self.input_done = True
+        return events.make(self.done_type, output_index=self.output_index, item_id=self.id, **{self.input_field: self.text})
+
+    def running(self, events: Events) -> list[Event]:
+        return []
+
+    def opened(self, events: Events) -> list[Event]:
+        return [self.added(events), self._event(events, self.in_progress_type)]
+
+    def written(self, events: Events) -> list[Event]:
+        self.status = self.running_status
+        return [self._input_done(events), *self.running(events)]
+
+    def finished(self, events: Events, status: str) -> list[Event]:
+        self.status = status
+        kind = self.completed_type if status == "completed" else self.failed_type
+        return ([self._event(events, kind)] if kind else []) + [self.done(events)]
+
+    def closed(self, events: Events, status: str = "completed") -> list[Event]:
+        written = [] if self.input_done else [self._input_done(events)]
+        self.status = status
+        return written + [self.done(events)]
+
+    @property
+    def input_text(self) -> str:
+        return self.text if self.input_done else ""

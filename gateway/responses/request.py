@@ -460,13 +460,7 @@ class StreamOptions(_Model):
     include_obfuscation: bool | None = None
 
 
-# `include` values: what each one adds, or why the gateway refuses it.
-INCLUDABLE = {
-    "reasoning.encrypted_content": None,  # honoured: gateway/responses/sealed.py
-    "code_interpreter_call.outputs": None,  # honoured: without it, a call's outputs are null
-    "message.output_text.logprobs": None,  # honoured: gateway/responses/logprobs.py
-    "web_search_call.action.sources": None,  # honoured: a search's result URLs in its action
-}
+# `include` values the gateway cannot honour, and why (those it honours: tools/registry.py).
 NOT_INCLUDABLE = {
     "web_search_call.results": "a search's results are shown to the model only; its URLs come with web_search_call.action.sources",
     "file_search_call.results": "this gateway has no file_search tool",
@@ -547,7 +541,6 @@ class ResponsesRequest(_Model):
             )
         if self.background and not self.store:
             raise bad_request("Background mode requires 'store' to be true.", param="background")
-        check_include(self.include or [])
         return self
 
     def includes(self, value: str) -> bool:
@@ -556,15 +549,6 @@ class ResponsesRequest(_Model):
     @property
     def conversation_id(self) -> str | None:
         return self.conversation.id if isinstance(self.conversation, ConversationRef) else self.conversation
-
-
-def check_include(values: list[str]) -> None:
-    """Every `include` value is one the gateway honours; one it cannot is refused by name."""
-    for index, value in enumerate(values):
-        if value in NOT_INCLUDABLE:
-            raise unsupported(f"include[{index}]", f"'{value}': {NOT_INCLUDABLE[value]}")
-        if value not in INCLUDABLE:
-            raise bad_request(f"Invalid value for 'include[{index}]': '{value}' is not an includable field.", param=f"include[{index}]")
 
 
 def metadata_limits(value: dict[str, str]) -> dict[str, str]:

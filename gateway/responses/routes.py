@@ -15,7 +15,8 @@ from ..errors import APIError, bad_request, not_found
 from ..numbers import decimal
 from ..paging import listing, page_query, unknown_after
 from ..sse import EventStream
-from .request import ResponsesRequest, check_include
+from .request import ResponsesRequest
+from .tools.registry import check_include
 from ..store import RUNNING, StoredResponse
 from .follow import follow_stored
 from .log import sequence_number, sse_frame
@@ -29,9 +30,7 @@ async def create_response(request: Request) -> Response:
     body = await parse_body(request, ResponsesRequest, services.config.server.body_limits())
     refuse_while_draining(services)  # again: the body may have finished arriving after SIGTERM
     run = ResponseRun(services, body, tenant_of(request))
-    await run.prepare()
-    await run.begin()
-    run.start()
+    await run.launch()
     if body.stream:
         return event_stream(services, run, _frames(run))
     if run.background:  # answered at once; the client polls, resumes or cancels

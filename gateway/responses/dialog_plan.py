@@ -1,0 +1,82 @@
+"""The dialog a response starts from: the previous response's or the conversation's, with the request's
+input appended. Planning only reads: nothing is created, copied or opened here (tools provision their
+own, later, in `Toolset.prepare`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..conversations.history import open_conversation, refuse_known_ids
+from ..conversations.store import Conversation
+from ..errors import APIError, bad_request
+from ..files.inputs import read_input_files
+from ..store import RUNNING
+from .conversation import Dialog, append_input
+from .request import ReasoningItem, ReasoningText, ResponsesRequest
+from .sealed import Unsealable
+from .services import Services
+
+
+@dataclass
+class DialogPlan:
+    dialog: Dialog = field(default_factory=Dialog)
+    input_items: list[dict[str, Any]] = field(default_factory=list)  # the input as the API lists it back
+    conversation: Conversation | None = None  # the conversation the response continues and adds to
+    new_messages_from: int = 0  # where this response's messages start in the dialog
+    # The stored response this one continues, how many of the dialog's messages are its, and its tokens.
+    parent_id: str | None = None
+    parent_length: int = 0
+    parent_tokens: list[str | None] = field(default_factory=list)
+
+
+async def plan_dialog(services: Services, request: ResponsesRequest, tenant: str) -> DialogPlan:
+    plan = DialogPlan()
+    if request.previous_response_id:
+        previous = await services.store.get(request.previous_response_id, tenant)
+        if previous is None:
+            raise APIError(
+                404,
+                f"Previous response with id '{request.previous_response_id}' not found.",
+                param="previous_response_id",
+                code="previous_response_not_found",
+            )
+        if previous.status in RUNNING:
+            raise bad_request(
+                f"Previous response '{request.previous_response_id}' is still running: wait for it to end, or cancel it.",
+                param="previous_response_id",
+            )
+        plan.dialog = Dialog.from_json(previous.dialog, previous.open_calls, previous.state)
+        plan.parent_id, plan.parent_length, plan.parent_tokens = request.previous_response_id, len(previous.dialog), previous.tokens
+    known: set[str] = set()
+    if request.conversation_id is not None:
+        adding = 1 if isinstance(request.input, str) else max(len(request.input), 1)
+        plan.conversation, plan.dialog, known = await open_conversation(
+            services.conversations, request.conversation_id, tenant, "conversation", services.config.conversations.max_items, adding
+        )
+    unseal_reasoning(services, request)
+    plan.new_messages_from = len(plan.dialog.messages)
+    if not isinstance(request.input, str):
+        await read_input_files(request.input, services.files, tenant)
+    plan.input_items = append_input(plan.dialog, request.input, resent_thread=request.previous_response_id is not None)
+    if plan.conversation is not None:
+        refuse_known_ids(plan.input_items, known, "input")
+    return plan
+
+
+def unseal_reasoning(services: Services, request: ResponsesRequest) -> None:
+    """Reasoning items sent back with `encrypted_content` carry the text the gateway sealed: that text is
+    what the model reads (a blob that does not open is a 400)."""
+    if isinstance(request.input, str):
+        return
+    for index, item in enumerate(request.input):
+        if isinstance(item, ReasoningItem) and item.encrypted_content is not None:
+            try:
+                text = services.sealer.open(item.encrypted_content)
+            except Unsealable:
+                raise bad_request(
+                    "The encrypted content of this reasoning item could not be verified: it was changed, or sealed by another gateway key.",
+                    param=f"input[{index}].encrypted_content",
+                    code="invalid_encrypted_content",
+                ) from None
+            item.content = [ReasoningText(type="reasoning_text", text=text)]

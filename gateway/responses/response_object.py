@@ -1,0 +1,86 @@
+"""The Response object, built in one place: as a run starts (`skeleton`) and as it ends (`ended`)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from ..protocol import ResponseStatus
+from .items import new_id
+from .request import FunctionTool, McpTool, ResponsesRequest
+from .turn import Usage
+
+
+def skeleton(request: ResponsesRequest, model_id: str, echoed_tools: list[dict[str, Any]], echoed_choice: Any) -> dict[str, Any]:
+    """The response as it starts: every field OpenAI's object has, the output still empty."""
+    text_format = request.text.format.model_dump(by_alias=True, exclude_none=True) if request.text and request.text.format else {"type": "text"}
+    background = bool(request.background)
+    return {
+        "id": new_id("resp"),
+        "object": "response",
+        "created_at": int(time.time()),
+        "status": ResponseStatus.QUEUED if background else ResponseStatus.IN_PROGRESS,
+        "background": background,
+        "completed_at": None,
+        "error": None,
+        "incomplete_details": None,
+        "instructions": request.instructions,
+        "max_output_tokens": request.max_output_tokens,
+        "max_tool_calls": request.max_tool_calls,
+        "model": model_id,
+        "output": [],
+        "parallel_tool_calls": request.parallel_tool_calls,
+        "previous_response_id": request.previous_response_id,
+        "conversation": {"id": request.conversation_id} if request.conversation_id is not None else None,
+        "reasoning": {
+            "effort": request.reasoning.effort if request.reasoning else None,
+            "summary": (request.reasoning.summary or request.reasoning.generate_summary) if request.reasoning else None,
+        },
+        "service_tier": "default",
+        "store": request.store,
+        "temperature": request.temperature if request.temperature is not None else 1.0,
+        "text": {"format": text_format, "verbosity": (request.text.verbosity if request.text else None) or "medium"},
+        "tool_choice": echoed_choice,
+        "tools": echoed_tools,
+        "top_logprobs": request.top_logprobs or 0,
+        "top_p": request.top_p if request.top_p is not None else 1.0,
+        "truncation": request.truncation or "disabled",
+        "usage": None,
+        "user": request.user,
+        "metadata": request.metadata or {},
+        # Fields OpenAI's Response object always has; the gateway has no penalties on this API.
+        "presence_penalty": 0.0,
+        "frequency_penalty": 0.0,
+        "safety_identifier": request.safety_identifier,
+        "prompt_cache_key": request.prompt_cache_key,
+        "prompt_cache_retention": request.prompt_cache_retention,
+    }
+
+
+def ended(
+    response: dict[str, Any], status: ResponseStatus, error: dict[str, str] | None, incomplete: dict[str, str] | None, usage: Usage
+) -> dict[str, Any]:
+    """The response as it ended (`response` holds its output)."""
+    return response | {
+        "status": status,
+        "error": error,
+        "incomplete_details": incomplete,
+        "completed_at": int(time.time()) if status == ResponseStatus.COMPLETED else None,
+        "usage": {
+            "input_tokens": usage.input,
+            "input_tokens_details": {"cached_tokens": usage.cached, "cache_write_tokens": 0},
+            "output_tokens": usage.output,
+            "output_tokens_details": {"reasoning_tokens": usage.reasoning},
+            "total_tokens": usage.input + usage.output,
+        },
+    }
+
+
+def echo_tool(tool: Any) -> dict[str, Any]:
+    """A request's tool as the Response object shows it: MCP credentials left out, `strict` spelled out."""
+    if isinstance(tool, McpTool):
+        return tool.echo()
+    echoed: dict[str, Any] = tool.model_dump(exclude_none=True)
+    if isinstance(tool, FunctionTool):
+        echoed |= {"strict": tool.strict is not False, "description": tool.description, "parameters": tool.parameters}
+    return echoed

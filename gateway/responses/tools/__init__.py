@@ -1,0 +1,93 @@
+"""The tools of one response, behind one interface (base.py), one instance per kind (registry.py).
+
+`Toolset` is what the run loop talks to: it hands each request tool to its kind, routes each call the
+model makes to the tool that answers its namespace, and asks every tool in turn where the loop needs
+all of them (declarations, `tool_choice`, work before the first engine call).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tools.namespaces import RESERVED_NAMESPACES
+
+from ...metrics import Metrics
+from ..conversation import Dialog
+from ..items import Event, OutputItem
+from ..tool_call import ToolCall
+from .base import CallBudget, Declarations, Tool, ToolContext, run_call
+from .code_interpreter import CodeInterpreter
+from .namespaces import NamespaceTools
+from .registry import TOOLS, choice_owner, kind_of
+from .web_search import WebSearch
+
+__all__ = ["CallBudget", "Declarations", "Tool", "ToolContext", "Toolset"]
+
+
+class Toolset:
+    def __init__(self, context: ToolContext) -> None:
+        self.context = context
+        tools = context.request.tools
+        self.tools: list[Tool] = [kind(context, [tool for tool in tools if kind_of(tool) is kind]) for kind in TOOLS]
+        self._by_namespace: dict[str, Tool] = {}
+        self.code_interpreter = self._one(CodeInterpreter)
+        self.web_search = self._one(WebSearch)
+
+    def _one(self, kind: type[Tool]) -> Any:
+        return next(tool for tool in self.tools if type(tool) is kind)
+
+    # -- before the first event ----------------------------------------------------------------------------
+
+    async def prepare(self, dialog: Dialog, provision: bool = True) -> None:
+        """Check the request's tools and make ready what their calls need (errors are HTTP errors).
+        Without `provision` (a prompt only counted) nothing is created: no container, no copied file."""
+        for tool in self.tools:
+            await tool.prepare(dialog, provision)
+        for tool in self.tools:
+            if isinstance(tool, NamespaceTools):  # the client's names may not shadow any other tool's
+                others = {name for other in self.tools if other is not tool for name in other.recipients()}
+                tool.check_names({*RESERVED_NAMESPACES, *others})
+        self._by_namespace = {name: tool for tool in self.tools for name in tool.recipients()}
+        choice = self.context.request.tool_choice
+        owner = choice_owner(choice)
+        if owner is not None:
+            self._one(owner).check_choice(choice)
+
+    def declarations(self) -> Declarations:
+        declarations = Declarations()
+        for tool in self.tools:
+            tool.declare(declarations)
+        return declarations
+
+    def forced_header(self) -> str | None:
+        """The start of the call `tool_choice` forces, or None when the model chooses freely."""
+        choice = self.context.request.tool_choice
+        return next((header for tool in self.tools if (header := tool.forced_header(choice)) is not None), None)
+
+    # -- before the first engine call ----------------------------------------------------------------------
+
+    @property
+    def work_before_engine(self) -> bool:
+        return any(tool.work_before_engine for tool in self.tools)
+
+    async def before_engine(self) -> None:
+        for tool in self.tools:
+            await tool.before_engine()
+
+    # -- the model's calls ----------------------------------------------------------------------------------
+
+    def open_call(self, call: ToolCall) -> OutputItem | None:
+        """Hand a call to the tool that answers its namespace, as its header arrives; its item, if one streams."""
+        namespace, _, name = call.recipient.partition(".")
+        tool = self._by_namespace.get(namespace)
+        if tool is None:
+            call.refuse(f"there is no tool '{call.recipient}'. Use only the tools declared to you.")
+            return None
+        return tool.open_call(call, name)
+
+    async def written(self, call: ToolCall, text: str) -> list[Event]:
+        """The call's message is complete (the engine stopped at `<|call|>`)."""
+        return await call.tool.written(call, text) if call.tool is not None else []
+
+    async def run(self, call: ToolCall, metrics: Metrics) -> None:
+        await run_call(call, metrics)

@@ -1,0 +1,159 @@
+"""The shape every kind of tool has: what the run loop asks of a tool, and what a tool may use.
+
+A kind of tool is one class in one module (functions.py, namespaces.py, code_interpreter.py, mcp.py,
+web_search.py), listed once in registry.py. One instance serves one response, for all of the request's
+tools of its kind (or none: a kind the request does not declare stays silent). The loop asks it:
+
+- before the first event: `prepare()` (check the request's tools, provision what a run needs, errors are
+  HTTP errors), `check_choice()` and `forced_header()` for the `tool_choice` forms it owns, `declare()`
+  (how the model reads it: a namespace in the system message, or functions in the developer message);
+- before the first engine call: `before_engine()` (work the request itself asks for, e.g. MCP listings);
+- for each call the model makes to one of its `recipients()`: `open_call()` when the call's header
+  arrives (claim it and open its output item, or refuse it), `written()` when the call's message is
+  complete, and `run()` for a call it runs here.
+
+A tool reports what happened through the response's `ResponseOutput` (its items and events); it keeps
+what must outlive the response in the `Dialog` it is given.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Iterable
+
+from ...harmony import ToolDescription, ToolNamespaceConfig
+from ...metrics import Metrics
+from ...protocol import Include
+from ..conversation import Dialog
+from ..items import Event, OutputItem
+from ..output import ResponseOutput
+from ..request import ResponsesRequest
+from ..services import Services
+from ..tool_call import CallKind, ToolCall
+
+
+@dataclass
+class CallBudget:
+    """`max_tool_calls`: how many calls the gateway runs for one response."""
+
+    limit: int | None
+    made: int = 0
+
+    def take(self, call: ToolCall) -> bool:
+        """Count the call, or refuse it (the model is told) when the limit is reached."""
+        if self.limit is not None and self.made >= self.limit:
+            call.refuse(f"the limit of {self.limit} tool calls for this response is reached. Answer without tools.")
+            return False
+        self.made += 1
+        return True
+
+
+@dataclass
+class ToolContext:
+    """What every tool of a response may use."""
+
+    services: Services
+    request: ResponsesRequest
+    tenant: str
+    output: ResponseOutput
+    budget: CallBudget
+
+    @property
+    def enabled(self) -> bool:
+        """`tool_choice: "none"`: tools are declared to no one and no call is taken."""
+        return self.request.tool_choice != "none"
+
+    def includes(self, value: Include) -> bool:
+        return self.request.includes(value)
+
+
+@dataclass
+class Declarations:
+    """How the model is told of the tools (harmony.Preamble): namespaces in the system message, the
+    client's functions and namespaces in the developer message."""
+
+    system: list[ToolNamespaceConfig] = field(default_factory=list)
+    functions: list[ToolDescription] = field(default_factory=list)
+    developer: list[ToolNamespaceConfig] = field(default_factory=list)
+
+
+class Tool:
+    """One kind of tool. The class attributes are what registry.py derives the request's rules from."""
+
+    request_types: ClassVar[tuple[type, ...]] = ()  # the request's tool models of this kind
+    namespaces: ClassVar[frozenset[str]] = frozenset()  # built-in Harmony namespaces it answers (reserved)
+    includes: ClassVar[tuple[Include, ...]] = ()  # the `include` values it honours
+    choices: ClassVar[tuple[type, ...]] = ()  # the named `tool_choice` forms it owns
+    metric: ClassVar[str] = ""  # its calls' label in gateway_tool_calls_total
+
+    def __init__(self, context: ToolContext, declared: list[Any]) -> None:
+        self.context = context
+        self.declared = declared  # the request's tools of this kind (after `allowed_tools`), in order
+        self.dialog = Dialog()
+
+    @classmethod
+    def available(cls, services: Services) -> bool:
+        """Whether this gateway runs the kind at all; a request's tool of a kind it does not is refused
+        by name (or dropped, with `server.drop_unavailable_tools`)."""
+        return True
+
+    @staticmethod
+    def matches(tool: Any, ref: dict[str, Any]) -> bool:
+        """Whether an `allowed_tools` entry names this request tool."""
+        return False
+
+    def index(self, tool: Any) -> int:
+        """Where a request tool is in the request's `tools` (by identity: two tools may be equal)."""
+        return next(index for index, each in enumerate(self.context.request.tools) if each is tool)
+
+    def param(self, tool: Any) -> str:
+        return f"tools[{self.index(tool)}]"
+
+    async def prepare(self, dialog: Dialog, provision: bool) -> None:
+        """Check the declared tools; without `provision` (a prompt only counted) create nothing."""
+        self.dialog = dialog
+
+    def recipients(self) -> Iterable[str]:
+        """The namespaces of the model's calls this tool takes, in this request."""
+        return ()
+
+    def check_choice(self, choice: Any) -> None:
+        """A 400 when a named `tool_choice` of this kind names a tool the request does not have."""
+
+    def forced_header(self, choice: Any) -> str | None:
+        """The start of the call a `tool_choice` forces, written into the prompt (choice.py)."""
+        return None
+
+    def declare(self, declarations: Declarations) -> None:
+        """Add the tool's declarations to what the model reads."""
+
+    @property
+    def work_before_engine(self) -> bool:
+        return False
+
+    async def before_engine(self) -> None:
+        """Work the request asks for before the model runs."""
+
+    def open_call(self, call: ToolCall, name: str) -> OutputItem | None:
+        """A call to `NAMESPACE.name` of this tool: claim it and return its streaming item (or None), or
+        refuse it (`call.refuse`)."""
+        call.refuse(f"there is no tool '{call.recipient}'. Use only the tools declared to you.")
+        return None
+
+    async def written(self, call: ToolCall, text: str) -> list[Event]:
+        """The call's message is complete: its events (its input done, running); `call.invalidate` when
+        it cannot be used as written."""
+        return []
+
+    async def run(self, call: ToolCall) -> None:
+        """Run a call this tool claimed to run here; leave what the model reads in `call.output`."""
+
+
+async def run_call(call: ToolCall, metrics: Metrics) -> None:
+    """Run a call its tool runs here (a call refused or found invalid runs nothing), and count it."""
+    started = time.perf_counter()
+    if call.kind is CallKind.HOSTED and call.tool is not None:
+        await call.tool.run(call)
+    outcome = getattr(call.item, "status", "failed")
+    metrics.tool_call(call.metric, outcome, time.perf_counter() - started)

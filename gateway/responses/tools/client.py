@@ -1,0 +1,115 @@
+"""What the client's own tools share (functions.py, namespaces.py): the model's call to one streams as a
+`function_call` (or `custom_tool_call`) and ends the response, for the client to run and answer with a
+`function_call_output`. Arguments that are not JSON, or break a strict function's schema, or a custom
+tool's input that breaks its grammar, are not handed to the client: the item is marked incomplete and
+the model is told to write the call again."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Union
+
+from ...isolation import TooCostly, run_isolated
+from ...errors import bad_request
+from ...harmony import ToolDescription
+from ..conversation import Dialog
+from ..grammars import input_problem
+from ..items import CustomToolCallOutput, Event, FunctionCallOutput
+from ..request import CustomTool, FunctionTool, GrammarInput, NamespaceFunction
+from ..schemas import InvalidSchema, argument_problem, checked_schema
+from ..tool_call import CallKind, ToolCall
+from .base import Tool
+
+Function = Union[FunctionTool, CustomTool, NamespaceFunction]
+
+
+class ClientTools(Tool):
+    """The client's functions by the recipient the model addresses (`functions.NAME`, `NAMESPACE.NAME`)."""
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.callables: dict[str, tuple[Function, str | None]] = {}
+        self.schemas: dict[str, str] = {}  # strict functions' parameters (canonical JSON Schema), by recipient
+
+    def strict_functions(self) -> list[tuple[str, str, FunctionTool | NamespaceFunction]]:
+        """(param, recipient, function) of the functions whose arguments are checked against their schema."""
+        return []
+
+    async def prepare(self, dialog: Dialog, provision: bool) -> None:
+        await super().prepare(dialog, provision)
+        for param, recipient, function in self.strict_functions():
+            if function.strict is False:  # OpenAI's default is strict
+                continue
+            try:
+                self.schemas[recipient] = checked_schema(function.parameters)
+            except InvalidSchema as exc:
+                raise bad_request(
+                    f"Invalid schema for function '{function.name}': {exc}.", param=f"{param}.parameters", code="invalid_function_parameters"
+                ) from None
+
+    def open_call(self, call: ToolCall, name: str) -> FunctionCallOutput | None:
+        found = self.callables.get(call.recipient) if self.context.enabled else None
+        if found is None:
+            called = call.recipient.partition(".")[0]
+            call.refuse(f"no function named '{name}' is available in {called}. Use only the declared functions.")
+            return None
+        function, namespace = found
+        output = self.context.output
+        if isinstance(function, CustomTool):
+            item: FunctionCallOutput = output.add(lambda index: CustomToolCallOutput(index, function.name))
+        else:
+            item = output.add(lambda index: FunctionCallOutput(index, function.name, namespace))
+        call.claim(self, CallKind.CLIENT, item)
+        return item
+
+    async def written(self, call: ToolCall, text: str) -> list[Event]:
+        item = call.item
+        assert isinstance(item, FunctionCallOutput)
+        status = await self._status(call, item)
+        if status == "completed":
+            self.dialog.open_calls[item.call_id] = item.recipient  # answered by the client's output item
+        return item.closed(self.context.output.events, status)
+
+    async def _status(self, call: ToolCall, item: FunctionCallOutput) -> str:
+        if isinstance(item, CustomToolCallOutput):
+            return await self._input_status(call, item)
+        try:
+            json.loads(item.text)
+        except ValueError as exc:
+            call.invalidate(f"the arguments are not valid JSON ({exc}). Call the function again with a JSON object.")
+            return "incomplete"
+        schema = self.schemas.get(item.recipient)
+        if schema is None:
+            return "completed"
+        # In a worker process, bounded: the client's schema and the model's arguments decide the cost.
+        try:
+            problem = await run_isolated(self.context.services.config.isolation.schema_timeout_s, argument_problem, schema, item.text)
+        except TooCostly as exc:
+            problem = f"the arguments could not be checked against the function's schema ({exc})"
+        if problem is None:
+            return "completed"
+        call.invalidate(f"the arguments do not match the parameters of {item.name}: {problem}. Call the function again with arguments that do.")
+        return "incomplete"
+
+    async def _input_status(self, call: ToolCall, item: CustomToolCallOutput) -> str:
+        """A custom tool's input that breaks its grammar goes back to the model, like bad JSON arguments."""
+        tool = self.callables[item.recipient][0]
+        grammar = tool.format if isinstance(tool, CustomTool) else None
+        if not isinstance(grammar, GrammarInput):
+            return "completed"
+        problem = await input_problem(grammar.syntax, grammar.definition, item.text)
+        if problem is None:
+            return "completed"
+        call.invalidate(f"the input of {item.name} is not valid: {problem}. Call the tool again with input that is.")
+        return "incomplete"
+
+
+def describe(tool: Function) -> ToolDescription:
+    """A client tool as the model reads it; a custom tool takes one string."""
+    if not isinstance(tool, CustomTool):
+        return ToolDescription.new(tool.name, tool.description or "", parameters=tool.parameters)
+    description = (tool.description or "") + "\nWrite the input as raw text, not JSON."
+    if isinstance(tool.format, GrammarInput):
+        kind = "Lark grammar" if tool.format.syntax == "lark" else "regular expression"
+        description += f" It must match this {kind}:\n{tool.format.definition}"
+    return ToolDescription.new(tool.name, description.strip(), parameters={"type": "string"})

@@ -1,0 +1,179 @@
+"""`code_interpreter`: gpt-oss's `python` tool, run in the gateway's sandbox, in the container of the
+conversation (or the one the request names), with the container's files in /mnt/data."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Iterable
+
+from sandbox.manager import BACKEND_ERRORS, SandboxFull, SessionNotFound, describe_python_tool
+
+from ...errors import bad_request
+from ...files.service import check_memory_limit
+from ...files.sync import ContainerSync, open_container
+from ...harmony import ToolNamespaceConfig
+from ...protocol import Include, ItemStatus
+from ..conversation import Dialog
+from ..items import Event, Events, OutputItem, ToolCallItem
+from ..request import CodeInterpreterTool, NamedCodeInterpreter
+from ..tool_call import CallKind, ToolCall
+from .base import Declarations, Tool
+
+log = logging.getLogger("gateway.python")
+
+STATE_LOST = "[The Python session was restarted: variables, imports and files from earlier calls are gone.]"
+
+
+class CodeInterpreterCallOutput(ToolCallItem):
+    """A call to `python`; `interpreting` while the sandbox runs it."""
+
+    type = "code_interpreter_call"
+    id_prefix = "ci"
+    input_field = "code"
+    delta_type = "response.code_interpreter_call_code.delta"
+    done_type = "response.code_interpreter_call_code.done"
+    in_progress_type = "response.code_interpreter_call.in_progress"
+    completed_type = "response.code_interpreter_call.completed"
+    running_status = ItemStatus.INTERPRETING
+
+    def __init__(self, output_index: int, container_id: str, show_outputs: bool = True) -> None:
+        self.container_id = container_id
+        self.outputs: list[Event] = []
+        self.show_outputs = show_outputs  # `include: ["code_interpreter_call.outputs"]`; else null, as OpenAI
+        super().__init__(output_index)
+
+    def running(self, events: Events) -> list[Event]:
+        return [self._event(events, "response.code_interpreter_call.interpreting")]
+
+    def as_dict(self) -> Event:
+        return {
+            "id": self.id,
+            "type": "code_interpreter_call",
+            "status": self.status,
+            "code": self.input_text,
+            "container_id": self.container_id,
+            "outputs": self.outputs if self.show_outputs else None,
+        }
+
+
+class CodeInterpreter(Tool):
+    request_types = (CodeInterpreterTool,)
+    namespaces = frozenset({"python"})
+    includes = (Include.CODE_OUTPUTS,)
+    choices = (NamedCodeInterpreter,)
+    metric = "python"
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.tool: CodeInterpreterTool | None = self.declared[0] if self.declared else None
+        config = self.context.services.config.server
+        self.show_outputs = self.context.includes(Include.CODE_OUTPUTS) or config.always_include_code_outputs
+        # The container: its id from prepare(); its record once code runs in it (an auto container is
+        # made then), with what its files are.
+        self.container_id: str | None = None
+        self.container: ContainerSync | None = None
+        self._container_replaced = False
+
+    @staticmethod
+    def matches(tool: Any, ref: dict[str, Any]) -> bool:
+        return ref.get("type") == "code_interpreter"
+
+    async def prepare(self, dialog: Dialog, provision: bool) -> None:
+        """The container the code will run in: the one named, or (auto) the conversation's, or a new one;
+        the auto container's `file_ids` are copied into it now (not when the prompt is only counted)."""
+        await super().prepare(dialog, provision)
+        tool = self.tool
+        if tool is None:
+            return
+        sandbox, files = self.context.services.sandbox, self.context.services.files
+        param = self.param(tool)
+        if sandbox is None:
+            raise bad_request("The code_interpreter tool is not enabled on this gateway (no sandbox is configured).", param=f"{param}.type")
+        named = tool.container
+        if not isinstance(named, str):
+            check_memory_limit(named.memory_limit, sandbox.config.memory, f"{param}.container.memory_limit")
+        self.container, self.container_id, self._container_replaced = await open_container(
+            files, named, f"{param}.container", self.context.tenant, dialog.container_id, provision
+        )
+
+    def recipients(self) -> Iterable[str]:
+        return self.namespaces if self.tool is not None else ()
+
+    def check_choice(self, choice: Any) -> None:
+        if self.tool is None:
+            raise bad_request("tool_choice is code_interpreter, which is not in tools.", param="tool_choice.type")
+
+    def forced_header(self, choice: Any) -> str | None:
+        return "<|channel|>analysis to=python code<|message|>" if isinstance(choice, NamedCodeInterpreter) else None
+
+    def declare(self, declarations: Declarations) -> None:
+        sandbox = self.context.services.sandbox
+        if self.tool is not None and sandbox is not None and self.context.enabled:
+            known = list(self.container.by_path) if self.container is not None else []
+            description = describe_python_tool(sandbox.config, sandbox.backend.data_dir, known)
+            declarations.system.append(ToolNamespaceConfig(name="python", description=description, tools=[]))
+
+    def container_file(self, path: str) -> dict[str, Any] | None:
+        """A `container_file_citation` (without its indices) for a file of the container the answer links
+        to (`sandbox:/mnt/data/PATH`); None if the container has no such file."""
+        found = self.container.by_path.get(path) if self.container is not None else None
+        if found is None:
+            return None
+        return {"type": "container_file_citation", "container_id": found.container_id, "file_id": found.id, "filename": found.filename}
+
+    def open_call(self, call: ToolCall, name: str) -> OutputItem | None:
+        if call.recipient != "python" or not self.context.enabled:
+            return super().open_call(call, name)
+        if not self.context.budget.take(call):
+            return None
+        container_id = self.container_id or ""
+        item = self.context.output.add(lambda index: CodeInterpreterCallOutput(index, container_id, self.show_outputs))
+        call.claim(self, CallKind.HOSTED, item)
+        return item
+
+    async def written(self, call: ToolCall, text: str) -> list[Event]:
+        assert isinstance(call.item, CodeInterpreterCallOutput)
+        call.arguments = text
+        return call.item.written(self.context.output.events)  # open while it runs
+
+    async def run(self, call: ToolCall) -> None:
+        item, sandbox = call.item, self.context.services.sandbox
+        assert isinstance(item, CodeInterpreterCallOutput) and sandbox is not None  # claimed only with a sandbox
+        # The conversation ran code in this container (or in one that expired): a session started anew lost its state.
+        resumed = self.dialog.container_id == item.container_id or self._container_replaced
+        if self.container is None:
+            files = self.context.services.files
+            container = await files.new_container(self.context.tenant, "auto", container_id=item.container_id)
+            self.container = ContainerSync(files, container, [])
+        status, item.outputs, call.output = await self._execute(item, resumed, self.container)
+        self.dialog.container_id = item.container_id
+        output = self.context.output
+        output.emit(item.finished(output.events, status))
+
+    async def _execute(self, item: CodeInterpreterCallOutput, resumed: bool, container: ContainerSync) -> tuple[str, list[Event], str]:
+        """Run the code in its container's session: the item's status and outputs, and what the model reads."""
+        sandbox = self.context.services.sandbox
+        assert sandbox is not None
+        idle_ttl_s = container.container.idle_minutes * 60
+        try:
+            execution = await sandbox.execute(item.container_id, item.text, resumed, self.context.tenant, files=container, idle_ttl_s=idle_ttl_s)
+        except SandboxFull as exc:
+            return _failed(f"Error: {exc}.")
+        except SessionNotFound:
+            return _failed(f"Error: container '{item.container_id}' was not found.")
+        except BACKEND_ERRORS as exc:  # the backend could not start a kernel: report it, keep the response alive
+            log.exception("sandbox failure in session %s", item.container_id)
+            return _failed(f"Error: the Python sandbox could not run the code ({exc}).")
+        lines = [STATE_LOST] if execution.state_lost else []
+        lines.append(execution.output.rstrip("\n") if execution.output.strip() else "[no output]")
+        lines += container.take_notes()
+        if execution.images:
+            lines.append(f"[{len(execution.images)} image(s) shown to the user]")
+        text = "\n".join(lines)
+        outputs: list[Event] = [{"type": "logs", "logs": text}]
+        outputs += [{"type": "image", "url": f"data:image/png;base64,{image}"} for image in execution.images]
+        return ("failed" if execution.status == "restarted" else "completed"), outputs, text
+
+
+def _failed(text: str) -> tuple[str, list[Event], str]:
+    return "failed", [{"type": "logs", "logs": text}], text

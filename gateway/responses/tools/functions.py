@@ -1,0 +1,64 @@
+"""The client's functions and custom tools: declared in the developer message's `functions` namespace,
+called as `functions.NAME`, run by the client (client.py)."""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from ...errors import bad_request
+from ..conversation import Dialog
+from ..grammars import InvalidGrammar, check_grammar
+from ..request import CustomTool, FunctionTool, GrammarInput, NamedCustom, NamedFunction
+from .base import Declarations
+from .client import ClientTools, describe
+
+
+class FunctionTools(ClientTools):
+    request_types = (FunctionTool, CustomTool)
+    namespaces = frozenset({"functions"})
+    choices = (NamedFunction, NamedCustom)
+    metric = "function"
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.functions: dict[str, FunctionTool | CustomTool] = {tool.name: tool for tool in self.declared}
+        self.callables = {tool.recipient: (tool, None) for tool in self.functions.values()}
+
+    @staticmethod
+    def matches(tool: Any, ref: dict[str, Any]) -> bool:
+        kind = "function" if isinstance(tool, FunctionTool) else "custom"
+        return ref.get("type") == kind and ref.get("name") == tool.name
+
+    def strict_functions(self) -> list[tuple[str, str, Any]]:
+        return [(self.param(tool), tool.recipient, tool) for tool in self.declared if isinstance(tool, FunctionTool)]
+
+    async def prepare(self, dialog: Dialog, provision: bool) -> None:
+        await super().prepare(dialog, provision)
+        for tool in self.declared:
+            if isinstance(tool, CustomTool) and isinstance(tool.format, GrammarInput):
+                try:
+                    await check_grammar(tool.format.syntax, tool.format.definition)
+                except InvalidGrammar as exc:
+                    raise bad_request(f"Invalid grammar for custom tool '{tool.name}': {exc}.", param=f"{self.param(tool)}.format.definition") from None
+
+    def recipients(self) -> Iterable[str]:
+        return self.namespaces
+
+    def check_choice(self, choice: Any) -> None:
+        wanted = FunctionTool if isinstance(choice, NamedFunction) else CustomTool
+        if not isinstance(self.functions.get(choice.name), wanted):
+            kind = "" if wanted is FunctionTool else "the custom tool "
+            raise bad_request(f"tool_choice names {kind}'{choice.name}', which is not in tools.", param="tool_choice.name")
+
+    def forced_header(self, choice: Any) -> str | None:
+        if isinstance(choice, NamedFunction):
+            return f"<|channel|>commentary to=functions.{choice.name} <|constrain|>json<|message|>"
+        if isinstance(choice, NamedCustom):
+            return f"<|channel|>commentary to=functions.{choice.name}<|message|>"
+        if choice == "required" and self.functions:  # the model still picks the function
+            return "<|channel|>commentary to=functions."
+        return None
+
+    def declare(self, declarations: Declarations) -> None:
+        if self.context.enabled:
+            declarations.functions += [describe(tool) for tool in self.functions.values()]

@@ -1,0 +1,282 @@
+"""`mcp`: the tools of MCP servers, configured or the request's own, each server declared to the model as a
+Harmony namespace named by its `server_label`. Its tools are listed to the client once per conversation
+(`mcp_list_tools`); a call runs here (`mcp_call`), or first waits for the user's approval
+(`mcp_approval_request`, answered by an `mcp_approval_response` in the next request)."""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any, Iterable
+
+import anyio
+from mcp_types import INTERNAL_ERROR, INVALID_PARAMS
+
+from tools.connection import ToolCallFailed
+from tools.results import result_text
+from tools.servers import EnabledServer, ServerRefused, schema_for_model, tool_listing
+
+from ...errors import APIError, bad_request
+from ...harmony import ToolDescription, ToolNamespaceConfig
+from ..conversation import Dialog, PendingApproval, tool_result
+from ..items import Event, Events, OutputItem, ToolCallItem
+from ..request import McpTool, NamedMcp
+from ..tool_call import CallKind, ToolCall
+from .base import Declarations, Tool, run_call
+
+log = logging.getLogger("gateway.tools")
+
+
+class McpCallOutput(ToolCallItem):
+    """A call to `LABEL.TOOL` of an MCP server; its done item carries `output`, or `error` when it failed."""
+
+    type = "mcp_call"
+    id_prefix = "mcp"
+    input_field = "arguments"
+    delta_type = "response.mcp_call_arguments.delta"
+    done_type = "response.mcp_call_arguments.done"
+    in_progress_type = "response.mcp_call.in_progress"
+    completed_type = "response.mcp_call.completed"
+    failed_type = "response.mcp_call.failed"
+
+    def __init__(self, output_index: int, server_label: str, name: str, approval_request_id: str | None = None) -> None:
+        self.server_label = server_label
+        self.name = name
+        self.approval_request_id = approval_request_id
+        self.output: str | None = None
+        self.error: dict[str, Any] | None = None  # mcp_tool_execution_error or mcp_protocol_error
+        super().__init__(output_index)
+
+    def as_dict(self) -> Event:
+        return {
+            "id": self.id,
+            "type": "mcp_call",
+            "status": self.status,
+            "approval_request_id": self.approval_request_id,
+            "arguments": self.input_text,
+            "error": self.error,
+            "name": self.name,
+            "output": self.output,
+            "server_label": self.server_label,
+        }
+
+
+class McpListToolsOutput(OutputItem):
+    """What the model is told of one server's tools; listed once per server per conversation."""
+
+    type = "mcp_list_tools"
+    id_prefix = "mcpl"
+
+    def __init__(self, output_index: int, server_label: str) -> None:
+        super().__init__(output_index)
+        self.server_label = server_label
+        self.tools: list[dict[str, Any]] = []
+        self.error: str | None = None
+
+    def listed(self, events: Events, tools: list[dict[str, Any]], error: str | None) -> list[Event]:
+        added = self.added(events)
+        in_progress = self._event(events, "response.mcp_list_tools.in_progress")
+        self.tools, self.error = tools, error
+        self.status = "failed" if error else "completed"
+        outcome = self._event(events, f"response.mcp_list_tools.{self.status}")
+        return [added, in_progress, outcome, self.done(events)]
+
+    def as_dict(self) -> Event:
+        item: Event = {"id": self.id, "type": "mcp_list_tools", "server_label": self.server_label, "tools": self.tools}
+        if self.error:
+            item["error"] = self.error
+        return item
+
+
+class McpApprovalRequestOutput(OutputItem):
+    """A call that waits for the user's approval: added and done at once, with its full arguments."""
+
+    type = "mcp_approval_request"
+    id_prefix = "mcpr"
+
+    def __init__(self, output_index: int, server_label: str, name: str, arguments: str) -> None:
+        super().__init__(output_index)
+        self.server_label, self.name, self.arguments = server_label, name, arguments
+
+    def announced(self, events: Events) -> list[Event]:
+        added = self.added(events)
+        self.status = "completed"
+        return [added, self.done(events)]
+
+    def as_dict(self) -> Event:
+        return {
+            "id": self.id,
+            "type": "mcp_approval_request",
+            "arguments": self.arguments,
+            "name": self.name,
+            "server_label": self.server_label,
+        }
+
+
+class McpServers(Tool):
+    request_types = (McpTool,)
+    choices = (NamedMcp,)
+    metric = "mcp"
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        self.servers: dict[str, EnabledServer] = {}
+        self._to_list: list[EnabledServer] = []
+
+    @staticmethod
+    def matches(tool: Any, ref: dict[str, Any]) -> bool:
+        return ref.get("type") == "mcp" and ref.get("server_label") == tool.server_label
+
+    async def prepare(self, dialog: Dialog, provision: bool) -> None:
+        """Connect the request's servers (errors here are HTTP errors)."""
+        await super().prepare(dialog, provision)
+        registry, tenant = self.context.services.mcp, self.context.tenant
+        for tool in self.declared:
+            param = self.param(tool)
+            if tool.server_label in self.servers:
+                raise bad_request(f"Two mcp tools are labelled '{tool.server_label}'.", param=f"{param}.server_label")
+            try:
+                server = await registry.enable(tool, self.index(tool), tenant)
+            except ServerRefused as exc:
+                code = "rate_limit_exceeded" if exc.status == 429 else "invalid_value"
+                raise APIError(exc.status, exc.message, param=exc.param, code=code) from None
+            self.servers[tool.server_label] = server
+            if tool.server_label not in dialog.mcp_listed or not server.connection.connected:
+                self._to_list.append(server)
+        for decision in dialog.decisions:
+            if decision.pending.server_label not in self.servers:
+                raise bad_request(
+                    f"The approval response {decision.approval_request_id} is for the MCP server "
+                    f"'{decision.pending.server_label}', which is not in this request's tools.",
+                    param="tools",
+                )
+
+    def recipients(self) -> Iterable[str]:
+        return self.servers
+
+    def check_choice(self, choice: Any) -> None:
+        server = self.servers.get(choice.server_label)
+        if server is None:
+            raise bad_request(f"tool_choice names the MCP server '{choice.server_label}', which is not in tools.", param="tool_choice.server_label")
+        if choice.name is not None and server.connection.connected and not server.has_tool(choice.name):
+            raise bad_request(f"The MCP server '{choice.server_label}' has no tool '{choice.name}'.", param="tool_choice.name")
+
+    def forced_header(self, choice: Any) -> str | None:
+        if not isinstance(choice, NamedMcp):
+            return None
+        if choice.name is None:
+            return f"<|channel|>commentary to={choice.server_label}."
+        return f"<|channel|>commentary to={choice.server_label}.{choice.name} <|constrain|>json<|message|>"
+
+    def declare(self, declarations: Declarations) -> None:
+        if not self.context.enabled:
+            return
+        for label, server in self.servers.items():
+            if not server.connection.connected:
+                continue
+            tools = [ToolDescription.new(t.name, t.description or "", parameters=schema_for_model(t.input_schema)) for t in server.tools()]
+            description = server.description or server.connection.instructions or f"Tools of the {label} server."
+            declarations.system.append(ToolNamespaceConfig(name=label, description=description, tools=tools))
+
+    # -- before the first engine call: listings, and the calls the user approved or denied --------------------
+
+    @property
+    def work_before_engine(self) -> bool:
+        return bool(self._to_list or self.dialog.decisions)
+
+    async def before_engine(self) -> None:
+        output, dialog = self.context.output, self.dialog
+        for server in self._to_list:
+            item = output.add(lambda index: McpListToolsOutput(index, server.label))
+            error = None if server.connection.connected else f"MCP server unavailable: {server.connection.error}"
+            listing = [tool_listing(tool) for tool in server.tools()] if error is None else []
+            if error is None and server.label not in dialog.mcp_listed:
+                dialog.mcp_listed.append(server.label)
+            output.emit(item.listed(output.events, listing, error))
+        decisions, dialog.decisions = dialog.decisions, []
+        for decision in decisions:
+            pending = decision.pending
+            if not decision.approve:
+                reason = f" Reason: {decision.reason}" if decision.reason else ""
+                dialog.append(tool_result(pending.recipient, pending.channel, f"The user denied this call.{reason}"))
+                continue
+            approved = output.add(lambda index: McpCallOutput(index, pending.server_label, pending.name, decision.approval_request_id))
+            dialog.owner = approved.id
+            call = ToolCall(pending.recipient, pending.channel, tool_name=pending.name)
+            call.claim(self, CallKind.HOSTED, approved)
+            output.emit([*approved.opened(output.events), approved.delta(output.events, pending.arguments), *approved.written(output.events)])
+            await run_call(call, self.context.services.metrics)
+            dialog.append(tool_result(call.recipient, call.channel, call.output or ""))
+
+    # -- the model's calls ----------------------------------------------------------------------------------
+
+    def open_call(self, call: ToolCall, name: str) -> OutputItem | None:
+        label = call.recipient.partition(".")[0]
+        server = self.servers[label]
+        if not self.context.enabled:
+            return super().open_call(call, name)
+        if not (server.connection.connected and server.has_tool(name)):
+            state = "is unavailable" if not server.connection.connected else f"has no tool named '{name}'"
+            call.refuse(f"the '{label}' server {state}.")
+            return None
+        if not self.context.budget.take(call):
+            return None
+        call.tool_name = name
+        if server.needs_approval(name):
+            return call.claim(self, CallKind.APPROVAL)  # no item until the arguments are complete
+        item = self.context.output.add(lambda index: McpCallOutput(index, label, name))
+        return call.claim(self, CallKind.HOSTED, item)
+
+    async def written(self, call: ToolCall, text: str) -> list[Event]:
+        item, events = call.item, self.context.output.events
+        call.arguments = text
+        if not _is_json_object(text):
+            call.invalidate("the arguments are not a valid JSON object. Call the tool again with a JSON object.")
+            if isinstance(item, McpCallOutput):
+                item.error = protocol_error(INVALID_PARAMS, "The arguments are not a valid JSON object.")
+                return item.written(events) + item.finished(events, "failed")
+            return []
+        if isinstance(item, McpCallOutput):
+            return item.written(events)  # open while it runs
+        label = call.recipient.partition(".")[0]
+        request = self.context.output.add(lambda index: McpApprovalRequestOutput(index, label, call.tool_name, text))
+        self.dialog.claim(len(self.dialog.messages) - 1, request.id)  # the call's message, just appended
+        self.dialog.pending_approvals[request.id] = PendingApproval(label, call.tool_name, text, call.recipient, call.channel or "commentary")
+        return request.announced(events)
+
+    async def run(self, call: ToolCall) -> None:
+        item = call.item
+        assert isinstance(item, McpCallOutput)
+        server = self.servers[item.server_label]
+        try:
+            result = await server.connection.call(call.tool_name, json.loads(item.text))
+            text = result_text(result)
+            if result.is_error:  # the tool ran and reported a failure
+                content = [block.model_dump(mode="json", exclude_none=True) for block in result.content]
+                item.error = {"type": "mcp_tool_execution_error", "content": content}
+                text = f"Error: {text or 'the tool reported an error.'}"
+            else:
+                item.output = text
+        except ToolCallFailed as exc:
+            item.error, text = protocol_error(exc.code, str(exc)), f"Error: {exc}"
+        except anyio.get_cancelled_exc_class():
+            raise
+        except Exception as exc:  # a fault in the SDK or the server's answer: the call failed, the response goes on
+            log.exception("MCP call %s.%s failed", item.server_label, item.name)
+            item.error = protocol_error(INTERNAL_ERROR, f"{type(exc).__name__}: {exc}")
+            text = f"Error: the call failed ({type(exc).__name__})."
+        call.output = text
+        output = self.context.output
+        output.emit(item.finished(output.events, "failed" if item.error else "completed"))
+
+
+def protocol_error(code: int, message: str) -> dict[str, Any]:
+    """An `mcp_call.error` for a call that did not produce a tool result."""
+    return {"type": "mcp_protocol_error", "code": code, "message": message}
+
+
+def _is_json_object(text: str) -> bool:
+    try:
+        return isinstance(json.loads(text), dict)
+    except ValueError:
+        return False

@@ -1,0 +1,53 @@
+"""The client's `namespace` tools: functions grouped under a name of their own, declared to the model as a
+Harmony namespace in the developer message, called as `NAME.function`, run by the client (client.py)."""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from ...errors import bad_request
+from ...harmony import ToolNamespaceConfig
+from ..request import NamespaceTool
+from .base import Declarations
+from .client import ClientTools, describe
+
+
+class NamespaceTools(ClientTools):
+    request_types = (NamespaceTool,)
+    metric = "function"
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        for tool in self.declared:
+            self.callables |= {f"{tool.name}.{function.name}": (function, tool.name) for function in tool.tools}
+
+    @staticmethod
+    def matches(tool: Any, ref: dict[str, Any]) -> bool:
+        return ref.get("type") == "namespace" and ref.get("name") == tool.name
+
+    def strict_functions(self) -> list[tuple[str, str, Any]]:
+        return [
+            (f"{self.param(tool)}.tools[{inner}]", f"{tool.name}.{function.name}", function)
+            for tool in self.declared
+            for inner, function in enumerate(tool.tools)
+        ]
+
+    def recipients(self) -> Iterable[str]:
+        return [tool.name for tool in self.declared]
+
+    def check_names(self, taken: set[str]) -> None:
+        """A namespace's name may not be one the model already knows another way (`taken`)."""
+        for tool in self.declared:
+            if tool.name in taken:
+                raise bad_request(f"The namespace '{tool.name}' clashes with another tool of that name.", param=f"{self.param(tool)}.name")
+            taken.add(tool.name)
+            names = [function.name for function in tool.tools]
+            if len(set(names)) != len(names):
+                raise bad_request(f"The namespace '{tool.name}' declares a function twice.", param=f"{self.param(tool)}.tools")
+
+    def declare(self, declarations: Declarations) -> None:
+        if self.context.enabled:
+            declarations.developer += [
+                ToolNamespaceConfig(name=tool.name, description=tool.description, tools=[describe(function) for function in tool.tools])
+                for tool in self.declared
+            ]

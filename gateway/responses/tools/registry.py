@@ -1,0 +1,83 @@
+"""The kinds of tools, listed once. Everything the request's rules need to know of them is derived from
+this list: the `include` values accepted, the tools nothing here runs, which request tool an
+`allowed_tools` entry names, which tool a named `tool_choice` belongs to, and the built-in namespaces
+no client or operator may take for a namespace of its own (tools/namespaces.py holds those names, since
+configuration checks them before any request; a test holds the two together)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from tools.namespaces import RESERVED_NAMESPACES
+
+from ...errors import bad_request
+from ...protocol import Include
+from ..request import NOT_INCLUDABLE, AllowedTools, UnavailableTool, unsupported
+from ..services import Services
+from .base import Tool
+from .code_interpreter import CodeInterpreter
+from .functions import FunctionTools
+from .mcp import McpServers
+from .namespaces import NamespaceTools
+from .web_search import WebSearch
+
+logger = logging.getLogger("gateway.responses")
+
+# In the order the model reads them: the browser is declared before python, as gpt-oss was trained.
+TOOLS: tuple[type[Tool], ...] = (FunctionTools, NamespaceTools, WebSearch, CodeInterpreter, McpServers)
+
+# `include` values the response itself honours; the tools' own are added from their classes.
+CORE_INCLUDES = (Include.ENCRYPTED_REASONING, Include.LOGPROBS)
+INCLUDABLE: frozenset[str] = frozenset({*CORE_INCLUDES, *(value for tool in TOOLS for value in tool.includes)})
+BUILT_IN_NAMESPACES: frozenset[str] = frozenset(name for tool in TOOLS for name in tool.namespaces)
+assert BUILT_IN_NAMESPACES <= RESERVED_NAMESPACES, "a tool answers a namespace that is not reserved"
+
+
+def kind_of(tool: Any) -> type[Tool] | None:
+    """The kind of a request's tool; None for one of OpenAI's that nothing here runs."""
+    return next((kind for kind in TOOLS if isinstance(tool, kind.request_types)), None)
+
+
+def choice_owner(choice: Any) -> type[Tool] | None:
+    """The kind a named `tool_choice` belongs to; None for `auto`, `none`, `required`."""
+    return next((kind for kind in TOOLS if isinstance(choice, kind.choices)), None)
+
+
+def check_include(values: list[str]) -> None:
+    """Every `include` value is one the gateway honours; one it cannot is refused by name."""
+    for index, value in enumerate(values):
+        if value in NOT_INCLUDABLE:
+            raise unsupported(f"include[{index}]", f"'{value}': {NOT_INCLUDABLE[value]}")
+        if value not in INCLUDABLE:
+            raise bad_request(f"Invalid value for 'include[{index}]': '{value}' is not an includable field.", param=f"include[{index}]")
+
+
+def available_tools(tools: list[Any], services: Services) -> list[Any]:
+    """The request's tools without those nothing here runs: refused by name, or dropped if configured so."""
+
+    def unavailable(tool: Any) -> bool:
+        kind = kind_of(tool)
+        return isinstance(tool, UnavailableTool) or kind is None or not kind.available(services)
+
+    for index, tool in enumerate(tools):
+        if unavailable(tool):
+            if not services.config.server.drop_unavailable_tools:
+                raise unsupported(f"tools[{index}]", f"the '{tool.type}' tool is not available here")
+            logger.warning("dropped the request's '%s' tool: nothing on this gateway runs it", tool.type)
+    return [tool for tool in tools if not unavailable(tool)]
+
+
+def offered_tools(tools: list[Any], choice: Any) -> tuple[list[Any], Any]:
+    """The tools the model is offered, and the choice that is left: `allowed_tools` narrows the request's
+    tools to those it lists and becomes its mode."""
+    if not isinstance(choice, AllowedTools):
+        return tools, choice
+    offered: list[Any] = []
+    for index, ref in enumerate(choice.tools):
+        match = next((tool for tool in tools if (kind := kind_of(tool)) is not None and kind.matches(tool, ref)), None)
+        if match is None:
+            raise bad_request(f"tool_choice.tools[{index}] names no tool of this request.", param=f"tool_choice.tools[{index}]")
+        if match not in offered:
+            offered.append(match)
+    return offered, choice.mode

@@ -1,0 +1,147 @@
+"""`web_search`: gpt-oss's built-in `browser` (search, open, find), run by the gateway (tools/browser/) on
+gateways with a `browser` section. Each call streams as a `web_search_call`; the pages the model saw stay
+in the dialog, for the model to open their links and cite them in later responses."""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from tools.browser.session import ACTIONS, Browser, BrowseOptions
+
+from ...errors import bad_request
+from ...harmony import ToolNamespaceConfig
+from ...protocol import Include, ItemStatus
+from ..conversation import Dialog
+from ..items import Event, Events, OutputItem
+from ..request import WEB_SEARCH_TYPES, NamedWebSearch, WebSearchTool
+from ..services import Services
+from ..tool_call import CallKind, ToolCall
+from .base import Declarations, Tool
+
+VIEW_CHARS = {"low": 2000, "medium": 4000, "high": 8000}  # search_context_size: how much of a page a view shows
+
+
+class WebSearchCallOutput(OutputItem):
+    """A call to gpt-oss's browser (`browser.search|open|find`). Added with its status only when the model
+    starts the call; `searching` once its arguments are written and it runs; done with its action."""
+
+    type = "web_search_call"
+    id_prefix = "ws"
+
+    def __init__(self, output_index: int, function: str, show_sources: bool) -> None:
+        super().__init__(output_index)
+        self.function = function
+        self.show_sources = show_sources  # `include: ["web_search_call.action.sources"]`
+        self.action: dict[str, Any] | None = None
+        self.sources: list[str] = []
+
+    def opened(self, events: Events) -> list[Event]:
+        return [self.added(events), self._event(events, "response.web_search_call.in_progress")]
+
+    def running(self, events: Events) -> list[Event]:
+        self.status = ItemStatus.SEARCHING
+        return [self._event(events, "response.web_search_call.searching")]
+
+    def finished(self, events: Events, action: dict[str, Any], sources: list[str], failed: bool) -> list[Event]:
+        self.action, self.sources = action, sources
+        self.status = "failed" if failed else "completed"
+        completed = [] if failed else [self._event(events, "response.web_search_call.completed")]
+        return completed + [self.done(events)]
+
+    def closed(self, events: Events, status: str = "incomplete") -> list[Event]:
+        """Ended without running (the response was cut off or failed)."""
+        self.status = status
+        return [self.done(events)]
+
+    def as_dict(self) -> Event:
+        item: Event = {"id": self.id, "type": "web_search_call", "status": self.status}
+        if self.status in ("in_progress", "searching"):
+            return item
+        action = dict(self.action or {"type": ACTIONS[self.function]})  # closed before it ran: its kind only
+        if action["type"] == "search" and self.show_sources:
+            action["sources"] = [{"type": "url", "url": url} for url in self.sources]
+        return item | {"action": action}
+
+
+class WebSearch(Tool):
+    request_types = (WebSearchTool,)
+    namespaces = frozenset({"browser"})
+    includes = (Include.SEARCH_SOURCES,)
+    choices = (NamedWebSearch,)
+    metric = "browser"
+
+    def __init__(self, *args: Any) -> None:
+        super().__init__(*args)
+        if len(self.declared) > 1:
+            raise bad_request("Declare the web_search tool once.", param="tools")
+        self.tool: WebSearchTool | None = self.declared[0] if self.declared else None
+        self.browser: Browser | None = None  # made in prepare(), from the conversation's pages
+
+    @classmethod
+    def available(cls, services: Services) -> bool:
+        return services.browser is not None
+
+    @staticmethod
+    def matches(tool: Any, ref: dict[str, Any]) -> bool:
+        return ref.get("type") in WEB_SEARCH_TYPES
+
+    async def prepare(self, dialog: Dialog, provision: bool) -> None:
+        await super().prepare(dialog, provision)
+        backends, tool = self.context.services.browser, self.tool
+        if tool is None or backends is None:  # a request's web_search without a browser was refused before
+            return
+        options = BrowseOptions(
+            view_chars=VIEW_CHARS[tool.search_context_size or "medium"],
+            max_results=backends.config.max_results,
+            page_budget=backends.config.pages_per_response,
+            allowed_domains=tool.domains(),
+            location=tool.user_location.describe() if tool.user_location else None,
+        )
+        self.browser = Browser(backends.search, backends.fetcher, options, dialog.browser_pages)
+
+    def recipients(self) -> Iterable[str]:
+        return self.namespaces if self.browser is not None else ()
+
+    def check_choice(self, choice: Any) -> None:
+        if self.browser is None:
+            raise bad_request(f"tool_choice is {choice.type}, which is not in tools.", param="tool_choice.type")
+
+    def forced_header(self, choice: Any) -> str | None:
+        if isinstance(choice, NamedWebSearch):  # the model writes the query
+            return "<|channel|>analysis to=browser.search code<|message|>"
+        return None
+
+    def declare(self, declarations: Declarations) -> None:
+        if self.browser is not None and self.context.enabled:  # declared as gpt-oss was trained: the stock description
+            declarations.system.append(ToolNamespaceConfig.browser())
+
+    def cited(self, cursor: int, line: int) -> tuple[str, str] | None:
+        """What a citation in the model's answer points to (citations.py)."""
+        return self.browser.cited(cursor, line) if self.browser is not None else None
+
+    def open_call(self, call: ToolCall, name: str) -> OutputItem | None:
+        if not self.context.enabled:
+            return super().open_call(call, name)
+        if name not in ACTIONS:
+            call.refuse(f"the browser has no function '{name}'; use browser.search, browser.open or browser.find.")
+            return None
+        if not self.context.budget.take(call):
+            return None
+        call.tool_name = name
+        sources = self.context.includes(Include.SEARCH_SOURCES)
+        item = self.context.output.add(lambda index: WebSearchCallOutput(index, name, sources))
+        return call.claim(self, CallKind.HOSTED, item)
+
+    async def written(self, call: ToolCall, text: str) -> list[Event]:
+        assert isinstance(call.item, WebSearchCallOutput)
+        call.arguments = text
+        return call.item.running(self.context.output.events)
+
+    async def run(self, call: ToolCall) -> None:
+        item, browser = call.item, self.browser
+        assert isinstance(item, WebSearchCallOutput) and browser is not None  # claimed only with a browser
+        outcome = await browser.call(call.tool_name, call.arguments)
+        self.dialog.browser_pages = browser.summaries()
+        call.output = outcome.text
+        output = self.context.output
+        output.emit(item.finished(output.events, outcome.action, outcome.sources, outcome.failed))

@@ -1,0 +1,189 @@
+"""One engine call, streamed into the response's output: tokens → parser → items and events.
+
+This is the per-token path. Each chunk of tokens is parsed once; a message's text deltas go straight to
+its item's prefix-built frames, and only what needs it (stop sequences, citations, logprobs) takes the
+slower path. Messages the model finishes go to the dialog; a call's header goes to the toolset, which
+claims it and opens its item.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from ..engine import EngineStream
+from ..errors import APIError
+from ..parser import HarmonyStreamParser, MessageFinished, MessageStarted, TextDelta
+from .citations import CitationRewriter, Piece, container_file_citations
+from .conversation import Dialog
+from .items import Delta, Event, MessageOutput, OutputItem, ReasoningOutput, TextItem
+from .logprobs import ContentLogprob, parse_with_logprobs
+from .output import ResponseOutput
+from .stops import StopMatcher
+from .tool_call import ToolCall
+from .tools import Toolset
+
+
+@dataclass
+class Usage:
+    """The tokens of every engine call of the response, however each ended."""
+
+    input: int = 0
+    cached: int = 0
+    output: int = 0
+    reasoning: int = 0
+
+
+@dataclass
+class TurnOutcome:
+    finish_reason: str | None = None
+    stopped: bool = False  # a stop sequence ended the generation before the engine did
+    call: ToolCall | None = None  # the call the model's turn ended with
+
+
+@dataclass(frozen=True)
+class AnswerOptions:
+    """How the model's messages are shown: stop sequences (Chat), logprobs, sealed reasoning."""
+
+    stops: tuple[str, ...] = ()
+    logprob_count: int | None = None  # alternatives per token, when logprobs are asked for
+    seal: Callable[[str], str] | None = None  # reasoning.encrypted_content: seals the reasoning's text
+
+
+class Turn:
+    def __init__(self, output: ResponseOutput, dialog: Dialog, toolset: Toolset, options: AnswerOptions) -> None:
+        self.output = output
+        self.dialog = dialog
+        self.toolset = toolset
+        self.options = options
+        self.outcome = TurnOutcome()
+
+    async def stream(
+        self, stream: EngineStream, prefill: list[int], usage: Usage, prompt_length: int, first_token: Callable[[], None] | None
+    ) -> TurnOutcome:
+        """Stream one engine call until the engine stops (or a stop sequence does); `first_token` is
+        called when its first tokens arrive."""
+        outcome, options, dialog = self.outcome, self.options, self.dialog
+        parser = HarmonyStreamParser()
+        events, emit = self.output.events, self.output.emit
+        item: OutputItem | None = None
+        stopper: StopMatcher | None = None  # the open message's stop sequences, when the request has any
+        rewriter: CitationRewriter | None = None  # the open message's citations, when the browser is on
+        tokens = 0
+        try:
+            async for chunk in stream:
+                tokens += len(chunk.token_ids)
+                if first_token is not None:
+                    first_token()
+                    first_token = None
+                batch: list[Event | Delta] = []
+                if prefill:  # a forced call's header goes through the parser as if the model had written it
+                    chunk.token_ids = prefill + chunk.token_ids
+                    if chunk.logprobs is not None:
+                        chunk.logprobs = [*(None for _ in prefill), *chunk.logprobs]
+                    prefill = []
+                if options.logprob_count is None:
+                    parsed_events: list[Any] = parser.feed(chunk.token_ids)
+                else:
+                    parsed_events = parse_with_logprobs(parser, chunk, options.logprob_count)
+                for parsed in parsed_events:
+                    if type(parsed) is TextDelta:
+                        if not isinstance(item, TextItem):  # none open, or a web_search_call (shows its action only)
+                            pass
+                        elif stopper is None and rewriter is None:
+                            batch.append(item.delta(events, parsed.text))
+                        elif self._visible(item, parsed.text, stopper, rewriter, batch):
+                            # A stop sequence: the message ends here, and with it the generation.
+                            item = stopper = rewriter = None
+                            outcome.finish_reason, outcome.stopped = "stop", True
+                            break
+                    elif type(parsed) is MessageStarted:
+                        item = self._open_item(parsed)
+                        dialog.owner = item.id if item is not None else None
+                        if item is not None:
+                            batch += item.opened(events)
+                        is_message = isinstance(item, MessageOutput)
+                        stopper = StopMatcher(options.stops) if options.stops and is_message else None
+                        web_search = self.toolset.web_search
+                        rewriter = CitationRewriter(web_search.cited) if web_search.browser is not None and is_message else None
+                    elif type(parsed) is ContentLogprob:
+                        if isinstance(item, MessageOutput):  # reported for the visible answer only
+                            item.pending_logprobs.append(parsed.entry)
+                    else:
+                        assert isinstance(parsed, MessageFinished)
+                        dialog.append(parsed.message)
+                        batch += await self._finished(parsed, item, stopper, rewriter)
+                        item = stopper = rewriter = None
+                if chunk.finish_reason is not None:
+                    outcome.finish_reason = chunk.finish_reason
+                emit(batch)
+                if outcome.stopped:
+                    break  # a stop sequence: the engine request is aborted when the stream closes
+        finally:
+            # What the engine did is counted however the call ended: done, failed, cancelled.
+            counted = stream.usage
+            usage.input += counted.prompt_tokens or prompt_length
+            usage.cached += counted.cached_tokens
+            usage.output += max(counted.completion_tokens, tokens)
+            usage.reasoning += parser.reasoning_tokens
+        # The engine stopped: anything still open was cut off by max_tokens.
+        if item is not None:
+            emit([*self._held_back(item, stopper, rewriter), *item.closed(events, "incomplete")])
+        partial = parser.partial_message()
+        if partial is not None:
+            dialog.append(partial)
+        if outcome.finish_reason is None:
+            outcome.finish_reason = "stop"
+        elif outcome.finish_reason == "abort":
+            raise APIError(502, "The engine aborted the generation.", type="server_error", code="engine_error")
+        return outcome
+
+    async def _finished(
+        self, parsed: MessageFinished, item: OutputItem | None, stopper: StopMatcher | None, rewriter: CitationRewriter | None
+    ) -> list[Event | Delta]:
+        """A message is complete: a call goes to its tool; a message or reasoning item closes."""
+        call = self.outcome.call
+        if call is not None and call.tool is not None:
+            return [*await self.toolset.written(call, "".join(getattr(part, "text", "") for part in parsed.message.content))]
+        if item is None:
+            return []
+        events = self.output.events
+        batch = self._held_back(item, stopper, rewriter)
+        container = self.toolset.code_interpreter
+        if isinstance(item, MessageOutput) and container.container is not None:
+            batch += [item.annotated(events, citation) for citation in container_file_citations(item.text, container.container_file)]
+        return [*batch, *item.closed(events)]
+
+    def _open_item(self, header: MessageStarted) -> OutputItem | None:
+        """The item a message streams as: reasoning, a message, or a call's (when its tool claims it)."""
+        output, options = self.output, self.options
+        if header.recipient is not None:
+            self.outcome.call = call = ToolCall(header.recipient, header.channel)
+            return self.toolset.open_call(call)
+        if header.channel == "analysis":
+            return output.add(lambda index: ReasoningOutput(index, options.seal))
+        phase = "commentary" if header.channel == "commentary" else "final_answer"
+        return output.add(lambda index: MessageOutput(index, phase, with_logprobs=options.logprob_count is not None))
+
+    def _visible(self, item: Any, text: str, stopper: StopMatcher | None, rewriter: CitationRewriter | None, batch: list[Event | Delta]) -> bool:
+        """A message's text as the client gets it: citations made links (each announced as an annotation
+        after the delta that ends it), cut at a stop sequence. True when a stop sequence ended the message."""
+        events = self.output.events
+        for piece in rewriter.feed(text) if rewriter is not None else [Piece(text)]:
+            shown, stopped = stopper.feed(piece.text) if stopper is not None else (piece.text, False)
+            if shown:
+                batch.append(item.delta(events, shown))
+            if stopped:
+                batch += item.closed(events)
+                return True
+            if piece.annotation is not None:
+                batch.append(item.annotated(events, piece.annotation))
+        return False
+
+    def _held_back(self, item: Any, stopper: StopMatcher | None, rewriter: CitationRewriter | None) -> list[Event | Delta]:
+        """The end of a message: what could have begun a citation or a stop sequence, once it is clear it did
+        not (both watch messages only)."""
+        held = "".join(piece.text for piece in rewriter.flush()) if rewriter is not None else ""
+        if stopper is not None:
+            held = stopper.feed(held)[0] + stopper.flush()
+        return [item.delta(self.output.events, held)] if held else []

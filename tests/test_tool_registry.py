@@ -1,0 +1,46 @@
+"""The registry of tool kinds (gateway/responses/tools/registry.py) against the request's types: a kind
+of tool added to one and not the other, or an `include` value nobody honours, fails here."""
+
+from __future__ import annotations
+
+import typing
+
+from gateway.protocol import Include
+from gateway.responses.request import AllowedTools, NamedChoice, Tool, UnavailableTool
+from gateway.responses.tools.registry import BUILT_IN_NAMESPACES, INCLUDABLE, TOOLS, choice_owner, kind_of
+from tools.namespaces import RESERVED_NAMESPACES
+
+
+def _members(annotated: typing.Any) -> tuple[type, ...]:
+    union = typing.get_args(annotated)[0]
+    return typing.get_args(union)
+
+
+def test_every_request_tool_type_has_one_kind_or_is_refused_by_name() -> None:
+    for model in _members(Tool):
+        owners = [kind for kind in TOOLS if model in kind.request_types]
+        assert len(owners) == (0 if model is UnavailableTool else 1), model
+
+
+def test_every_named_tool_choice_belongs_to_one_kind() -> None:
+    for model in _members(NamedChoice):
+        owners = [kind for kind in TOOLS if model in kind.choices]
+        assert len(owners) == (0 if model is AllowedTools else 1), model
+
+
+def test_every_include_value_is_honoured_by_someone() -> None:
+    assert INCLUDABLE == {value.value for value in Include}
+
+
+def test_built_in_namespaces_are_reserved() -> None:
+    assert BUILT_IN_NAMESPACES == {"functions", "python", "browser"}
+    assert BUILT_IN_NAMESPACES <= RESERVED_NAMESPACES
+
+
+def test_lookups() -> None:
+    from gateway.responses.request import CodeInterpreterTool, NamedCodeInterpreter
+    from gateway.responses.tools.code_interpreter import CodeInterpreter
+
+    assert kind_of(CodeInterpreterTool(type="code_interpreter")) is CodeInterpreter
+    assert choice_owner(NamedCodeInterpreter(type="code_interpreter")) is CodeInterpreter
+    assert choice_owner("auto") is None
