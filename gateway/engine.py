@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import AsyncIterator
+from typing import Any, AsyncIterator
 
 import httpx
 
@@ -235,7 +235,7 @@ class EngineStream:
         if pending:
             yield bytes(pending)
 
-    def _read_usage(self, usage: dict) -> None:
+    def _read_usage(self, usage: dict[str, Any]) -> None:
         details = usage.get("prompt_tokens_details") or {}
         self.usage = EngineUsage(
             prompt_tokens=int(usage.get("prompt_tokens") or 0),
@@ -268,7 +268,7 @@ def without_prompt_ids(payload: bytes) -> bytes:
     return before + after
 
 
-def _logprobs(data: dict) -> list[TokenLogprob | None]:
+def _logprobs(data: dict[str, Any]) -> list[TokenLogprob | None]:
     """vLLM's completion logprobs (`token_logprobs` and `top_logprobs` keyed "token_id:N"), per token."""
     values = data.get("token_logprobs") or []
     tops = data.get("top_logprobs") or [None] * len(values)

@@ -10,7 +10,7 @@ import multiprocessing
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar
 
 from openai_harmony import (
     Conversation,
@@ -43,6 +43,8 @@ _EFFORTS = {
     "high": ReasoningEffort.HIGH,
 }
 
+ResultT = TypeVar("ResultT")
+
 
 @functools.cache
 def encoding() -> HarmonyEncoding:
@@ -69,7 +71,7 @@ class Preamble:
     namespaces: list[ToolNamespaceConfig] = field(default_factory=list)
     # The client's own namespaces of functions (`namespace` tools), declared after `functions`.
     function_namespaces: list[ToolNamespaceConfig] = field(default_factory=list)
-    response_format: tuple[str, dict] | None = None  # (name, JSON schema)
+    response_format: tuple[str, dict[str, Any]] | None = None  # (name, JSON schema)
 
     def messages(self) -> list[Message]:
         system = (
@@ -196,7 +198,7 @@ class PromptRenderer:
             return _render_head(messages)
         return await self._in_process(_render_head_dicts, messages)
 
-    async def _in_process(self, work: Any, messages: list[Message]) -> Any:
+    async def _in_process(self, work: Callable[[list[dict[str, Any]]], ResultT], messages: list[Message]) -> ResultT:
         payload = [message.to_dict() for message in messages]
         try:
             return await asyncio.get_running_loop().run_in_executor(self._executor(), work, payload)
@@ -303,7 +305,8 @@ def _text_size(messages: list[Message]) -> int:
 
 
 def _render(messages: list[Message]) -> list[int]:
-    return encoding().render_conversation_for_completion(Conversation.from_messages(messages), Role.ASSISTANT)
+    tokens: list[int] = encoding().render_conversation_for_completion(Conversation.from_messages(messages), Role.ASSISTANT)
+    return tokens
 
 
 def _render_dicts(messages: list[dict[str, Any]]) -> Prompt:

@@ -190,7 +190,8 @@ class WebSearchCallItem(_Model):
 
 def _item_type(value: Any) -> str | None:
     if isinstance(value, dict):
-        return value.get("type", "message")
+        kind = value.get("type", "message")
+        return kind if isinstance(kind, str) else str(kind)
     return getattr(value, "type", None)
 
 

@@ -43,7 +43,8 @@ async def create_response(request: Request) -> Response:
 
 def tenant_of(request: Request) -> str:
     """The tenant the middleware found for the request's key."""
-    return request.state.tenant
+    tenant: str = request.state.tenant
+    return tenant
 
 
 def refuse_while_draining(services: Services) -> None:

@@ -163,7 +163,7 @@ class ResponseRun:
     async def _open_stream(self) -> EngineStream:
         self._turns += 1
         # Harmony cannot force a tool call, but the prompt is ours: a forced `tool_choice` starts the
-        # assistant's message with the call's header (choice.py).
+        # assistant's message with the call's header (tools/base.py, `forced_header`).
         self._prefill = self._forced_call_header()
         model = await self.services.engine.model()
         prompt = await self._render(model.max_model_len)

@@ -218,5 +218,5 @@ def argument_error(validator: Any, arguments: Any) -> str | None:
 
 
 def _short(text: Any, limit: int = MAX_MESSAGE_CHARS) -> str:
-    text = text if isinstance(text, str) else repr(text)
-    return text if len(text) <= limit else text[:limit] + "…"
+    shown = text if isinstance(text, str) else repr(text)
+    return shown if len(shown) <= limit else shown[:limit] + "…"

@@ -8,6 +8,7 @@ dialects write differently (column types, auto-increment) lives only in the migr
 from __future__ import annotations
 
 import abc
+import enum
 import logging
 from typing import Any, Awaitable, Callable, TypeVar
 
@@ -47,12 +48,19 @@ class Tx(abc.ABC):
         check and the write it allows (a quota's SUM, then an INSERT) are one step when both hold it."""
 
 
+class Dialect(enum.StrEnum):
+    """Which SQL a database speaks: what differs is chosen by it in this package only."""
+
+    SQLITE = "sqlite"
+    POSTGRESQL = "postgresql"
+
+
 class Database(abc.ABC):
     """A database the stores share. Every call is retried while the database is unreachable (a restart,
     a failover), up to the configured window; after that it raises StorageError. A transaction's work is
     run again from the start on a retry, so it must only read and write through its `Tx`."""
 
-    dialect: str
+    dialect: Dialect
 
     def for_update(self, of: str | None = None) -> str:
         """The clause that makes a SELECT lock the rows it reads (of table alias `of`) until its

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Awaitable, Callable
 
-from .database import StorageError, Tx
+from .database import Dialect, StorageError, Tx
 
 
 @dataclass(frozen=True)
@@ -18,8 +18,8 @@ class Migration:
     sqlite: tuple[str, ...]
     postgresql: tuple[str, ...]
 
-    def statements(self, dialect: str) -> tuple[str, ...]:
-        return self.sqlite if dialect == "sqlite" else self.postgresql
+    def statements(self, dialect: Dialect) -> tuple[str, ...]:
+        return {Dialect.SQLITE: self.sqlite, Dialect.POSTGRESQL: self.postgresql}[dialect]
 
 
 def _both(*statements: str) -> tuple[str, ...]:
@@ -173,7 +173,7 @@ MIGRATIONS = (
 VERSION_TABLE = "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)"
 
 
-async def migrate(tx: Tx, dialect: str, adopt: Callable[[Tx], Awaitable[None]] | None = None) -> None:
+async def migrate(tx: Tx, dialect: Dialect, adopt: Callable[[Tx], Awaitable[None]] | None = None) -> None:
     """Apply the migrations a database lacks, in one transaction. `adopt` runs first on a database that
     has no `schema_version` yet (one from before migrations)."""
     await tx.execute(VERSION_TABLE)

@@ -16,7 +16,7 @@ from typing import Any, Awaitable, Callable, TypeVar
 import anyio
 import asyncpg
 
-from .database import Conflict, Database, Row, StorageError, Tx, UnstorableValue
+from .database import Conflict, Database, Dialect, Row, StorageError, Tx, UnstorableValue
 from .migrations import migrate
 
 T = TypeVar("T")
@@ -47,7 +47,7 @@ def numbered(sql: str) -> str:
 
 
 class PostgreSQL(Database):
-    dialect = "postgresql"
+    dialect = Dialect.POSTGRESQL
 
     def __init__(self, url: str, *, retry_s: float, pool_size: int) -> None:
         self.url = url
@@ -187,4 +187,4 @@ class _PostgresTx(Tx):
 
 async def _migrate(tx: Tx) -> None:
     await tx.execute("SELECT pg_advisory_xact_lock(?)", _MIGRATION_LOCK)
-    await migrate(tx, "postgresql")
+    await migrate(tx, Dialect.POSTGRESQL)

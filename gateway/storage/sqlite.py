@@ -10,14 +10,14 @@ from typing import Any, Awaitable, Callable, TypeVar
 import anyio
 import anyio.to_thread
 
-from .database import Conflict, Database, Row, StorageError, Tx
+from .database import Conflict, Database, Dialect, Row, StorageError, Tx
 from .migrations import migrate
 
 T = TypeVar("T")
 
 
 class SQLite(Database):
-    dialect = "sqlite"
+    dialect = Dialect.SQLITE
 
     def __init__(self, path: str) -> None:
         self.path = path
@@ -99,7 +99,7 @@ async def _run(function: Callable[..., T], *args: Any) -> T:
 
 
 async def _migrate(tx: Tx) -> None:
-    await migrate(tx, "sqlite", _adopt_unversioned)
+    await migrate(tx, Dialect.SQLITE, _adopt_unversioned)
 
 
 async def _adopt_unversioned(tx: Tx) -> None:

@@ -122,7 +122,9 @@ class Tool:
         """A 400 when a named `tool_choice` of this kind names a tool the request does not have."""
 
     def forced_header(self, choice: Any) -> str | None:
-        """The start of the call a `tool_choice` forces, written into the prompt (choice.py)."""
+        """The start of the call a `tool_choice` forces. Harmony has no forcing of its own, but the prompt
+        is the gateway's: the assistant's channel and recipient (up to `<|message|>` where the tool is
+        named) end the prompt, on every engine turn until the model made a call to a declared tool."""
         return None
 
     def declare(self, declarations: Declarations) -> None:
