@@ -11,6 +11,7 @@ COPY pyproject.toml README.md /src/
 COPY gateway /src/gateway
 COPY tools /src/tools
 COPY sandbox /src/sandbox
+COPY runtime /src/runtime
 RUN set -eu; \
     if ls /tmp/wheels/*.whl >/dev/null 2>&1; then \
         python3 "$(ls /tmp/wheels/pip-*.whl)/pip" install --no-cache-dir --no-index --find-links /tmp/wheels \

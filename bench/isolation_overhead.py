@@ -1,6 +1,6 @@
 """What bounding hostile work costs on benign input (not a timed test; prints figures).
 
-Work whose cost the input decides runs in a worker process (gateway/isolation.py) instead of a worker
+Work whose cost the input decides runs in a worker process (runtime/isolation.py) instead of a worker
 thread: a strict function's argument check, and a web page cleaned to text. Each is timed both ways, on
 ordinary input, as medians over blocks of calls:
   * thread: `run_cpu(...)`, the path before (unbounded: a hostile input held the CPU lane for minutes);
@@ -26,8 +26,8 @@ import anyio
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from gateway.cpu import run_cpu  # noqa: E402
-from gateway.isolation import run_isolated  # noqa: E402
+from runtime.cpu import run_cpu  # noqa: E402
+from runtime.isolation import run_isolated  # noqa: E402
 from gateway.responses.schemas import _compiled, argument_error, argument_problem, checked_schema  # noqa: E402
 from tools.browser.backends import to_page  # noqa: E402
 

@@ -17,8 +17,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from runtime import isolation
+
+from . import harmony
 from .jsontext import JSONResponse
-from . import harmony, isolation
 from .harmony import PromptRenderer
 from .config import GatewayConfig
 from .engine import EngineClient

@@ -18,9 +18,9 @@ import pydantic_core
 from pydantic import BaseModel, ValidationError
 from starlette.requests import Request
 
-from .cpu import run_cpu
+from runtime.cpu import run_cpu
 from .errors import APIError, bad_request, from_validation_error
-from .numbers import decimal
+from runtime.numbers import decimal
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 

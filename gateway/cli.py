@@ -51,7 +51,7 @@ def _serve(config: GatewayConfig, host: str | None, port: int | None) -> int:
     import uvicorn
 
     from .app import create_app
-    from .cpu import use_short_switch_interval
+    from runtime.cpu import use_short_switch_interval
     from .http_protocol import MAX_HEAD_BYTES, with_header_timeout
     from .logs import configure_logging
     from .shutdown import Drain

@@ -9,7 +9,7 @@ from typing import Any
 from starlette.requests import Request
 
 from .errors import APIError, bad_request
-from .numbers import decimal
+from runtime.numbers import decimal
 
 
 @dataclass(frozen=True)

@@ -47,11 +47,25 @@ class Include(enum.StrEnum):
     CODE_OUTPUTS = "code_interpreter_call.outputs"
     SEARCH_SOURCES = "web_search_call.action.sources"
 
+class EventType(enum.StrEnum):
+    """The events a reader of a response's log acts on (Chat Completions, followers, replicas)."""
+
+    CREATED = "response.created"
+    IN_PROGRESS = "response.in_progress"
+    COMPLETED = "response.completed"
+    INCOMPLETE = "response.incomplete"
+    FAILED = "response.failed"
+    ERROR = "error"
+    OUTPUT_ITEM_ADDED = "response.output_item.added"
+    OUTPUT_ITEM_DONE = "response.output_item.done"
+    ANNOTATION_ADDED = "response.output_text.annotation.added"
+
+
 # The last event of a response's own stream, one per status it can end in.
-RESPONSE_ENDINGS = ("response.completed", "response.incomplete", "response.failed")
+RESPONSE_ENDINGS = (EventType.COMPLETED, EventType.INCOMPLETE, EventType.FAILED)
 # What may end an SSE stream: a response's ending, or an `error` event (a cancelled response followed, a
 # store that went away), since OpenAI's stream has no event for those.
-STREAM_ENDINGS = (*RESPONSE_ENDINGS, "error")
+STREAM_ENDINGS = (*RESPONSE_ENDINGS, EventType.ERROR)
 _ENDING_HEADS = tuple(f"event: {kind}\n".encode() for kind in STREAM_ENDINGS)
 
 

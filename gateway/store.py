@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 import anyio
 
-from .cpu import run_cpu
+from runtime.cpu import run_cpu
 from .protocol import ResponseStatus
 from .storage import Database, StorageError, Tx
 

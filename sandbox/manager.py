@@ -19,7 +19,7 @@ import docker.errors
 from anyio.abc import TaskGroup
 
 from .config import SandboxConfig
-from gateway.quota import AllBusy, to_evict
+from runtime.quota import AllBusy, to_evict
 
 from .channel import KernelChannel, KernelDied, KernelProtocolError
 from .directory import Directory, Placement, SessionBusy, SessionNotFound, SessionTaken

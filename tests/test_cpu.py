@@ -7,7 +7,7 @@ import time
 
 import anyio
 
-from gateway.cpu import run_cpu
+from runtime.cpu import run_cpu
 
 
 def test_cpu_bound_work_runs_one_piece_at_a_time() -> None:

@@ -18,7 +18,7 @@ from anyio.abc import TaskGroup
 from mcp_types import Tool
 
 from .config import MCPConfig, ToolServerConfig
-from gateway.quota import AllBusy, to_evict
+from runtime.quota import AllBusy, to_evict
 
 from .connection import MCPConnection, ServerSpec
 from .urls import is_allowed

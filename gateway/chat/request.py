@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_validator, model_validator
 
 from ..errors import bad_request
-from ..numbers import decimal
+from runtime.numbers import decimal
 from ..responses.request import FunctionDefinition, ResponsesRequest, refuse_unsupported
 from ..responses.stops import MAX_STOP_CHARS, MAX_STOPS
 

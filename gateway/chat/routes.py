@@ -18,7 +18,7 @@ from starlette.routing import Route
 
 from ..jsontext import JSONResponse, dumps
 from ..body import parse_body
-from ..protocol import RESPONSE_ENDINGS
+from ..protocol import RESPONSE_ENDINGS, EventType
 from ..responses.items import CustomToolCallOutput, Delta, FunctionCallOutput, MessageOutput, ReasoningOutput
 from ..responses.routes import event_stream, refuse_while_draining, tenant_of, wait_for_run
 from ..responses.run import ChatOptions, ResponseRun
@@ -141,13 +141,14 @@ class ChatChunks:
             for event in batch:
                 if isinstance(event, Delta):
                     frame = self._delta(event)
-                elif event["type"] == "response.output_item.added" and event["item"]["type"] in ("function_call", "custom_tool_call"):
-                    frame = self._tool_call_start(event["item"])
-                elif event["type"] == "response.output_text.annotation.added":
+                elif (kind := event["type"]) == EventType.OUTPUT_ITEM_ADDED:  # the item itself, not its snapshot
+                    item = run.output.items[event["output_index"]]
+                    frame = self._tool_call_start(item) if isinstance(item, FunctionCallOutput) else None
+                elif kind == EventType.ANNOTATION_ADDED:
                     annotation = chat_annotation(event["annotation"], self.message_starts.get(event["item_id"], 0))
                     frame = self.chunk(dumps({"annotations": [annotation]}))
                 else:
-                    frame = self._terminal(run, event) if event["type"] in _TERMINAL else None
+                    frame = self._terminal(run, event) if kind in _TERMINAL else None
                 if frame:
                     out.append(frame)
             if out:
@@ -181,18 +182,18 @@ class ChatChunks:
         field = '"custom":{"input":' if isinstance(item, CustomToolCallOutput) else '"function":{"arguments":'
         return self.head + f'{{"tool_calls":[{{"index":{index},{field}', "}}]}" + self.tail
 
-    def _tool_call_start(self, item: dict[str, Any]) -> bytes:
+    def _tool_call_start(self, item: FunctionCallOutput) -> bytes:
         """A call's first fragment: index, id, type and name (a custom tool's input follows as `custom.input`)."""
-        index = self.tool_index[item["id"]] = len(self.tool_index)
-        call: dict[str, Any] = {"index": index, "id": item["call_id"]}
-        if item["type"] == "custom_tool_call":
-            call |= {"type": "custom", "custom": {"name": item["name"], "input": ""}}
+        index = self.tool_index[item.id] = len(self.tool_index)
+        call: dict[str, Any] = {"index": index, "id": item.call_id}
+        if isinstance(item, CustomToolCallOutput):
+            call |= {"type": "custom", "custom": {"name": item.name, "input": ""}}
         else:
-            call |= {"type": "function", "function": {"name": item["name"], "arguments": ""}}
+            call |= {"type": "function", "function": {"name": item.name, "arguments": ""}}
         return self.chunk(json.dumps({"tool_calls": [call]}, separators=(",", ":")))
 
     def _terminal(self, run: ResponseRun, event: dict[str, Any]) -> bytes:
-        if event["type"] == "response.failed":
+        if event["type"] == EventType.FAILED:
             error = run.failure.body() if run.failure else {"error": {"message": "failed", "type": "server_error", "param": None, "code": None}}
             return f"data: {json.dumps(error)}\n\n".encode() + _DONE
         final = self.head + "{}" + self.tail.replace('"finish_reason":null', f'"finish_reason":"{finish_reason(run)}"')

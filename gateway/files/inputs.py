@@ -20,9 +20,9 @@ import anyio.to_thread
 from pypdf import PdfReader
 
 from ..config import FilesConfig
-from ..cpu import run_cpu
+from runtime.cpu import run_cpu
 from ..errors import APIError, bad_request
-from ..isolation import TooCostly, run_isolated
+from runtime.isolation import TooCostly, run_isolated
 from .service import FileService
 
 TEXT_SUFFIXES = {

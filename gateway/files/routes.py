@@ -10,7 +10,7 @@ from starlette.routing import Route
 
 from ..jsontext import JSONResponse
 from ..errors import bad_request
-from ..numbers import decimal
+from runtime.numbers import decimal
 from ..paging import listing, page_query, unknown_after
 from ..responses.items import new_id
 from ..responses.routes import tenant_of

@@ -16,7 +16,7 @@ from python_multipart.multipart import MultipartParser, parse_options_header
 from starlette.requests import Request
 
 from ..errors import APIError, bad_request
-from ..numbers import decimal
+from runtime.numbers import decimal
 from .blobs import Blobs, BlobWriter
 
 MAX_FIELDS = 16

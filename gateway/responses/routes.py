@@ -12,7 +12,7 @@ from starlette.routing import Route
 from ..jsontext import JSONResponse
 from ..body import parse_body
 from ..errors import APIError, bad_request, not_found
-from ..numbers import decimal
+from runtime.numbers import decimal
 from ..paging import listing, page_query, unknown_after
 from ..sse import EventStream
 from .request import ResponsesRequest

@@ -19,9 +19,9 @@ import lxml.etree
 import lxml.html
 import trafilatura
 
-from gateway.cpu import run_cpu
-from gateway.isolation import TooCostly, run_isolated
-from gateway.numbers import decimal
+from runtime.cpu import run_cpu
+from runtime.isolation import TooCostly, run_isolated
+from runtime.numbers import decimal
 
 from ..connection import MCPConnection, ToolCallFailed
 from ..results import result_text

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from gateway.cpu import run_cpu
+from runtime.cpu import run_cpu
 
 from .backends import BrowserFailure, PageFetcher, SearchBackend
 from .pages import Page, find_page, results_page, view

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any, Union
 
-from ...isolation import TooCostly, run_isolated
+from runtime.isolation import TooCostly, run_isolated
 from ...errors import bad_request
 from ...harmony import ToolDescription
 from ..conversation import Dialog
