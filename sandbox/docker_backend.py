@@ -10,7 +10,7 @@ import logging
 import socket
 import time
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Coroutine
 
 import anyio
 import anyio.to_thread
@@ -130,6 +130,13 @@ class DockerBackend:
             for container in removed:
                 if container in placements:
                     await self.directory.drop(container, placements[container].owner)
+
+    def maintenance(self) -> list[Callable[[], Coroutine[Any, Any, None]]]:
+        return [self.sweep_orphans]
+
+    @property
+    def reattach(self) -> Callable[[str], Awaitable[DockerKernel | None]]:
+        return self.attach
 
     async def attach(self, container_id: str) -> DockerKernel | None:
         """This replica's connection to a running session container another replica started or held;

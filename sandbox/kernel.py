@@ -1,5 +1,7 @@
 """The in-sandbox kernel: a stateful Python namespace with Jupyter semantics, driven over stdin/stdout.
 
+(One file on purpose: it is copied into the sandbox image and runs there alone, standard library only.)
+
 Runs inside the sandbox (container or bubblewrap), standard library only. The host writes one JSON
 request per line and reads one JSON reply per line:
 

@@ -21,6 +21,7 @@ import signal
 import subprocess
 import tempfile
 from pathlib import Path
+from typing import Any, Callable, Coroutine
 
 import anyio
 import anyio.to_thread
@@ -181,6 +182,13 @@ class LocalBackend:
                 raise SandboxUnavailable(f"the local sandbox's kernel did not start ({exc!r})") from None
             raise
         return kernel
+
+    def maintenance(self) -> list[Callable[[], Coroutine[Any, Any, None]]]:
+        return []
+
+    @property
+    def reattach(self) -> None:
+        return None  # a local kernel is a process of this replica's: it dies with it
 
     async def close(self) -> None:
         if self._root is not None:

@@ -12,14 +12,15 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Awaitable, Callable, Coroutine, Protocol
 
 import anyio
 import docker.errors
 from anyio.abc import TaskGroup
 
-from .config import SandboxConfig
 from runtime.quota import AllBusy, to_evict
+
+from .config import SandboxConfig
 
 from .channel import KernelChannel, KernelDied, KernelProtocolError
 from .directory import Directory, Placement, SessionBusy, SessionNotFound, SessionTaken
@@ -60,6 +61,16 @@ class Backend(Protocol):
     async def create(self) -> Kernel: ...
 
     async def close(self) -> None: ...
+
+    # Optional capabilities, None or empty where a backend has none (instead of asking which backend it is).
+    def maintenance(self) -> list[Callable[[], Coroutine[Any, Any, None]]]:
+        """Tasks the backend runs for as long as the sandbox does."""
+        ...
+
+    @property
+    def reattach(self) -> Callable[[str], Awaitable[Kernel | None]] | None:
+        """Attach to the kernel of a container another replica started (None: kernels die with their replica)."""
+        ...
 
 
 class SessionFiles(Protocol):
@@ -145,8 +156,8 @@ class SandboxManager:
         self._tasks = tasks
         tasks.start_soon(self._keep_pool_full)
         tasks.start_soon(self._reap_idle)
-        if isinstance(self.backend, DockerBackend):
-            tasks.start_soon(self.backend.sweep_orphans)
+        for task in self.backend.maintenance():
+            tasks.start_soon(task)
 
     async def execute(
         self, container_id: str, code: str, resumed: bool, tenant: str, *, files: SessionFiles | None = None, idle_ttl_s: float | None = None
@@ -225,8 +236,9 @@ class SandboxManager:
                 session.kernel = None
                 await kernel.detach()
             if placement is not None:
-                assert isinstance(self.backend, DockerBackend)
-                attached = await self.backend.attach(placement.container)
+                reattach = self.backend.reattach
+                assert reattach is not None  # placements are made only where kernels outlive their replica
+                attached = await reattach(placement.container)
                 if attached is not None:
                     session.kernel, session.generation = attached, placement.generation
                     return False

@@ -3,6 +3,9 @@
 Chat Completions runs on the Responses machinery: messages become input items (an assistant turn's
 `reasoning` becomes that turn's analysis, its `tool_calls` function calls, tool messages function call
 outputs), so the Harmony rendering and the loop are the same code for both APIs.
+
+(Longer than one sitting on purpose: the message and tool shapes of Chat Completions, one small model
+each, then their translation; read by looking one up.)
 """
 
 from __future__ import annotations

@@ -1,6 +1,9 @@
 """The body of `POST /v1/responses`, validated. Every field of OpenAI's API is either honoured or refused
 with a 400 that names it (README: "Compatibility"); an unknown field is a 400 too, as OpenAI answers it.
-Wrong types and unknown roles, item types and tool types are 400s that name the field."""
+Wrong types and unknown roles, item types and tool types are 400s that name the field.
+
+(Longer than one sitting on purpose: it is a flat list of the API's input shapes, one small model per
+shape of the SDK's types, read by looking one up rather than end to end.)"""
 
 from __future__ import annotations
 
