@@ -119,29 +119,33 @@ class FileService:
         config = self.config
         try:
             replaced = await self.store.put_container_file(record, config.tenant_quota_bytes, config.max_container_bytes, config.max_container_files)
-        except QuotaExceeded:
+        except BaseException as exc:  # refused or failed: the blob goes, whatever the reason
             await self.blobs.remove(record.blob)
-            raise self.quota_exceeded(param) from None
-        except ContainerGone:
-            await self.blobs.remove(record.blob)
-            raise not_found(f"Container '{record.container_id}' was deleted.", param=param) from None
-        except Conflict:  # the same path written twice at once
-            await self.blobs.remove(record.blob)
-            raise APIError(409, f"The file {record.path[:200]} is being written by another request.", param=param, code="conflict") from None
-        except ContainerFull:
-            await self.blobs.remove(record.blob)
-            raise APIError(
+            refusal = self._refusal(exc, record, param)
+            if refusal is None:
+                raise
+            raise refusal from None
+        if replaced is not None:
+            await self.blobs.remove(replaced)
+        return record
+
+    def _refusal(self, exc: BaseException, record: ContainerFile, param: str | None) -> APIError | None:
+        """The client's error for a container file the store refused; None for a failure of another kind."""
+        config = self.config
+        if isinstance(exc, QuotaExceeded):
+            return self.quota_exceeded(param)
+        if isinstance(exc, ContainerGone):
+            return not_found(f"Container '{record.container_id}' was deleted.", param=param)
+        if isinstance(exc, Conflict):  # the same path written twice at once
+            return APIError(409, f"The file {record.path[:200]} is being written by another request.", param=param, code="conflict")
+        if isinstance(exc, ContainerFull):
+            return APIError(
                 400,
                 f"Container '{record.container_id}' is out of space: its files may hold {config.max_container_bytes} bytes "
                 f"in {config.max_container_files} files at most. Delete files from it first.",
                 param=param, code="container_full",
-            ) from None  # fmt: skip
-        except BaseException:
-            await self.blobs.remove(record.blob)
-            raise
-        if replaced is not None:
-            await self.blobs.remove(replaced)
-        return record
+            )  # fmt: skip
+        return None
 
     async def delete_container(self, container_id: str, tenant: str) -> bool:
         blobs = await self.store.delete_container(container_id, tenant)

@@ -30,7 +30,7 @@ from ..storage import StorageError
 from ..store import StoredResponse, TooManyRunning
 from ..conversations.store import Conversation, DuplicateItem
 from ..conversations.history import keep_state, new_items
-from .conversation import tool_result
+from .conversation import Dialog, tool_result
 from .dialog_plan import DialogPlan, plan_dialog
 from .items import Event
 from .journal import Journal
@@ -67,7 +67,6 @@ class ResponseRun:
         seal = services.sealer.seal if request.includes(Include.ENCRYPTED_REASONING) else None
         self.answer_options = AnswerOptions(self.chat.stops, self.logprob_count, seal)
         self.plan = DialogPlan()
-        self.dialog = self.plan.dialog
         self.preamble = Preamble()
         self.usage = Usage()
         self.model_id = ""
@@ -85,6 +84,10 @@ class ResponseRun:
         self._cancel = anyio.CancelScope()
         self.background = bool(request.background)  # runs on whatever the client does; resumable, cancellable
         self.journal: Journal | None = None  # a background response's events and progress, in the store
+
+    @property
+    def dialog(self) -> Dialog:
+        return self.plan.dialog
 
     # -- before the first event: everything that can still be an HTTP error ------------------------------
 
@@ -116,7 +119,6 @@ class ResponseRun:
 
     async def _plan(self, provision: bool) -> None:
         self.plan = await plan_dialog(self.services, self.request, self.tenant)
-        self.dialog = self.plan.dialog
         self._growing.seed(self.plan.parent_tokens)
         await self.toolset.prepare(self.dialog, provision)
         self.preamble = self._preamble()
@@ -326,7 +328,7 @@ class ResponseRun:
             call = outcome.call
             if call is None or call.kind.ends_response:
                 return ResponseStatus.COMPLETED, None
-            await self.toolset.run(call, self.services.metrics)
+            await self.toolset.run(call)
             if call.kind is CallKind.HOSTED:
                 self._tool_called = True
             # The tool's output, or what went wrong (no such tool, bad arguments), goes to the model.

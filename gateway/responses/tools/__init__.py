@@ -7,11 +7,10 @@ all of them (declarations, `tool_choice`, work before the first engine call).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TypeVar
 
 from tools.namespaces import RESERVED_NAMESPACES
 
-from ...metrics import Metrics
 from ..conversation import Dialog
 from ..items import Event, OutputItem
 from ..tool_call import ToolCall
@@ -23,6 +22,8 @@ from .web_search import WebSearch
 
 __all__ = ["CallBudget", "Declarations", "Tool", "ToolContext", "Toolset"]
 
+ToolT = TypeVar("ToolT", bound=Tool)
+
 
 class Toolset:
     def __init__(self, context: ToolContext) -> None:
@@ -33,8 +34,8 @@ class Toolset:
         self.code_interpreter = self._one(CodeInterpreter)
         self.web_search = self._one(WebSearch)
 
-    def _one(self, kind: type[Tool]) -> Any:
-        return next(tool for tool in self.tools if type(tool) is kind)
+    def _one(self, kind: type[ToolT]) -> ToolT:
+        return next(tool for tool in self.tools if isinstance(tool, kind))
 
     # -- before the first event ----------------------------------------------------------------------------
 
@@ -89,5 +90,6 @@ class Toolset:
         """The call's message is complete (the engine stopped at `<|call|>`)."""
         return await call.tool.written(call, text) if call.tool is not None else []
 
-    async def run(self, call: ToolCall, metrics: Metrics) -> None:
-        await run_call(call, metrics)
+    async def run(self, call: ToolCall) -> None:
+        """Run a call the loop goes on after (one its tool runs here, or one refused), and count it."""
+        await run_call(call, self.context.services.metrics)

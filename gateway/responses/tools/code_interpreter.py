@@ -133,7 +133,6 @@ class CodeInterpreter(Tool):
 
     async def written(self, call: ToolCall, text: str) -> list[Event]:
         assert isinstance(call.item, CodeInterpreterCallOutput)
-        call.arguments = text
         return call.item.written(self.context.output.events)  # open while it runs
 
     async def run(self, call: ToolCall) -> None:

@@ -13,7 +13,7 @@ from tools.namespaces import RESERVED_NAMESPACES
 
 from ...errors import bad_request
 from ...protocol import Include
-from ..request import NOT_INCLUDABLE, AllowedTools, UnavailableTool, unsupported
+from ..request import NOT_INCLUDABLE, AllowedTools, unsupported
 from ..services import Services
 from .base import Tool
 from .code_interpreter import CodeInterpreter
@@ -57,8 +57,8 @@ def available_tools(tools: list[Any], services: Services) -> list[Any]:
     """The request's tools without those nothing here runs: refused by name, or dropped if configured so."""
 
     def unavailable(tool: Any) -> bool:
-        kind = kind_of(tool)
-        return isinstance(tool, UnavailableTool) or kind is None or not kind.available(services)
+        kind = kind_of(tool)  # None for one of OpenAI's tools nothing here runs (request.UnavailableTool)
+        return kind is None or not kind.available(services)
 
     for index, tool in enumerate(tools):
         if unavailable(tool):
