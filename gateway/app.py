@@ -32,18 +32,21 @@ from .chat.routes import routes as chat_routes
 from .responses.routes import routes as response_routes
 from .responses.log import Runs
 from .responses.sealed import Sealer
-from .responses.services import Services
+from .core.services import Services
 from .replicas import Replicas
 from .sandbox_sessions import SessionDirectory
 from .storage import Database, StorageError, UnstorableValue, open_database
 from .store import ResponseStore, expire_responses
-from .conversations.store import ConversationStore
+from .core.conversation_store import ConversationStore
 from .conversations.routes import routes as conversation_routes
 from .files.blobs import Blobs
 from .files.containers import routes as container_routes
 from .files.routes import routes as file_routes
 from .files.service import FileService
 from .files.store import FileStore
+from .skills.routes import routes as skill_routes
+from .skills.service import SkillService
+from .skills.store import SkillStore
 from sandbox.docker_backend import Owner
 from sandbox.local_backend import memory_bytes
 from sandbox.manager import SandboxManager, SandboxUnavailable
@@ -156,7 +159,7 @@ def create_app(config: GatewayConfig, drain: Drain | None = None) -> Starlette:
             app.state.services = Services(
                 config=config, engine=engine, store=store, conversations=conversations, drain=drain, metrics=app_metrics, renderer=renderer,
                 runs=runs, replicas=replicas, sealer=Sealer(config.server.reasoning_key), sandbox=sandbox, mcp=mcp, browser=browser,
-                files=files,
+                files=files, skills=SkillService(SkillStore(database), files.blobs),
             )
             # What start-up made (vocabulary tables, schemas, modules) lives as long as the process: kept out
             # of the cyclic garbage collector's sweeps, whose full passes would otherwise stall the loop.
@@ -186,6 +189,7 @@ def create_app(config: GatewayConfig, drain: Drain | None = None) -> Starlette:
             *chat_routes,
             *conversation_routes,
             *file_routes,
+            *skill_routes,
             *container_routes,
         ],
         exception_handlers={

@@ -4,11 +4,12 @@ answered as `{"object": "list", "data", "first_id", "last_id", "has_more"}`."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, Sequence
 
 from starlette.requests import Request
 
 from .errors import APIError, bad_request
+from .storage import Database
 from runtime.numbers import decimal
 
 
@@ -42,5 +43,30 @@ def listing(items: list[dict[str, Any]], has_more: bool) -> dict[str, Any]:
     }
 
 
+class Listed(Protocol):
+    def as_dict(self) -> dict[str, Any]: ...
+
+
+def page_of(found: tuple[Sequence[Listed], bool] | None, query: PageQuery) -> dict[str, Any]:
+    """The list object of a page a store found; a 400 when the page's `after` named nothing in the list."""
+    if found is None:
+        raise unknown_after(query.after or "")
+    items, has_more = found
+    return listing([item.as_dict() for item in items], has_more)
+
+
 def unknown_after(after: str) -> APIError:
     return bad_request(f"No item with id '{after}' in this list.", param="after")
+
+
+async def fetch_page(db: Database, table: str, columns: str, where: str, params: list[Any], page: PageQuery, key: str = "created_at") -> list[Any] | None:
+    """One page of `table`'s rows more than asked (to tell has_more), ordered by `key` then id; None if
+    `after` names no row of the list."""
+    order = "ASC" if page.ascending else "DESC"
+    if page.after is not None:
+        rows = await db.fetch(f"SELECT {key}, id FROM {table} WHERE id = ? AND {where}", page.after, *params)
+        if not rows:
+            return None
+        where += f" AND ({key}, id) {'>' if page.ascending else '<'} (?, ?)"
+        params = params + [rows[0][0], rows[0][1]]
+    return await db.fetch(f"SELECT {columns} FROM {table} WHERE {where} ORDER BY {key} {order}, id {order} LIMIT ?", *params, page.limit + 1)

@@ -13,7 +13,7 @@ import json
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import anyio
 
@@ -36,7 +36,7 @@ class TooManyRunning(Exception):
 
 @dataclass
 class StoredResponse:
-    response: dict[str, Any]
+    response: Mapping[str, Any]
     input_items: list[dict[str, Any]]
     dialog: list[dict[str, Any]]  # read back: the whole dialog; to write: the messages after the parent's
     open_calls: dict[str, str]
@@ -126,7 +126,7 @@ class ResponseStore:
             [(response_id, number, frame) for number, frame in frames],
         )
 
-    async def begin(self, response: dict[str, Any], input_items: list[dict[str, Any]], tenant: str, owner: str, max_running: int) -> None:
+    async def begin(self, response: Mapping[str, Any], input_items: list[dict[str, Any]], tenant: str, owner: str, max_running: int) -> None:
         """A background response, stored as it starts, so that any replica finds it while it runs; raises
         TooManyRunning when the tenant has `max_running` running already (on any replica)."""
 
@@ -149,7 +149,7 @@ class ResponseStore:
 
         await self._db.transaction(work)
 
-    async def progress(self, response_id: str, owner: str, response: dict[str, Any] | None, frames: list[tuple[int, bytes]]) -> None:
+    async def progress(self, response_id: str, owner: str, response: Mapping[str, Any] | None, frames: list[tuple[int, bytes]]) -> None:
         """A running background response's new events, and what it looks like now, written by the
         replica that runs it (only while it still owns it: a run whose lease was taken writes nothing)."""
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import json
 import struct
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, AsyncIterator, Literal
 
 import anyio
 import anyio.to_thread
@@ -22,6 +23,7 @@ MAX_REPLY_BYTES = 40 * 1024 * 1024  # output is capped by the kernel; images (16
 INLINE_PARSE_BYTES = 256 * 1024  # larger replies are parsed in a worker thread
 STATUSES = {"ready", "ok", "error", "timeout", "restarted"}
 REASONS = {"timeout", "killed", "exited", "out_of_memory", "invalid_reply"}
+MAX_SHELL_CHUNK_CHARS = 64 * 1024  # one progress line of a shell command: one read of its pipe, decoded
 
 
 class KernelDied(Exception):
@@ -46,6 +48,42 @@ def check_reply(reply: Any, expected_id: int, max_output: int) -> dict[str, Any]
     return {"status": reply["status"], "output": output, "images": images, "reason": reason}
 
 
+@dataclass(frozen=True)
+class ShellOutput:
+    """What a shell command wrote to one stream, as it arrived."""
+
+    stream: Literal["stdout", "stderr"]
+    text: str
+
+
+@dataclass(frozen=True)
+class ShellEnd:
+    """How a shell command ended: its exit code (None: it ran out of time) and its capped output."""
+
+    exit_code: int | None
+    stdout: str
+    stderr: str
+
+
+def check_shell_reply(reply: dict[str, Any], max_output: int) -> ShellOutput | ShellEnd:
+    """A line of a shell command's reply, checked field by field (the command runs in the sandbox)."""
+    status = reply.get("status")
+    if status == "output":
+        stream, text = reply.get("stream"), reply.get("data")
+        if stream not in ("stdout", "stderr") or not isinstance(text, str) or len(text) > MAX_SHELL_CHUNK_CHARS:
+            raise KernelProtocolError("the kernel's shell output is not valid")
+        return ShellOutput(stream, text)
+    stdout, stderr, code = reply.get("stdout"), reply.get("stderr"), reply.get("exit_code")
+    if (
+        status not in ("exit", "timeout")
+        or not isinstance(stdout, str) or len(stdout) > max_output + 4096
+        or not isinstance(stderr, str) or len(stderr) > max_output + 4096
+        or not isinstance(code, int) or isinstance(code, bool)
+    ):
+        raise KernelProtocolError("the kernel's shell reply is not valid")
+    return ShellEnd(code if status == "exit" else None, stdout, stderr)
+
+
 def _encode(request: dict[str, Any]) -> bytes:
     return json.dumps(request).encode() + b"\n"
 
@@ -66,12 +104,31 @@ class KernelChannel:
     async def exchange(self, fields: dict[str, Any]) -> dict[str, Any]:
         """Send one request and return its reply, for the caller to check field by field (file
         operations: transfer.py). A large request (a file's chunk) is encoded in a worker thread."""
+        await self._send_request(fields)
+        return await self._reply()
+
+    async def shell(self, command: str, timeout: float, max_output: int) -> AsyncIterator[ShellOutput | ShellEnd]:
+        """Run a shell command: what it writes as it arrives, then how it ended (the last item)."""
+        await self._send_request({"op": "shell", "command": command, "timeout": timeout, "max_output": max_output})
+        while True:
+            line = check_shell_reply(await self._reply(), max_output)
+            yield line
+            if isinstance(line, ShellEnd):
+                return
+
+    async def _send_request(self, fields: dict[str, Any]) -> None:
         self._next_id += 1
         request = {"id": self._next_id, **fields}
         large = sum(len(value) for value in fields.values() if isinstance(value, str)) > INLINE_PARSE_BYTES
         line = await anyio.to_thread.run_sync(_encode, request) if large else _encode(request)
         try:
             await self._send.send(line)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
+            raise KernelDied(str(exc) or type(exc).__name__) from exc
+
+    async def _reply(self) -> dict[str, Any]:
+        """The next line of the reply to the request last sent, parsed."""
+        try:
             raw = await self._read_line()
             try:
                 reply = json.loads(raw) if len(raw) <= INLINE_PARSE_BYTES else await anyio.to_thread.run_sync(json.loads, raw)

@@ -214,7 +214,11 @@ class DockerBackend:
         host_config = api.create_host_config(
             network_mode="none",
             read_only=True,
-            tmpfs={"/tmp": "rw,nosuid,nodev,size=128m,mode=1777", "/mnt/data": "rw,nosuid,nodev,size=256m,mode=1777"},
+            tmpfs={
+                "/tmp": "rw,nosuid,nodev,size=128m,mode=1777",
+                "/mnt/data": "rw,nosuid,nodev,size=256m,mode=1777",
+                "/mnt/skills": "rw,nosuid,nodev,size=64m,mode=1777",  # skills the gateway installs (kernel.py)
+            },
             cap_drop=["ALL"],
             security_opt=["no-new-privileges"],
             pids_limit=config.pids,

@@ -16,8 +16,17 @@ request per line and reads one JSON reply per line:
      "first": bool, "last": bool}                                 "error": "...", "errno": "ENOSPC"}
     {"id": 5, "op": "read", "path": p, "offset": n, "length": m} -> {"id": 5, "status": "ok", "data": base64, "size": n}
     {"id": 6, "op": "delete", "path": p}                      -> {"id": 6, "status": "ok"}
+    {"op": "seal" | "clear", "path": p}                       -> {"status": "ok"}: a folder made read-only, or
+                                                                 removed with all it holds
+    (with "root": "skills", the file operations act on /mnt/skills instead of /mnt/data)
+    {"id": 7, "op": "shell", "command": "...", "timeout": 10,  -> any number of {"id": 7, "status": "output",
+     "max_output": N}                                             "stream": "stdout" | "stderr", "data": "..."},
+                                                                 then {"id": 7, "status": "exit" | "timeout",
+                                                                 "exit_code": n, "stdout": "...", "stderr": "..."}
 
 The file operations copy the session's files in and out of /mnt/data between executions (DataFiles).
+A shell command runs in bash under /mnt/data, beside the Python worker (Shell): what it writes is sent as
+it arrives, up to the output cap, and the final reply holds the capped head and tail of each stream.
 
 Two processes, so that the user's code can neither forge a reply nor lose the session by writing:
   * the supervisor owns the protocol channel. It is not dumpable, so code of the same user can neither
@@ -33,6 +42,7 @@ from __future__ import annotations
 
 import ast
 import base64
+import codecs
 import ctypes
 import errno
 import io
@@ -42,6 +52,7 @@ import select
 import signal
 import socket
 import stat
+import subprocess
 import sys
 import time
 import traceback
@@ -53,6 +64,7 @@ MAX_IMAGES = 16
 MAX_IMAGE_CHARS = 8 * 1024 * 1024
 STATUSES = {"ok", "error", "timeout"}
 DATA_DIR = "/mnt/data"
+SKILLS_DIR = "/mnt/skills"  # skills the gateway installs, each in a folder of its own, read-only
 PR_SET_DUMPABLE = 4
 
 
@@ -113,13 +125,17 @@ class Supervisor:
         self._start_worker()
 
     def serve(self) -> None:
-        files = DataFiles(DATA_DIR)
+        data, skills = DataFiles(DATA_DIR), DataFiles(SKILLS_DIR)
         for line in self.requests:
             request = json.loads(line)
             if request.get("op") == "ping":
                 reply = {"id": request["id"], "status": "ready", "pid": self.pid}
             elif request.get("op") in DataFiles.OPS:
+                files = skills if request.get("root") == "skills" else data
                 reply = {"id": request["id"], **files.handle(request)}
+            elif request.get("op") == "shell":
+                shell = Shell(request["id"], self.replies, {self.pid, self.worker_pid}, int(request["max_output"]))
+                reply = {"id": request["id"], **shell.run(request["command"], float(request["timeout"]))}
             else:
                 reply = {"id": request["id"], **self.execute(request["code"], float(request["timeout"]), int(request["max_output"]))}
             self.replies.write(json.dumps(reply).encode() + b"\n")
@@ -217,6 +233,93 @@ class Supervisor:
         self.worker_pid, self.worker_sock, self.capture_fd = pid, ours, capture_read
 
 
+class Shell:
+    """One shell command: bash -c in /mnt/data, in a session of its own, stdin empty. What it writes is
+    sent to the host as it arrives (progress lines), up to each stream's cap; the reply holds the capped
+    head and tail of each. When the command ends, whatever it left running in the background is killed,
+    so a command's time limit bounds everything it started."""
+
+    PROGRAM = "/bin/bash"
+    POLL_S = 0.05  # how often the command's exit is looked for while something else holds its pipes
+
+    def __init__(self, request_id: object, replies: io.BufferedWriter, keep: set[int], max_output: int) -> None:
+        self.request_id = request_id
+        self.replies = replies
+        self.keep = keep  # the kernel's own processes
+        self.captures = {"stdout": Capture(max_output), "stderr": Capture(max_output)}
+        self.sent = {"stdout": 0, "stderr": 0}  # bytes sent live: at most each capture's head
+        self.decoders = {name: codecs.getincrementaldecoder("utf-8")("replace") for name in self.captures}
+        self.pipes: dict[int, str] = {}  # the command's pipes still open, and which stream each is
+
+    def run(self, command: str, timeout: float) -> dict[str, object]:
+        try:
+            process = subprocess.Popen(
+                [self.PROGRAM, "-c", command], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE, cwd=DATA_DIR, start_new_session=True, close_fds=True,
+            )
+        except OSError as exc:
+            return {"status": "exit", "exit_code": 127, "stdout": "", "stderr": f"{self.PROGRAM}: {exc}\n"}
+        assert process.stdout is not None and process.stderr is not None
+        self.pipes = {process.stdout.fileno(): "stdout", process.stderr.fileno(): "stderr"}
+        for fd in self.pipes:
+            os.set_blocking(fd, False)
+        deadline = time.monotonic() + timeout
+        while self.pipes and process.poll() is None and (remaining := deadline - time.monotonic()) > 0:
+            # An open pipe's end is the usual sign of the exit; the poll is for a command whose background
+            # children hold its pipes after it exited.
+            ready, _, _ = select.select(list(self.pipes), [], [], min(remaining, self.POLL_S))
+            for fd in ready:
+                self._read(fd)
+        try:
+            process.wait(max(0.0, deadline - time.monotonic()))
+            timed_out = False
+        except subprocess.TimeoutExpired:
+            timed_out = True
+        for fd in list(self.pipes):  # what the pipes hold now, not what strays go on writing
+            for _ in range(64):
+                if not self._read(fd):
+                    break
+        self._stop(process)
+        process.stdout.close()
+        process.stderr.close()
+        texts: dict[str, object] = {name: capture.text() for name, capture in self.captures.items()}
+        if timed_out:
+            return {"status": "timeout", "exit_code": -1, **texts}
+        code = process.returncode
+        return {"status": "exit", "exit_code": code if code >= 0 else 128 - code, **texts}  # a signal, as bash says it
+
+    def _read(self, fd: int) -> bool:
+        """Read what the pipe has and send its part within the cap; False once it has ended."""
+        try:
+            data = os.read(fd, 1 << 16)
+        except BlockingIOError:
+            return True
+        name = self.pipes[fd]
+        if not data:
+            del self.pipes[fd]
+            return False
+        capture = self.captures[name]
+        capture.add(data)
+        live = data[: max(0, capture.head_size - self.sent[name])]
+        self.sent[name] += len(live)
+        text = self.decoders[name].decode(live) if live else ""
+        if text:
+            line = {"id": self.request_id, "status": "output", "stream": name, "data": text}
+            self.replies.write(json.dumps(line).encode() + b"\n")
+            self.replies.flush()
+        return True
+
+    def _stop(self, process: subprocess.Popen[bytes]) -> None:
+        """Kill the command's session whole, and any other process but the kernel's (one that left the
+        session), then reap them."""
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        process.wait()
+        _kill_strays(b"", keep=self.keep, everything=True)
+
+
 class DataFiles:
     """The session's files under /mnt/data, copied in and out by the gateway between executions.
 
@@ -227,7 +330,7 @@ class DataFiles:
     that fails (no space left) leaves nothing behind.
     """
 
-    OPS = {"files", "write", "read", "delete"}
+    OPS = {"files", "write", "read", "delete", "seal", "clear"}
     PARTIAL = ".hg-partial-"
     MAX_LISTED = 1000
     MAX_SKIPPED = 20
@@ -252,6 +355,8 @@ class DataFiles:
                 if not isinstance(offset, int) or not isinstance(length, int):
                     return {"status": "error", "error": "offset and length must be integers", "errno": "EINVAL"}
                 return self.read(path, offset, length)
+            if op in ("seal", "clear"):
+                return self.tree(path, remove=op == "clear")
             return self.delete(path)
         except OSError as exc:
             if op == "write":
@@ -361,6 +466,45 @@ class DataFiles:
         finally:
             os.close(parent)
         return {"status": "ok"}
+
+    def tree(self, path: str, remove: bool) -> dict[str, object]:
+        """Make the folder `path` and all under it read-only (files 0444, folders 0555), or remove it
+        whole. Links are never followed: one found is left alone, or removed itself."""
+        parent, name = self._parent(path, create=False)
+        try:
+            try:
+                top = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=parent)
+            except FileNotFoundError:
+                return {"status": "ok"}
+            self._walk(top, remove, 0)
+            if remove:
+                os.rmdir(name, dir_fd=parent)
+        finally:
+            os.close(parent)
+        return {"status": "ok"}
+
+    def _walk(self, fd: int, remove: bool, depth: int) -> None:
+        """`tree` below the folder open as `fd` (which it closes)."""
+        try:
+            os.fchmod(fd, 0o755)
+            for name in os.listdir(fd) if depth <= self.MAX_DEPTH else []:
+                mode = os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode
+                if stat.S_ISDIR(mode):
+                    self._walk(os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd), remove, depth + 1)
+                    if remove:
+                        os.rmdir(name, dir_fd=fd)
+                elif remove:
+                    os.unlink(name, dir_fd=fd)
+                elif stat.S_ISREG(mode):
+                    file = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=fd)
+                    try:
+                        os.fchmod(file, 0o444)
+                    finally:
+                        os.close(file)
+            if not remove:
+                os.fchmod(fd, 0o555)
+        finally:
+            os.close(fd)
 
     def _parent(self, path: str, create: bool) -> tuple[int, str]:
         """An fd of the directory holding `path` (reached without following links), and the last name."""

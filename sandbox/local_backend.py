@@ -37,6 +37,7 @@ log = logging.getLogger("sandbox.local")
 DATA_DIR = "/mnt/data"
 SANDBOX_UID = 1000  # the code's uid inside the sandbox, as in the docker image
 TMP_BYTES = 128 * 1024 * 1024
+SKILLS_BYTES = 64 * 1024 * 1024
 _UNITS = {"k": 1024, "m": 1024**2, "g": 1024**3}
 # Read-only views of /etc that programs expect; nothing else of /etc is visible.
 _ETC = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "alternatives", "mime.types")
@@ -146,6 +147,7 @@ class LocalBackend:
             command += ["--ro-bind-try", f"/etc/{name}", f"/etc/{name}"]
         command += ["--ro-bind", str(root / "passwd"), "/etc/passwd", "--ro-bind", str(root / "group"), "/etc/group"]
         command += ["--proc", "/proc", "--dev", "/dev", "--size", str(TMP_BYTES), "--tmpfs", "/tmp"]
+        command += ["--size", str(SKILLS_BYTES), "--perms", "1777", "--tmpfs", "/mnt/skills"]  # skills the gateway installs
         command += ["--bind", str(workdir), DATA_DIR, "--chdir", DATA_DIR]
         command += ["--ro-bind", str(root / "kernel.py"), f"{kernel_dir}/kernel.py"]
         command += ["--remount-ro", "/"]  # bwrap's root is a tmpfs: nothing but /tmp and /mnt/data is writable

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Coroutine, Protocol
+from typing import Any, Awaitable, Callable, Coroutine, Protocol, TypeVar
 
 import anyio
 import docker.errors
@@ -22,7 +22,7 @@ from runtime.quota import AllBusy, to_evict
 
 from .config import SandboxConfig
 
-from .channel import KernelChannel, KernelDied, KernelProtocolError
+from .channel import KernelChannel, KernelDied, KernelProtocolError, ShellEnd, ShellOutput
 from .directory import Directory, Placement, SessionBusy, SessionNotFound, SessionTaken
 from .docker_backend import DockerBackend, Owner, SandboxUnavailable
 from .local_backend import LocalBackend
@@ -34,7 +34,7 @@ log = logging.getLogger("sandbox")
 # before the whole kernel is replaced.
 KILL_GRACE_S = 8.0
 
-__all__ = ["BACKEND_ERRORS", "Execution", "SandboxFull", "SandboxManager", "SandboxUnavailable", "SessionBusy", "SessionNotFound"]
+__all__ = ["BACKEND_ERRORS", "Execution", "ShellCommand", "ShellEnd", "ShellOutput", "SandboxFull", "SandboxManager", "SandboxUnavailable", "SessionBusy", "SessionNotFound"]
 
 
 class Kernel(Protocol):
@@ -97,6 +97,18 @@ class Execution:
     output: str
     images: list[str] = field(default_factory=list)  # base64 PNG
     state_lost: bool = False  # the session restarted (kernel died, or it had expired): variables are gone
+
+
+@dataclass(frozen=True)
+class ShellCommand:
+    """One command of a shell call, with the limits the call asks for (the config's bound them)."""
+
+    command: str
+    timeout_s: float | None = None
+    max_output: int | None = None  # characters of each stream kept
+
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -169,6 +181,36 @@ class SandboxManager:
         `files` syncs the session's /mnt/data around the execution; `idle_ttl_s` is how long the session
         lives unused (its container's expiry), never longer than the config's `idle_ttl_s`.
         """
+        result, started = await self._in_session(container_id, tenant, files, idle_ttl_s, lambda session: self._run(container_id, session, code))
+        if started and resumed:
+            result.state_lost = True
+        return result
+
+    async def shell(
+        self, container_id: str, commands: list[ShellCommand], tenant: str, on_output: Callable[[int, ShellOutput], None], *,
+        files: SessionFiles | None = None, idle_ttl_s: float | None = None,
+    ) -> list[ShellEnd]:
+        """Run shell commands one after another in the tenant's session named `container_id` (its Python
+        state is not touched): how each ended. What each writes goes to `on_output(index, output)` as it
+        arrives. A kernel that fails mid-command is replaced, and the commands after it do not run."""
+
+        async def run(session: _Session) -> list[ShellEnd]:
+            ended = []
+            for index, command in enumerate(commands):
+                end, replaced = await self._run_shell(container_id, session, command, lambda output: on_output(index, output))
+                ended.append(end)
+                if replaced:
+                    break
+            return ended
+
+        ended, _ = await self._in_session(container_id, tenant, files, idle_ttl_s, run)
+        return ended
+
+    async def _in_session(
+        self, container_id: str, tenant: str, files: SessionFiles | None, idle_ttl_s: float | None, work: Callable[[_Session], Awaitable[T]]
+    ) -> tuple[T, bool]:
+        """Do `work` in the tenant's session, held by this replica, its files synced around it: its result,
+        and whether the session was started for it."""
         while True:
             session = self._sessions.get(container_id)
             if session is not None and session.tenant != tenant:
@@ -192,15 +234,13 @@ class SandboxManager:
                 try:
                     if files is not None:
                         await files.before(self._files_of(session), session.files)
-                    result = await self._run(container_id, session, code)
+                    result = await work(session)
                     if files is not None:
                         await files.after(self._files_of(session), session.files)
                 finally:
                     session.last_used = time.monotonic()
                     await self._release(container_id, session)
-            if started and resumed:
-                result.state_lost = True
-            return result
+            return result, started
 
     @staticmethod
     def _files_of(session: _Session) -> KernelChannel:
@@ -317,6 +357,30 @@ class SandboxManager:
         await old.destroy()
         return Execution("restarted", f"{reason}.", state_lost=True)
 
+    async def _run_shell(
+        self, container_id: str, session: _Session, command: ShellCommand, on_output: Callable[[ShellOutput], None]
+    ) -> tuple[ShellEnd, bool]:
+        """How the command ended, and whether the kernel had to be replaced (the session's state is gone)."""
+        assert session.kernel is not None
+        timeout = min(command.timeout_s, self.config.timeout_s) if command.timeout_s is not None else self.config.timeout_s
+        max_output = min(command.max_output, self.config.max_output_bytes) if command.max_output is not None else self.config.max_output_bytes
+        try:
+            # The kernel stops the command at its limit itself; this is the last resort if it cannot.
+            with anyio.fail_after(timeout + KILL_GRACE_S):
+                async for line in session.kernel.channel.shell(command.command, timeout, max_output):
+                    if isinstance(line, ShellEnd):
+                        return line, False
+                    on_output(line)
+        except TimeoutError:
+            reason = f"the command did not stop at the {timeout:g} s time limit and the sandbox had to be restarted"
+        except KernelDied as exc:
+            reason = f"the sandbox failed: {exc}" if isinstance(exc, KernelProtocolError) else f"the sandbox died: {await session.kernel.death_reason()}"
+        log.warning("sandbox session %s restarts during a shell command: %s", container_id, reason)
+        old = session.kernel
+        session.kernel = await self._take_kernel()
+        await old.destroy()
+        return ShellEnd(None, "", f"{reason}; Python's variables and files outside /mnt/data are gone.\n"), True
+
     def _restart_reason(self, reason: str) -> str:
         return {
             "timeout": f"the code did not stop at the {self.config.timeout_s:g} s time limit and its process had to be killed",
@@ -416,12 +480,7 @@ def describe_python_tool(config: SandboxConfig, data_dir: str | None, files_ther
         if data_dir
         else "Files written to the current working directory persist for the session."
     )
-    if files_there and data_dir:
-        named = ", ".join(f"{data_dir}/{path}" for path in files_there[:MAX_NAMED_FILES])
-        more = f" and {len(files_there) - MAX_NAMED_FILES} more" if len(files_there) > MAX_NAMED_FILES else ""
-        files += f" The user's files are there: {named}{more}."
-    if data_dir:
-        files += f" To give the user a file, save it under {data_dir} and link to it as sandbox:{data_dir}/NAME."
+    files += _files_there(data_dir, files_there)
     return (
         "Use this tool to execute Python code in your chain of thought. The code will not be shown to the user. "
         "This tool should be used for internal reasoning, but not for code that is intended to be visible to the user "
@@ -432,3 +491,29 @@ def describe_python_tool(config: SandboxConfig, data_dir: str | None, files_ther
         f"after {config.timeout_s:g} seconds. {files} Internet access for this session is disabled. "
         f"Output beyond {config.max_output_bytes} bytes is truncated."
     )
+
+
+def describe_shell_tool(config: SandboxConfig, data_dir: str | None, files_there: list[str] | None = None) -> str:
+    """The hosted shell's description for the model: where commands run, their limits, the files there."""
+    place = data_dir or "the working directory"
+    files = _files_there(data_dir, files_there)
+    return (
+        "Use this tool to run shell commands in a sandboxed Linux container, when running a command is the best way "
+        "to do what is asked. Each command runs in bash, one after another, in "
+        f"{place}, where files persist for the session and are shared with the python tool.{files} "
+        "Each command's stdout, stderr and exit code come back in the tool's answer. "
+        f"A command may run for at most {config.timeout_s:g} seconds (timeout_ms may ask for less), and output "
+        f"beyond {config.max_output_bytes} bytes per stream is truncated. Internet access is disabled."
+    )
+
+
+def _files_there(data_dir: str | None, files_there: list[str] | None) -> str:
+    """The tools' words on the session's files: which are there, and how to give the user one."""
+    if not data_dir:
+        return ""
+    words = ""
+    if files_there:
+        named = ", ".join(f"{data_dir}/{path}" for path in files_there[:MAX_NAMED_FILES])
+        more = f" and {len(files_there) - MAX_NAMED_FILES} more" if len(files_there) > MAX_NAMED_FILES else ""
+        words = f" The user's files are there: {named}{more}."
+    return words + f" To give the user a file, save it under {data_dir} and link to it as sandbox:{data_dir}/NAME."

@@ -24,7 +24,7 @@ _CONTAINER_REF = r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}"
 _CONTAINER_ACTION = re.compile(rf"^/containers/({_CONTAINER_REF})(?:/(start|attach|json|wait|kill))?$")
 _TARGET_CHARS = re.compile(r"^/[A-Za-z0-9/._~:%?=&+,-]*$")
 _FLAG = {"0", "1", "true", "false", "True", "False"}
-_TMPFS_PATHS = {"/tmp", "/mnt/data"}
+_TMPFS_PATHS = {"/tmp", "/mnt/data", "/mnt/skills"}  # where a sandbox writes (docker_backend.py)
 _SIZE = re.compile(r"^(\d{1,12})([kmg]?)$")
 _UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
 
@@ -252,7 +252,7 @@ def create_body(spec: Any, limits: Limits) -> dict[str, Any]:
     log_config = host.get("LogConfig")
     need(log_config is None or log_config == {"Type": "none", "Config": {}}, "container logs must be off")
     tmpfs = _tmpfs(host.get("Tmpfs"), limits)
-    need(tmpfs is not None, "tmpfs mounts: only /tmp and /mnt/data, nosuid and nodev, with a size")
+    need(tmpfs is not None, "tmpfs mounts: only /tmp, /mnt/data and /mnt/skills, nosuid and nodev, with a size")
     if problems:
         raise Refused("container create: " + "; ".join(problems))
 

@@ -11,8 +11,7 @@ from __future__ import annotations
 import base64
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Awaitable, BinaryIO, Callable
+from typing import Any, Awaitable, Callable, Literal, Protocol
 
 import anyio
 import anyio.to_thread
@@ -51,6 +50,7 @@ class FilesState:
     seen: dict[str, FileStat] = field(default_factory=dict)
     listed: bool = False  # `seen` is known
     unkept: set[str] = field(default_factory=set)  # files the model was told are not kept
+    skills: dict[str, str] = field(default_factory=dict)  # /mnt/skills: folder -> the version installed there
 
 
 def valid_path(path: str) -> bool:
@@ -97,16 +97,57 @@ async def listing(channel: KernelChannel) -> Listing:
     return Listing(found, unkept)
 
 
-async def push(channel: KernelChannel, path: str, source: Path) -> None:
-    """Copy the host file `source` to /mnt/data/`path`, replacing what was there once it is complete."""
-    with await anyio.to_thread.run_sync(source.open, "rb") as file:
-        first = True
-        while True:
-            chunk, last = await anyio.to_thread.run_sync(_next_chunk, file)
-            _checked(await channel.exchange({"op": "write", "path": path, "data": chunk, "first": first, "last": last}))
-            if last:
-                return
-            first = False
+Root = Literal["data", "skills"]  # /mnt/data, or /mnt/skills
+
+
+class Source(Protocol):
+    """Bytes of a known size read in order (the gateway's stored blobs: gateway/files/blobs.py)."""
+
+    size: int
+
+    async def read(self, limit: int) -> bytes: ...
+
+
+async def push(channel: KernelChannel, path: str, source: Source, root: Root = "data") -> None:
+    """Copy `source` to /mnt/data/`path` (or /mnt/skills/`path`), replacing what was there once it is complete."""
+    where = {"root": root} if root != "data" else {}
+    sent, first = 0, True
+    while True:
+        data = await source.read(CHUNK_BYTES)
+        sent += len(data)
+        last = len(data) < CHUNK_BYTES or sent >= source.size
+        chunk = await anyio.to_thread.run_sync(_encode, data)
+        _checked(await channel.exchange({"op": "write", "path": path, "data": chunk, "first": first, "last": last, **where}))
+        if last:
+            return
+        first = False
+
+
+async def install_tree(channel: KernelChannel, folder: str, files: dict[str, bytes]) -> None:
+    """Put `files` (relative path -> content) in /mnt/skills/`folder`, replacing whatever was there, and
+    make the folder read-only."""
+    await _tree(channel, "clear", folder)
+    for path, content in files.items():
+        await push(channel, f"{folder}/{path}", BytesSource(content), root="skills")
+    await _tree(channel, "seal", folder)
+
+
+async def _tree(channel: KernelChannel, op: str, folder: str) -> None:
+    _checked(await channel.exchange({"op": op, "path": folder, "root": "skills"}))
+
+
+class BytesSource:
+    """Bytes in memory, as a `Source`."""
+
+    def __init__(self, data: bytes) -> None:
+        self.size = len(data)
+        self._view = memoryview(data)
+        self._at = 0
+
+    async def read(self, limit: int) -> bytes:
+        chunk = bytes(self._view[self._at : self._at + limit])
+        self._at += len(chunk)
+        return chunk
 
 
 async def pull(channel: KernelChannel, path: str, write: Callable[[bytes], Awaitable[None]], max_bytes: int) -> int:
@@ -135,10 +176,8 @@ async def delete(channel: KernelChannel, path: str) -> None:
             raise
 
 
-def _next_chunk(file: BinaryIO) -> tuple[str, bool]:
-    data = file.read(CHUNK_BYTES)
-    last = len(data) < CHUNK_BYTES or not file.peek(1)  # type: ignore[attr-defined]  # a BufferedReader
-    return base64.b64encode(data).decode(), last
+def _encode(data: bytes) -> str:
+    return base64.b64encode(data).decode()
 
 
 def _decode(data: str) -> bytes:

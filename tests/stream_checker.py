@@ -32,6 +32,10 @@ ITEM_EVENTS = {
     },
     "function_call": {"response.function_call_arguments.delta", "response.function_call_arguments.done"},
     "custom_tool_call": {"response.custom_tool_call_input.delta", "response.custom_tool_call_input.done"},
+    "shell_call": {"response.shell_call_command.added", "response.shell_call_command.delta", "response.shell_call_command.done"},
+    "shell_call_output": {"response.shell_call_output_content.delta", "response.shell_call_output_content.done"},
+    "apply_patch_call": set(),
+    "local_shell_call": set(),
     "code_interpreter_call": {
         "response.code_interpreter_call.in_progress",
         "response.code_interpreter_call_code.delta",

@@ -8,8 +8,10 @@ import base64
 import csv
 import io
 import os
+import re
 import sqlite3
 import time
+import urllib.parse
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -276,6 +278,13 @@ def test_files_api_upload_list_download_delete(filed: Gateway) -> None:
     with pytest.raises(openai.NotFoundError):
         alice.files.content(upload.id)
     alice.files.create(file=("more.bin", os.urandom(70_000)), purpose="user_data")
+    # A download says its size and its name, a name no header can be broken by.
+    named = alice.files.create(file=('r\u00e9sum\u00e9 "1"\r\nx: y.txt', b"ten bytes!"), purpose="user_data")
+    raw = alice.files.with_raw_response.content(named.id)
+    assert raw.content == b"ten bytes!" and raw.headers["content-length"] == "10"
+    disposition = raw.headers["content-disposition"]
+    fallback, encoded = re.fullmatch(r'attachment; filename="([ !#-\[\]-~]*)"; filename\*=utf-8\'\'([A-Za-z0-9%._~-]+)', disposition).groups()  # type: ignore[union-attr]
+    assert urllib.parse.unquote(encoded) == named.filename and fallback.startswith("r_sum_ ")
 
 
 def test_uploads_that_are_refused_leave_nothing(filed: Gateway) -> None:

@@ -80,3 +80,22 @@ print(json.dumps([first, second]))
     assert first == {"status": "ok"}
     assert second["status"] == "error" and second["errno"] == "EFBIG"
     assert os.listdir(tmp_path) == []
+
+
+def test_a_folder_is_sealed_read_only_and_cleared_without_following_links(tmp_path: Path) -> None:
+    files = data_files(tmp_path)
+    assert write(files, "skill/SKILL.md", b"# skill")["status"] == "ok"
+    assert write(files, "skill/scripts/run.sh", b"echo hi")["status"] == "ok"
+    outside = tmp_path.parent / f"{tmp_path.name}-outside"
+    outside.write_text("keep me")
+    outside.chmod(0o644)
+    os.symlink(outside, tmp_path / "skill" / "link")
+    assert files.handle({"op": "seal", "path": "skill"}) == {"status": "ok"}
+    assert (tmp_path / "skill" / "SKILL.md").stat().st_mode & 0o777 == 0o444
+    assert (tmp_path / "skill" / "scripts").stat().st_mode & 0o777 == 0o555
+    assert outside.stat().st_mode & 0o777 == 0o644  # the link's target is not touched
+    assert files.handle({"op": "clear", "path": "skill"}) == {"status": "ok"}
+    assert not (tmp_path / "skill").exists() and outside.read_text() == "keep me"
+    assert files.handle({"op": "clear", "path": "skill"}) == {"status": "ok"}  # nothing there: nothing to do
+    os.symlink(tmp_path.parent, tmp_path / "up")
+    assert files.handle({"op": "seal", "path": "up"})["status"] == "error"  # a link is not a folder to walk

@@ -284,3 +284,12 @@ def test_a_nul_character_is_bad_input_not_a_database_down(postgres, emulator, ma
     ]
     for answer in answers:
         assert answer.status_code == 400 and answer.json()["error"]["type"] == "invalid_request_error", answer.text
+
+
+def test_skills_on_postgresql(emulator, postgres, make_gateway, tmp_path):
+    """Skills and their versions on PostgreSQL: created, versioned, listed, tenants apart, deleted."""
+    from . import test_skills
+
+    keys = [{"key": "alice-key", "tenant": "alice"}, {"key": "bob-key", "tenant": "bob"}]
+    gateway = make_gateway(emulator.url, storage={"url": postgres.new_database()}, auth={"api_keys": keys}, files={"directory": str(tmp_path / "files")})
+    test_skills.test_a_skill_its_versions_and_its_content(gateway)

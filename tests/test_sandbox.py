@@ -562,7 +562,9 @@ def test_local_sessions_see_only_their_own_files(local_only: Gateway, workdir: P
     other, _ = run(local_only, f"[[python {probe}]]")
     lines = logs(calls(other)[0]).splitlines()
     assert lines[0] == "1000 ['bin', 'dev', 'etc', 'lib', 'lib64', 'mnt', 'opt', 'proc', 'sbin', 'tmp', 'usr'] [] []", lines
-    assert lines[1] == "[]" and lines[2] == f"['/mnt/data', '/opt/hg-sandbox-{local_only.instance}-kernel/kernel.py']", lines  # type: ignore[attr-defined]
+    # /mnt/skills is a tmpfs of the session's own (skills the gateway installs), empty until it installs one.
+    expected = f"['/mnt/data', '/mnt/skills', '/opt/hg-sandbox-{local_only.instance}-kernel/kernel.py']"  # type: ignore[attr-defined]
+    assert lines[1] == "[]" and lines[2] == expected, lines
 
 
 def test_a_fork_bomb_does_not_starve_other_local_sessions(local_only: Gateway) -> None:

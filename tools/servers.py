@@ -11,7 +11,7 @@ import hashlib
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol, Union
 
 import anyio
 from anyio.abc import TaskGroup
@@ -47,7 +47,40 @@ class _RequestServer:
         return self.connection.calls_in_flight == 0
 
 
-def needs_approval(rule: Any, name: str) -> bool:
+class NameList(Protocol):
+    @property
+    def tool_names(self) -> list[str]: ...
+
+
+class ApprovalRule(Protocol):
+    """OpenAI's filter form of `require_approval` (the operator's config or the request's tool)."""
+
+    @property
+    def never(self) -> NameList | None: ...
+
+
+Approval = Union[Literal["always", "never"], ApprovalRule, None]
+
+
+class RequestedServer(Protocol):
+    """What a request's `mcp` tool says (the gateway's request model), read here."""
+
+    @property
+    def server_label(self) -> str: ...
+    @property
+    def server_url(self) -> str | None: ...
+    @property
+    def server_description(self) -> str | None: ...
+    @property
+    def headers(self) -> dict[str, str] | None: ...
+    @property
+    def authorization(self) -> str | None: ...
+    @property
+    def require_approval(self) -> Approval: ...
+    def allowed_names(self) -> set[str] | None: ...
+
+
+def needs_approval(rule: Approval, name: str) -> bool:
     """OpenAI's `require_approval`: "always", "never", or a filter of tool names (unlisted tools need it)."""
     if rule is None or rule == "never":
         return False
@@ -63,7 +96,7 @@ class EnabledServer:
     label: str
     connection: MCPConnection
     allowed: set[str] | None  # None: every tool the server lists
-    approval_rules: list[Any]  # the operator's and the request's `require_approval`; either may require it
+    approval_rules: list[Approval]  # the operator's and the request's `require_approval`; either may require it
     description: str | None = None
 
     def tools(self) -> list[Tool]:
@@ -112,7 +145,7 @@ class MCPServers:
     def health(self) -> dict[str, bool]:
         return {label: connection.connected for label, connection in self.connections.items()}
 
-    async def enable(self, tool: Any, index: int, tenant: str) -> EnabledServer:
+    async def enable(self, tool: RequestedServer, index: int, tenant: str) -> EnabledServer:
         """The server a request's mcp tool names, connected (or known to be unavailable)."""
         param = f"tools[{index}]"
         if tool.server_url is None:
@@ -135,8 +168,9 @@ class MCPServers:
         await connection.wait_attempt(self.config.connect_wait_s)
         return EnabledServer(tool.server_label, connection, allowed, rules, tool.server_description)
 
-    def _request_server(self, tool: Any, param: str, tenant: str) -> MCPConnection:
-        url: str = tool.server_url
+    def _request_server(self, tool: RequestedServer, param: str, tenant: str) -> MCPConnection:
+        url = tool.server_url
+        assert url is not None
         if tool.server_label in self.configured:
             raise ServerRefused(f"server_label '{tool.server_label}' is a configured server's.", f"{param}.server_label")
         if not url.startswith(("http://", "https://")):

@@ -12,17 +12,13 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_validator, model_validator
+from pydantic import Discriminator, Field, Tag, field_validator, model_validator
 
+from ..core.models import StrictModel
 from ..errors import bad_request
 from runtime.numbers import decimal
 from ..responses.request import FunctionDefinition, ResponsesRequest, refuse_unsupported
 from ..responses.stops import MAX_STOP_CHARS, MAX_STOPS
-
-
-class _Model(BaseModel):
-    # An unknown field is a 400 that names it, as OpenAI answers it.
-    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 # A participant's name (OpenAI: "an optional name for the participant"). Accepted on every message that
@@ -35,24 +31,24 @@ ParticipantName = Annotated[str | None, Field(None, max_length=256)]
 Echoed = Any
 
 
-class CacheBreakpoint(_Model):
+class CacheBreakpoint(StrictModel):
     mode: Literal["explicit"]
     ttl: Literal["30m", "12h"] | None = None
 
 
-class TextPart(_Model):
+class TextPart(StrictModel):
     type: Literal["text"]
     text: str
     prompt_cache_breakpoint: CacheBreakpoint | None = None  # vLLM caches prefixes by itself: no effect
 
 
-class FileData(_Model):
+class FileData(StrictModel):
     file_id: str | None = Field(None, max_length=100)
     file_data: str | None = None
     filename: str | None = Field(None, max_length=255)
 
 
-class FilePart(_Model):
+class FilePart(StrictModel):
     """A file for the model to read as text: the Responses API's `input_file` (gateway/files/inputs.py)."""
 
     type: Literal["file"]
@@ -84,27 +80,27 @@ def user_content(content: UserContent) -> str | list[dict[str, Any]]:
     ]
 
 
-class SystemMessage(_Model):
+class SystemMessage(StrictModel):
     role: Literal["system", "developer"]
     content: Content
     name: ParticipantName = None
     provider_specific_fields: Echoed = None
 
 
-class UserMessage(_Model):
+class UserMessage(StrictModel):
     role: Literal["user"]
     content: UserContent
     name: ParticipantName = None
     provider_specific_fields: Echoed = None
 
 
-class FunctionCall(_Model):
+class FunctionCall(StrictModel):
     name: str = Field(min_length=1)
     arguments: str
     parsed_arguments: Echoed = None  # `chat.completions.stream(...)`'s message, sent back as it came
 
 
-class ToolCall(_Model):
+class ToolCall(StrictModel):
     id: str = Field(min_length=1)
     type: Literal["function"] = "function"
     function: FunctionCall
@@ -112,12 +108,12 @@ class ToolCall(_Model):
     provider_specific_fields: Echoed = None
 
 
-class CustomCall(_Model):
+class CustomCall(StrictModel):
     name: str = Field(min_length=1)
     input: str
 
 
-class CustomToolCall(_Model):
+class CustomToolCall(StrictModel):
     """A call of a custom tool: raw text, not JSON (the Responses API's `custom_tool_call`)."""
 
     id: str = Field(min_length=1)
@@ -136,7 +132,7 @@ AnyToolCall = Annotated[
 ]
 
 
-class AssistantMessage(_Model):
+class AssistantMessage(StrictModel):
     role: Literal["assistant"]
     content: Content | None = None
     tool_calls: list[AnyToolCall] | None = None
@@ -152,7 +148,7 @@ class AssistantMessage(_Model):
     provider_specific_fields: Echoed = None
 
 
-class ToolMessage(_Model):
+class ToolMessage(StrictModel):
     role: Literal["tool"]
     tool_call_id: str = Field(min_length=1)
     content: Content
@@ -178,32 +174,32 @@ ChatMessage = Annotated[
 ]
 
 
-class ChatTool(_Model):
+class ChatTool(StrictModel):
     type: Literal["function"]
     function: FunctionDefinition
 
 
-class CustomTextFormat(_Model):
+class CustomTextFormat(StrictModel):
     type: Literal["text"]
 
 
-class Grammar(_Model):
+class Grammar(StrictModel):
     definition: str = Field(min_length=1, max_length=64 * 1024)
     syntax: Literal["lark", "regex"]
 
 
-class CustomGrammarFormat(_Model):
+class CustomGrammarFormat(StrictModel):
     type: Literal["grammar"]
     grammar: Grammar
 
 
-class CustomDefinition(_Model):
+class CustomDefinition(StrictModel):
     name: str = Field(min_length=1, max_length=64)
     description: str | None = None
     format: Annotated[Union[CustomTextFormat, CustomGrammarFormat], Field(discriminator="type")] | None = None
 
 
-class ChatCustomTool(_Model):
+class ChatCustomTool(StrictModel):
     """A tool whose input is raw text (the Responses API's `custom` tool)."""
 
     type: Literal["custom"]
@@ -219,22 +215,22 @@ class ChatCustomTool(_Model):
         return tool
 
 
-class NamedToolChoice(_Model):
+class NamedToolChoice(StrictModel):
     type: Literal["function"]
     function: dict[str, str]
 
 
-class NamedCustomChoice(_Model):
+class NamedCustomChoice(StrictModel):
     type: Literal["custom"]
     custom: dict[str, str]
 
 
-class AllowedToolsSet(_Model):
+class AllowedToolsSet(StrictModel):
     mode: Literal["auto", "required"]
     tools: list[dict[str, Any]] = Field(min_length=1, max_length=128)
 
 
-class AllowedToolsChoice(_Model):
+class AllowedToolsChoice(StrictModel):
     type: Literal["allowed_tools"]
     allowed_tools: AllowedToolsSet
 
@@ -248,38 +244,38 @@ class AllowedToolsChoice(_Model):
         return {"type": "allowed_tools", "mode": self.allowed_tools.mode, "tools": tools}
 
 
-class ApproximateLocation(_Model):
+class ApproximateLocation(StrictModel):
     city: str | None = None
     country: str | None = None
     region: str | None = None
     timezone: str | None = None
 
 
-class ChatUserLocation(_Model):
+class ChatUserLocation(StrictModel):
     type: Literal["approximate"]
     approximate: ApproximateLocation = ApproximateLocation()
 
 
-class WebSearchOptions(_Model):
+class WebSearchOptions(StrictModel):
     """Chat Completions' web search: the browser tool of the Responses API (its `web_search` tool)."""
 
     search_context_size: Literal["low", "medium", "high"] | None = None
     user_location: ChatUserLocation | None = None
 
 
-class StreamOptions(_Model):
+class StreamOptions(StrictModel):
     include_usage: bool = False
     include_obfuscation: bool | None = None  # the gateway never pads its chunks: both values are the same stream
 
 
-class JSONSchemaFormat(_Model):
+class JSONSchemaFormat(StrictModel):
     name: str = "response"
     schema_: dict[str, Any] | None = Field(None, alias="schema")
     description: str | None = None
     strict: bool | None = None
 
 
-class ResponseFormat(_Model):
+class ResponseFormat(StrictModel):
     type: Literal["text", "json_object", "json_schema"]
     json_schema: JSONSchemaFormat | None = None
 
@@ -297,7 +293,7 @@ UNSUPPORTED = {
 }
 
 
-class ChatRequest(_Model):
+class ChatRequest(StrictModel):
     model: str | None = None
     messages: list[ChatMessage] = Field(min_length=1)
     tools: list[Annotated[Union[ChatTool, ChatCustomTool], Field(discriminator="type")]] = []

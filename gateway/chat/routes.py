@@ -20,16 +20,16 @@ from ..jsontext import JSONResponse, dumps
 from ..body import parse_body
 from ..protocol import RESPONSE_ENDINGS, EventType
 from ..responses.items import CustomToolCallOutput, Delta, FunctionCallOutput, MessageOutput, ReasoningOutput
-from ..responses.routes import event_stream, refuse_while_draining, tenant_of, wait_for_run
+from ..core.requests import refuse_while_draining, services_of, tenant_of
+from ..responses.routes import event_stream, wait_for_run
 from ..responses.run import ChatOptions, ResponseRun
-from ..responses.services import Services
 from .request import ChatRequest
 
 _DONE = b"data: [DONE]\n\n"
 
 
 async def create_chat_completion(request: Request) -> Response:
-    services: Services = request.app.state.services
+    services = services_of(request)
     refuse_while_draining(services)
     body = await parse_body(request, ChatRequest, services.config.server.body_limits())
     refuse_while_draining(services)  # again: the body may have finished arriving after SIGTERM
@@ -54,13 +54,13 @@ def finish_reason(run: ResponseRun) -> str:
 
 
 def chat_usage(run: ResponseRun) -> dict[str, Any]:
-    usage = run.response["usage"]
+    usage = run.usage
     return {
-        "prompt_tokens": usage["input_tokens"],
-        "completion_tokens": usage["output_tokens"],
-        "total_tokens": usage["total_tokens"],
-        "prompt_tokens_details": {"cached_tokens": usage["input_tokens_details"]["cached_tokens"]},
-        "completion_tokens_details": {"reasoning_tokens": usage["output_tokens_details"]["reasoning_tokens"]},
+        "prompt_tokens": usage.input,
+        "completion_tokens": usage.output,
+        "total_tokens": usage.input + usage.output,
+        "prompt_tokens_details": {"cached_tokens": usage.cached},
+        "completion_tokens_details": {"reasoning_tokens": usage.reasoning},
     }
 
 

@@ -9,48 +9,44 @@ from __future__ import annotations
 import time
 from typing import Awaitable, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from ..core.models import StrictModel
 from ..jsontext import JSONResponse
 from ..body import parse_body
 from ..errors import bad_request, not_found
 from ..files.inputs import read_input_files
 from ..paging import listing, page_query, unknown_after
 from ..responses.conversation import Dialog, append_input
-from ..responses.items import new_id
+from ..core.ids import new_id
 from ..responses.request import InputItem, Metadata
 from ..responses.tools.registry import check_include
-from ..responses.routes import include_query, tenant_of
-from ..responses.services import Services
-from .history import duplicate, keep_state, missing, new_items, open_conversation, refuse_known_ids
-from .store import Conversation, DuplicateItem
+from ..core.requests import include_query, services_of, tenant_of
+from ..responses.history import duplicate, keep_state, missing, new_items, open_conversation, refuse_known_ids
+from ..core.conversation_store import Conversation, DuplicateItem
 
 T = TypeVar("T")
 MAX_ITEMS_PER_REQUEST = 20  # OpenAI's limit on items added at once
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
-
-
-class CreateConversation(_Model):
+class CreateConversation(StrictModel):
     items: list[InputItem] | None = Field(None, max_length=MAX_ITEMS_PER_REQUEST)
     metadata: Metadata | None = None
 
 
-class UpdateConversation(_Model):
+class UpdateConversation(StrictModel):
     metadata: Metadata
 
 
-class CreateItems(_Model):
+class CreateItems(StrictModel):
     items: list[InputItem] = Field(min_length=1, max_length=MAX_ITEMS_PER_REQUEST)
 
 
 async def create_conversation(request: Request) -> Response:
-    services: Services = request.app.state.services
+    services = services_of(request)
     body = await parse_body(request, CreateConversation, services.config.server.body_limits())
     conversation = Conversation(new_id("conv"), int(time.time()), body.metadata or {}, tenant_of(request))
     dialog = Dialog()
@@ -68,7 +64,7 @@ async def retrieve_conversation(request: Request) -> Response:
 
 
 async def update_conversation(request: Request) -> Response:
-    services: Services = request.app.state.services
+    services = services_of(request)
     conversation = await _conversation(request)
     body = await parse_body(request, UpdateConversation, services.config.server.body_limits())
     if not await services.conversations.set_metadata(conversation, body.metadata):
@@ -78,7 +74,7 @@ async def update_conversation(request: Request) -> Response:
 
 
 async def delete_conversation(request: Request) -> Response:
-    services: Services = request.app.state.services
+    services = services_of(request)
     conversation_id = request.path_params["conversation_id"]
     if not await services.conversations.delete(conversation_id, tenant_of(request)):
         raise missing(conversation_id)
@@ -86,7 +82,7 @@ async def delete_conversation(request: Request) -> Response:
 
 
 async def list_items(request: Request) -> Response:
-    services: Services = request.app.state.services
+    services = services_of(request)
     conversation = await _conversation(request)
     check_include(include_query(request))
     query = page_query(request)
@@ -99,7 +95,7 @@ async def list_items(request: Request) -> Response:
 async def create_items(request: Request) -> Response:
     """Add items at the end. They are read like a response's input: a `function_call_output` must answer
     a call the conversation holds, an approval response a pending request."""
-    services: Services = request.app.state.services
+    services = services_of(request)
     check_include(include_query(request))
     body = await parse_body(request, CreateItems, services.config.server.body_limits())
     conversation, dialog, known = await open_conversation(
@@ -118,7 +114,7 @@ async def create_items(request: Request) -> Response:
 
 
 async def retrieve_item(request: Request) -> Response:
-    services: Services = request.app.state.services
+    services = services_of(request)
     conversation = await _conversation(request)
     check_include(include_query(request))
     item = await services.conversations.item(conversation.id, request.path_params["item_id"])
@@ -129,7 +125,7 @@ async def retrieve_item(request: Request) -> Response:
 
 async def delete_item(request: Request) -> Response:
     """Take an item, and the messages it stands for, out of the conversation; answers the conversation."""
-    services: Services = request.app.state.services
+    services = services_of(request)
     conversation = await _conversation(request)
     if not await services.conversations.delete_item(conversation.id, request.path_params["item_id"]):
         raise _missing_item(request)
@@ -137,7 +133,7 @@ async def delete_item(request: Request) -> Response:
 
 
 async def _conversation(request: Request) -> Conversation:
-    services: Services = request.app.state.services
+    services = services_of(request)
     conversation_id = request.path_params["conversation_id"]
     conversation = await services.conversations.get(conversation_id, tenant_of(request))
     if conversation is None:

@@ -2,7 +2,8 @@
 
 A blob is written under a hidden partial name and renamed into place once complete, so a failed or
 refused upload leaves nothing a reader could find. Writes are gathered into large chunks and made in
-worker threads: the event loop never waits on the disk.
+worker threads: the event loop never waits on the disk. Callers get writers and readers, never a path:
+where the bytes live is this module's business alone (an object store could take its place).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import secrets
 import shutil
 import time
 from pathlib import Path
-from typing import BinaryIO
+from typing import AsyncIterator, BinaryIO
 
 import anyio
 import anyio.to_thread
@@ -21,6 +22,7 @@ import anyio.to_thread
 log = logging.getLogger("gateway.files")
 
 WRITE_BYTES = 1024 * 1024  # what is gathered before one write
+READ_BYTES = 1024 * 1024  # what one read in a worker thread takes
 PARTIAL = ".partial-"
 STALE_PARTIAL_S = 3600.0  # a partial blob this old belongs to no upload still running, on any replica
 
@@ -61,7 +63,7 @@ class BlobWriter:
 
         def finish() -> None:
             file.close()
-            os.rename(self._partial, self._blobs.path(self.name))
+            os.rename(self._partial, self._blobs._path(self.name))
 
         await anyio.to_thread.run_sync(finish)
         self._done = True
@@ -82,6 +84,34 @@ class BlobWriter:
             await anyio.to_thread.run_sync(remove)
 
 
+class BlobReader:
+    """One blob open for reading: its size, known before any byte is read, and its bytes, read in worker
+    threads. Close it (`aclose`, or use `Blobs.open` as a context manager)."""
+
+    def __init__(self, file: BinaryIO, size: int) -> None:
+        self.size = size
+        self._file = file
+
+    async def read(self, limit: int) -> bytes:
+        """The next bytes, `limit` of them unless the blob ends first."""
+        return await anyio.to_thread.run_sync(self._file.read, limit)
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        """The rest of the blob, a chunk at a time."""
+        while chunk := await self.read(READ_BYTES):
+            yield chunk
+
+    async def aclose(self) -> None:
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(self._file.close)
+
+    async def __aenter__(self) -> "BlobReader":
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+
 class Blobs:
     def __init__(self, directory: str | os.PathLike[str]) -> None:
         self.directory = Path(directory)
@@ -100,12 +130,21 @@ class Blobs:
             except OSError:
                 pass
 
-    def path(self, name: str) -> Path:
+    def _path(self, name: str) -> Path:
         assert name.isalnum(), name  # blob names are ours: hex tokens
         return self.directory / name
 
     def writer(self) -> BlobWriter:
         return BlobWriter(self)
+
+    async def open(self, name: str) -> BlobReader:
+        """The blob `name` for reading (`async with await blobs.open(name) as reader`)."""
+
+        def open_file() -> BlobReader:
+            file = self._path(name).open("rb")
+            return BlobReader(file, os.fstat(file.fileno()).st_size)
+
+        return await anyio.to_thread.run_sync(open_file)
 
     async def copy(self, name: str) -> str:
         """A new blob with the same content (a hard link: blobs never change once written)."""
@@ -113,9 +152,9 @@ class Blobs:
 
         def link() -> None:
             try:
-                os.link(self.path(name), self.path(new))
+                os.link(self._path(name), self._path(new))
             except OSError:  # a directory that cannot hold links: copy
-                shutil.copyfile(self.path(name), self.path(new))
+                shutil.copyfile(self._path(name), self._path(new))
 
         await anyio.to_thread.run_sync(link)
         return new
@@ -124,7 +163,7 @@ class Blobs:
         def unlink() -> None:
             for name in names:
                 try:
-                    self.path(name).unlink(missing_ok=True)
+                    self._path(name).unlink(missing_ok=True)
                 except OSError as exc:
                     log.warning("could not remove the file blob %s: %s", name, exc)
 

@@ -6,18 +6,18 @@ from __future__ import annotations
 import time
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from ..core.models import StrictModel
 from ..jsontext import JSONResponse
 from ..body import parse_body
 from ..errors import bad_request, not_found
-from ..paging import listing, page_query, unknown_after
-from ..responses.items import new_id
-from ..responses.routes import tenant_of
-from ..responses.services import Services
+from ..paging import page_of, page_query
+from ..core.ids import new_id
+from ..core.requests import services_of, tenant_of
 from .routes import download, files_of
 from .service import check_memory_limit
 from .store import ContainerFile
@@ -25,20 +25,16 @@ from .store import ContainerFile
 MAX_FILE_IDS = 100
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
-
-
-class ExpiresAfter(_Model):
+class ExpiresAfter(StrictModel):
     anchor: Literal["last_active_at"]
     minutes: int = Field(ge=1)
 
 
-class NetworkPolicy(_Model):
+class NetworkPolicy(StrictModel):
     type: Literal["disabled"] = Field(description="sandboxes have no network")
 
 
-class CreateContainer(_Model):
+class CreateContainer(StrictModel):
     name: str = Field(min_length=1, max_length=256)
     expires_after: ExpiresAfter | None = None
     file_ids: list[str] = Field([], max_length=MAX_FILE_IDS)
@@ -46,16 +42,12 @@ class CreateContainer(_Model):
     network_policy: NetworkPolicy | None = None
 
 
-class AddFile(_Model):
+class AddFile(StrictModel):
     file_id: str
 
 
-def _services(request: Request) -> Services:
-    return request.app.state.services
-
-
 async def create_container(request: Request) -> Response:
-    services = _services(request)
+    services = services_of(request)
     files, sandbox = services.files, services.sandbox
     body = await parse_body(request, CreateContainer, services.config.server.body_limits())
     if sandbox is None:
@@ -81,10 +73,7 @@ async def create_container(request: Request) -> Response:
 async def list_containers(request: Request) -> Response:
     query = page_query(request)
     found = await files_of(request).store.list_containers(tenant_of(request), query)
-    if found is None:
-        raise unknown_after(query.after or "")
-    items, has_more = found
-    return JSONResponse(listing([item.as_dict() for item in items], has_more))
+    return JSONResponse(page_of(found, query))
 
 
 async def retrieve_container(request: Request) -> Response:
@@ -96,7 +85,7 @@ async def retrieve_container(request: Request) -> Response:
 
 
 async def delete_container(request: Request) -> Response:
-    services = _services(request)
+    services = services_of(request)
     container_id, tenant = request.path_params["container_id"], tenant_of(request)
     if not await services.files.delete_container(container_id, tenant):
         raise not_found(f"Container '{container_id}' not found.")
@@ -106,7 +95,7 @@ async def delete_container(request: Request) -> Response:
 
 
 async def create_container_file(request: Request) -> Response:
-    services = _services(request)
+    services = services_of(request)
     files, tenant = services.files, tenant_of(request)
     container = await files.container(request.path_params["container_id"], tenant)
     if request.headers.get("content-type", "").lower().startswith("multipart/"):
@@ -137,10 +126,7 @@ async def list_container_files(request: Request) -> Response:
     container = await files.container(request.path_params["container_id"], tenant_of(request))
     query = page_query(request)
     found = await files.store.list_container_files(container.id, query)
-    if found is None:
-        raise unknown_after(query.after or "")
-    items, has_more = found
-    return JSONResponse(listing([item.as_dict() for item in items], has_more))
+    return JSONResponse(page_of(found, query))
 
 
 async def retrieve_container_file(request: Request) -> Response:
@@ -149,7 +135,7 @@ async def retrieve_container_file(request: Request) -> Response:
 
 async def container_file_content(request: Request) -> Response:
     found = await _container_file(request)
-    return download(files_of(request), found.blob, found.filename)
+    return await download(files_of(request), found.blob, found.filename)
 
 
 async def delete_container_file(request: Request) -> Response:

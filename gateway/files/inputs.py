@@ -11,15 +11,11 @@ from __future__ import annotations
 import base64
 import binascii
 import io
-import os
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Iterable
 
-import anyio.to_thread
 from pypdf import PdfReader
 
-from ..config import FilesConfig
 from runtime.cpu import run_cpu
 from ..errors import APIError, bad_request
 from runtime.isolation import TooCostly, run_isolated
@@ -55,7 +51,7 @@ async def read_input_files(items: Iterable[Any], files: FileService, tenant: str
         if part.file_id is not None:
             stored = await files.file(part.file_id, tenant, param=f"{param}.file_id")
             name = part.filename or stored.filename
-            data = await anyio.to_thread.run_sync(_bounded_read, files.blobs.path(stored.blob), config)
+            data = await _bounded_read(files, stored.blob)
             if data is None:
                 raise _too_long(name, config.max_input_file_chars, param)
         else:
@@ -83,19 +79,19 @@ class Refusal:
     message: str
 
 
-def _bounded_read(path: Path, config: FilesConfig) -> bytes | None:
+async def _bounded_read(files: FileService, blob: str) -> bytes | None:
     """The stored file's bytes, or None when it is surely too long to give: text of more than 4 bytes a
     character at most, a PDF past its own limit (refused by the caller). The size is known before reading."""
-    with path.open("rb") as file:
-        size = os.fstat(file.fileno()).st_size
-        if file.read(5) == b"%PDF-":
+    config = files.config
+    async with await files.blobs.open(blob) as reader:
+        head = await reader.read(5)
+        if head == b"%PDF-":
             limit = config.max_input_pdf_bytes + 1
         else:
             limit = config.max_input_file_chars * 4
-            if size > limit:
+            if reader.size > limit:
                 return None
-        file.seek(0)
-        return file.read(limit)
+        return head + await reader.read(limit - len(head))
 
 
 def _inline_bytes(file_data: str, param: str) -> bytes:

@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import time
+from typing import AsyncIterator
+from urllib.parse import quote
 
 from starlette.requests import Request
-from starlette.responses import FileResponse, Response
+from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
 from ..jsontext import JSONResponse
 from ..errors import bad_request
 from runtime.numbers import decimal
-from ..paging import listing, page_query, unknown_after
-from ..responses.items import new_id
-from ..responses.routes import tenant_of
+from ..paging import page_of, page_query
+from ..core.ids import new_id
+from ..core.requests import services_of, tenant_of
 from .service import FileService
 from .store import QuotaExceeded, StoredFile, TooMany
 
@@ -24,7 +26,7 @@ MIN_EXPIRY_S, MAX_EXPIRY_S = 3600, 30 * 24 * 3600
 
 
 def files_of(request: Request) -> FileService:
-    return request.app.state.services.files
+    return services_of(request).files
 
 
 async def create_file(request: Request) -> Response:
@@ -80,10 +82,7 @@ async def list_files(request: Request) -> Response:
     query = page_query(request, default=10000, maximum=10000)
     purpose = request.query_params.get("purpose")
     found = await files.store.list_files(tenant_of(request), query, purpose)
-    if found is None:
-        raise unknown_after(query.after or "")
-    items, has_more = found
-    return JSONResponse(listing([item.as_dict() for item in items], has_more))
+    return JSONResponse(page_of(found, query))
 
 
 async def retrieve_file(request: Request) -> Response:
@@ -94,16 +93,30 @@ async def retrieve_file(request: Request) -> Response:
 async def file_content(request: Request) -> Response:
     files = files_of(request)
     file = await files.file(request.path_params["file_id"], tenant_of(request))
-    return download(files, file.blob, file.filename)
+    return await download(files, file.blob, file.filename)
 
 
-class _Download(FileResponse):
-    chunk_size = 1024 * 1024  # read from disk (in a worker thread) a megabyte at a time, not 64 KB
+async def download(files: FileService, blob: str, filename: str) -> Response:
+    """A blob's bytes, streamed as the client takes them, as a download named `filename`."""
+    reader = await files.blobs.open(blob)
+
+    async def body() -> AsyncIterator[bytes]:
+        async with reader:
+            async for chunk in reader.chunks():
+                yield chunk
+
+    headers = {"content-length": str(reader.size), "content-disposition": attachment(filename)}
+    return StreamingResponse(body(), media_type="application/octet-stream", headers=headers)
 
 
-def download(files: FileService, blob: str, filename: str) -> Response:
-    """A blob's bytes, streamed from disk (ranges too), as a download named `filename`."""
-    return _Download(files.blobs.path(blob), media_type="application/octet-stream", filename=filename)
+def attachment(filename: str) -> str:
+    """A Content-Disposition naming `filename` (RFC 6266): its UTF-8 form percent-encoded, and an ASCII
+    form for clients that read only `filename`."""
+    fallback = "".join(char if " " <= char <= "~" and char not in '"\\' else "_" for char in filename)
+    encoded = quote(filename, safe="")
+    if encoded == filename:
+        return f'attachment; filename="{filename}"'
+    return f"attachment; filename=\"{fallback}\"; filename*=utf-8''{encoded}"
 
 
 async def delete_file(request: Request) -> Response:

@@ -14,7 +14,7 @@ from sandbox.local_backend import memory_bytes
 
 from ..config import FilesConfig
 from ..errors import APIError, not_found
-from ..responses.items import new_id
+from ..core.ids import new_id
 from ..storage import Conflict, StorageError
 from .blobs import Blobs
 from .upload import Upload, read_upload

@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from ..paging import PageQuery
+from ..paging import PageQuery, fetch_page
 from ..storage import Database, Tx
 
 DATA_DIR = "/mnt/data"
@@ -138,7 +138,7 @@ class FileStore:
         where, params = "tenant = ? AND (expires_at IS NULL OR expires_at > ?)", [tenant, int(time.time())]
         if purpose is not None:
             where, params = where + " AND purpose = ?", params + [purpose]
-        rows = await self._page("files", _FILE_COLUMNS, where, params, page)
+        rows = await fetch_page(self._db, "files", _FILE_COLUMNS, where, params, page)
         return None if rows is None else ([StoredFile(*row) for row in rows[: page.limit]], len(rows) > page.limit)
 
     async def delete_file(self, file_id: str, tenant: str) -> StoredFile | None:
@@ -193,7 +193,7 @@ class FileStore:
         return Container(*rows[0]) if rows else None
 
     async def list_containers(self, tenant: str, page: PageQuery) -> tuple[list[Container], bool] | None:
-        rows = await self._page("containers", _CONTAINER_COLUMNS, "tenant = ?", [tenant], page)
+        rows = await fetch_page(self._db, "containers", _CONTAINER_COLUMNS, "tenant = ?", [tenant], page)
         return None if rows is None else ([Container(*row) for row in rows[: page.limit]], len(rows) > page.limit)
 
     async def touch_container(self, container_id: str) -> None:
@@ -271,7 +271,7 @@ class FileStore:
         return ContainerFile(*rows[0]) if rows else None
 
     async def list_container_files(self, container_id: str, page: PageQuery) -> tuple[list[ContainerFile], bool] | None:
-        rows = await self._page("container_files", _CFILE_COLUMNS, "container_id = ?", [container_id], page)
+        rows = await fetch_page(self._db, "container_files", _CFILE_COLUMNS, "container_id = ?", [container_id], page)
         return None if rows is None else ([ContainerFile(*row) for row in rows[: page.limit]], len(rows) > page.limit)
 
     async def delete_container_file(self, container_id: str, file_id: str, tenant: str) -> ContainerFile | None:
@@ -284,19 +284,6 @@ class FileStore:
             return ContainerFile(*rows[0]) if rows else None
 
         return await self._db.transaction(work)
-
-    async def _page(self, table: str, columns: str, where: str, params: list[Any], page: PageQuery) -> list[Any] | None:
-        """One page more than asked (to tell has_more), ordered by creation; None if `after` is unknown."""
-        order = "ASC" if page.ascending else "DESC"
-        if page.after is not None:
-            rows = await self._db.fetch(f"SELECT created_at, id FROM {table} WHERE id = ? AND {where}", page.after, *params)
-            if not rows:
-                return None
-            where += f" AND (created_at, id) {'>' if page.ascending else '<'} (?, ?)"
-            params = params + [rows[0][0], rows[0][1]]
-        return await self._db.fetch(
-            f"SELECT {columns} FROM {table} WHERE {where} ORDER BY created_at {order}, id {order} LIMIT ?", *params, page.limit + 1
-        )
 
 
 async def _lock_tenant(tx: Tx, tenant: str) -> None:

@@ -15,8 +15,8 @@ from sandbox.channel import KernelChannel, KernelDied
 from sandbox.transfer import FilesState, TransferFailed, delete, listing, pull, push
 
 from ..errors import APIError
-from ..responses.items import new_id
-from ..responses.request import AutoContainer
+from ..core.ids import new_id
+from .requested import AutoContainer
 from .service import FileService
 from .store import Container, ContainerFile
 
@@ -94,7 +94,8 @@ class ContainerSync:
             if state.pushed.get(record.path) == record.blob:
                 continue
             try:
-                await push(channel, record.path, self.files.blobs.path(record.blob))
+                async with await self.files.blobs.open(record.blob) as source:
+                    await push(channel, record.path, source)
             except TransferFailed as exc:
                 reason = "no space is left in /mnt/data" if exc.no_space else str(exc)
                 self.notes.append(f"[The file /mnt/data/{record.path} could not be copied in: {reason}.]")

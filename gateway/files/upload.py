@@ -56,6 +56,17 @@ class _Part:
     filename: str | None = None
     value: bytearray = field(default_factory=bytearray)
 
+    def add_header(self, data: bytes) -> None:
+        name, _, value = data.partition(b"\0")
+        self.headers[name] = value
+
+    def read_disposition(self) -> None:
+        """Its name and file name, from its Content-Disposition (once all its headers are in)."""
+        _, options = parse_options_header(self.headers.get(b"content-disposition", b""))
+        self.name = options.get(b"name", b"").decode("utf-8", "replace")
+        filename = options.get(b"filename")
+        self.filename = filename.decode("utf-8", "replace") if filename is not None else None
+
 
 class _Collector:
     """The parser's callbacks, which run synchronously inside `write()`: events are gathered here and
@@ -145,14 +156,9 @@ async def _apply(collector: _Collector, upload: Upload, part: _Part, file_field:
             if len(upload.fields) >= MAX_FIELDS:
                 raise bad_request("The form has too many fields.")
         elif kind == "header":
-            name, _, value = data.partition(b"\0")
-            part.headers[name] = value
+            part.add_header(data)
         elif kind == "headers":
-            _, options = parse_options_header(part.headers.get(b"content-disposition", b""))
-            part.name = options.get(b"name", b"").decode("utf-8", "replace")
-            filename = options.get(b"filename")
-            if filename is not None:
-                part.filename = filename.decode("utf-8", "replace")
+            part.read_disposition()
             if part.name == file_field:
                 if upload.file is not None:
                     raise bad_request(f"The form has more than one '{file_field}'.", param=file_field)
@@ -175,4 +181,79 @@ async def _apply(collector: _Collector, upload: Upload, part: _Part, file_field:
                 except UnicodeDecodeError:
                     raise bad_request(f"The form field '{part.name[:100]}' is not UTF-8.", param=part.name[:100]) from None
             part = _Part()
+    return part
+
+
+@dataclass
+class SmallForm:
+    """A form read whole into memory (a skill's files): its fields and its files, in order."""
+
+    fields: dict[str, str] = field(default_factory=dict)
+    files: list[tuple[str, str, bytes]] = field(default_factory=list)  # field name, file name as sent, content
+
+
+async def read_small_form(request: Request, max_bytes: int, max_files: int, idle_timeout_s: float) -> SmallForm:
+    """A multipart form of at most `max_bytes` in all and `max_files` files, read into memory; a 4xx
+    APIError when it is malformed or larger. File names are kept as sent (paths of a directory upload)."""
+    content_type, options = parse_options_header(request.headers.get("content-type", ""))
+    boundary = options.get(b"boundary")
+    if content_type != b"multipart/form-data" or not boundary:
+        raise APIError(415, "Send the files as multipart/form-data.", code="unsupported_media_type")
+    too_large = APIError(413, f"The upload is larger than this gateway's limit of {max_bytes} bytes.", code="file_too_large")
+    if (decimal(request.headers.get("content-length", "")) or 0) > max_bytes:
+        raise too_large
+    collector, form, part, received = _Collector(), SmallForm(), _Part(), 0
+    try:
+        parser = MultipartParser(boundary, collector.callbacks())  # type: ignore[arg-type]
+    except FormParserError as exc:
+        raise bad_request(f"The multipart body is malformed: {exc}.") from None
+    stream = request.stream().__aiter__()
+    try:
+        while True:
+            with anyio.fail_after(idle_timeout_s):
+                chunk = await anext(stream, None)
+            if chunk is None:
+                break
+            received += len(chunk)
+            if received > max_bytes:
+                raise too_large
+            try:
+                parser.write(chunk)
+            except MultipartParseError as exc:
+                raise bad_request(f"The multipart body is malformed: {exc}.") from None
+            events, collector.events = collector.events, []
+            for kind, data in events:
+                part = _small_form_event(form, part, kind, data, max_files)
+        parser.finalize()
+    except TimeoutError:
+        raise APIError(408, "The upload stopped sending data.", code="request_timeout") from None
+    if collector.events or part.name:
+        raise bad_request("The multipart body ended in the middle of a part.")
+    return form
+
+
+def _small_form_event(form: SmallForm, part: _Part, kind: str, data: bytes, max_files: int) -> _Part:
+    if kind == "begin":
+        if len(form.fields) + len(form.files) >= MAX_FIELDS + max_files:
+            raise bad_request("The form has too many parts.")
+        return _Part()
+    if kind == "header":
+        part.add_header(data)
+    elif kind == "headers":
+        part.read_disposition()
+    elif kind == "data":
+        part.value += data
+        if part.filename is None and len(part.value) > MAX_FIELD_BYTES:
+            raise bad_request(f"The form field '{part.name[:100]}' is too long.", param=part.name[:100])
+    else:  # end of the part
+        if part.filename is not None:
+            if len(form.files) >= max_files:
+                raise bad_request(f"The form has more than {max_files} files.")
+            form.files.append((part.name, part.filename, bytes(part.value)))
+        else:
+            try:
+                form.fields[part.name] = part.value.decode()
+            except UnicodeDecodeError:
+                raise bad_request(f"The form field '{part.name[:100]}' is not UTF-8.", param=part.name[:100]) from None
+        return _Part()
     return part

@@ -9,7 +9,18 @@ from typing import Any
 from openai_harmony import Author, Message, Role
 
 from ..errors import bad_request
-from .items import new_id
+from ..core.ids import new_id
+from .shell_models import (
+    APPLY_PATCH_RECIPIENT,
+    SHELL_RECIPIENT,
+    ApplyPatchCallItem,
+    ApplyPatchCallOutputItem,
+    LOCAL_SHELL_RECIPIENT,
+    LocalShellCallItem,
+    LocalShellCallOutputItem,
+    ShellCallItem,
+    ShellCallOutputItem,
+)
 from .thread import ThreadMark, input_key, resent_prefix
 from .request import (
     CustomToolCallItem,
@@ -179,6 +190,14 @@ def append_input(dialog: Dialog, items: str | list[InputItem], resent_thread: bo
     return records
 
 
+# The calls of the client's own tools sent back: the recipient the model wrote, and their items' id prefix.
+_CLIENT_ACTIONS: dict[type, tuple[str, str]] = {
+    ShellCallItem: (SHELL_RECIPIENT, "sh"),
+    LocalShellCallItem: (LOCAL_SHELL_RECIPIENT, "lsh"),
+    ApplyPatchCallItem: (APPLY_PATCH_RECIPIENT, "apc"),
+}
+
+
 def _append_item(dialog: Dialog, index: int, item: InputItem, records: list[dict[str, Any]]) -> None:
     """One input item's messages into the dialog, and its record (none for an item sent again)."""
     if isinstance(item, MessageItem):
@@ -198,6 +217,13 @@ def _append_item(dialog: Dialog, index: int, item: InputItem, records: list[dict
         dialog.append(tool_call_message(item.recipient, item.arguments))
         dialog.open_calls[item.call_id] = item.recipient
         records.append(item.model_dump() | {"id": item.id or new_id("fc"), "status": "completed"})
+    elif isinstance(item, (ShellCallItem, LocalShellCallItem, ApplyPatchCallItem)):
+        if item.call_id in dialog.answered or item.call_id in dialog.open_calls:
+            return  # sent again with the whole thread
+        to, prefix = _CLIENT_ACTIONS[type(item)]
+        dialog.append(tool_call_message(to, item.arguments()))
+        dialog.open_calls[item.call_id] = to
+        records.append(item.model_dump(exclude_none=True) | {"id": item.id or new_id(prefix), "status": "completed"})
     elif isinstance(item, CustomToolCallItem):
         if item.call_id in dialog.answered or item.call_id in dialog.open_calls:
             return  # sent again with the whole thread
@@ -205,23 +231,28 @@ def _append_item(dialog: Dialog, index: int, item: InputItem, records: list[dict
         dialog.append(message.with_channel("commentary").with_recipient(item.recipient))
         dialog.open_calls[item.call_id] = item.recipient
         records.append(item.model_dump() | {"id": item.id or new_id("ctc"), "status": "completed"})
-    elif isinstance(item, (FunctionCallOutputItem, CustomToolCallOutputItem)):
+    elif isinstance(item, (FunctionCallOutputItem, CustomToolCallOutputItem, ShellCallOutputItem, LocalShellCallOutputItem, ApplyPatchCallOutputItem)):
         output = item.text()
         digest = hashlib.sha256(output.encode()).hexdigest()
-        recipient = dialog.open_calls.pop(item.call_id, None)
+        call_id = item.answers if isinstance(item, LocalShellCallOutputItem) else item.call_id
+        recipient = dialog.open_calls.pop(call_id, None)
         if recipient is None:
-            if dialog.answered.get(item.call_id) == digest:
+            if dialog.answered.get(call_id) == digest:
                 return  # this very output is in the history already: sent again with the whole thread
-            already = "was answered with another output" if item.call_id in dialog.answered else "was not found"
+            already = "was answered with another output" if call_id in dialog.answered else "was not found"
             raise bad_request(
-                f"No tool call found for function call output with call_id {item.call_id}: the call {already}.",
+                f"No tool call found for function call output with call_id {call_id}: the call {already}.",
                 param=f"input[{index}].call_id",
             )
-        dialog.answered[item.call_id] = digest
+        dialog.answered[call_id] = digest
         if "." not in recipient:  # a record from before namespaces: a plain function
             recipient = f"functions.{recipient}"
         dialog.append(tool_result(recipient, "commentary", output))
-        records.append(item.model_dump() | {"id": item.id or new_id("fco"), "status": "completed"})
+        if isinstance(item, (ShellCallOutputItem, LocalShellCallOutputItem, ApplyPatchCallOutputItem)):
+            record = item.model_dump(exclude_none=True) | {"status": item.status or "completed"}
+        else:
+            record = item.model_dump() | {"status": "completed"}
+        records.append(record | {"id": item.id or new_id("fco")})
     elif isinstance(item, McpApprovalResponseItem):
         pending = dialog.pending_approvals.pop(item.approval_request_id, None)
         if pending is None:

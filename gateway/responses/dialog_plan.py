@@ -7,15 +7,15 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..conversations.history import open_conversation, refuse_known_ids
-from ..conversations.store import Conversation
+from .history import open_conversation, refuse_known_ids
+from ..core.conversation_store import Conversation
 from ..errors import APIError, bad_request
 from ..files.inputs import read_input_files
 from ..store import RUNNING
 from .conversation import Dialog, append_input
 from .request import ReasoningItem, ReasoningText, ResponsesRequest
 from .sealed import Unsealable
-from .services import Services
+from ..core.services import Services
 
 
 @dataclass

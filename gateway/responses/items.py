@@ -8,17 +8,13 @@ are `Delta` objects whose JSON is formatted from a prefix computed once per item
 
 from __future__ import annotations
 
-import secrets
 from typing import Any, Callable
 
+from ..core.ids import new_id
 from ..jsontext import dumps
 from ..protocol import ItemStatus
 
 Event = dict[str, Any]
-
-
-def new_id(prefix: str) -> str:
-    return f"{prefix}_{secrets.token_hex(16)}"
 
 
 class Delta:

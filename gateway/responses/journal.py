@@ -11,7 +11,7 @@ reverse.
 from __future__ import annotations
 
 import logging
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Mapping
 
 import anyio
 
@@ -28,7 +28,7 @@ Frames = list[tuple[int, bytes]]
 
 
 class Journal:
-    def __init__(self, store: ResponseStore, response_id: str, owner: str, log: EventLog, snapshot: Callable[[], dict[str, Any]]) -> None:
+    def __init__(self, store: ResponseStore, response_id: str, owner: str, log: EventLog, snapshot: Callable[[], Mapping[str, Any]]) -> None:
         self._store = store
         self._id = response_id
         self._owner = owner

@@ -11,22 +11,33 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Discriminator, Field, PrivateAttr, Tag, field_validator, model_validator
 
+from ..core.models import StrictModel
 from ..errors import APIError, bad_request
+from ..files.requested import AutoContainer
+from .shell_models import (
+    ApplyPatchCallItem,
+    ApplyPatchCallOutputItem,
+    ApplyPatchTool,
+    LocalShellCallItem,
+    LocalShellCallOutputItem,
+    LocalShellTool,
+    NamedApplyPatch,
+    NamedShell,
+    ShellCallItem,
+    ShellCallOutputItem,
+    ShellTool,
+)
 from tools.namespaces import reserved_problem
 
 
 
-class _Model(BaseModel):
-    # Strict: "yes" is not a boolean and "5" is not a number, and an unknown field is refused by name.
-    model_config = ConfigDict(extra="forbid", strict=True)
 
-
-class InputText(_Model):
+class InputText(StrictModel):
     type: Literal["input_text"]
     text: str
 
 
-class OutputText(_Model):
+class OutputText(StrictModel):
     type: Literal["output_text"]
     text: str
     annotations: list[dict[str, Any]] = []  # sent back by clients that replay output items
@@ -34,17 +45,17 @@ class OutputText(_Model):
     parsed: Any = Field(None, exclude=True)  # `responses.parse(...)`'s text, parsed: echoed, ignored
 
 
-class ReasoningText(_Model):
+class ReasoningText(StrictModel):
     type: Literal["reasoning_text"]
     text: str
 
 
-class SummaryText(_Model):
+class SummaryText(StrictModel):
     type: Literal["summary_text"]
     text: str
 
 
-class InputFile(_Model):
+class InputFile(StrictModel):
     """A file for the model to read, as text (gateway/files/inputs.py): an upload or inline data."""
 
     type: Literal["input_file"]
@@ -66,7 +77,7 @@ class InputFile(_Model):
 ContentPart = Annotated[Union[InputText, OutputText, InputFile], Field(discriminator="type")]
 
 
-class MessageItem(_Model):
+class MessageItem(StrictModel):
     type: Literal["message"] = "message"
     id: str | None = None
     role: Literal["user", "system", "developer", "assistant"]
@@ -81,7 +92,7 @@ class MessageItem(_Model):
         return "".join(part.text for part in self.content)
 
 
-class ReasoningItem(_Model):
+class ReasoningItem(StrictModel):
     type: Literal["reasoning"]
     id: str | None = None
     summary: list[SummaryText] = []
@@ -94,7 +105,7 @@ class ReasoningItem(_Model):
         return "".join(part.text for part in parts)
 
 
-class FunctionCallItem(_Model):
+class FunctionCallItem(StrictModel):
     type: Literal["function_call"]
     id: str | None = None
     call_id: str
@@ -109,7 +120,7 @@ class FunctionCallItem(_Model):
         return f"{self.namespace or 'functions'}.{self.name}"
 
 
-class CustomToolCallItem(_Model):
+class CustomToolCallItem(StrictModel):
     type: Literal["custom_tool_call"]
     id: str | None = None
     call_id: str
@@ -122,7 +133,7 @@ class CustomToolCallItem(_Model):
         return f"functions.{self.name}"
 
 
-class CustomToolCallOutputItem(_Model):
+class CustomToolCallOutputItem(StrictModel):
     type: Literal["custom_tool_call_output"]
     id: str | None = None
     call_id: str
@@ -132,7 +143,7 @@ class CustomToolCallOutputItem(_Model):
         return self.output if isinstance(self.output, str) else "".join(part.text for part in self.output)
 
 
-class FunctionCallOutputItem(_Model):
+class FunctionCallOutputItem(StrictModel):
     type: Literal["function_call_output"]
     id: str | None = None
     call_id: str
@@ -145,7 +156,7 @@ class FunctionCallOutputItem(_Model):
         return "".join(part.text for part in self.output)
 
 
-class McpApprovalRequestItem(_Model):
+class McpApprovalRequestItem(StrictModel):
     type: Literal["mcp_approval_request"]
     id: str
     server_label: str
@@ -154,7 +165,7 @@ class McpApprovalRequestItem(_Model):
     status: str | None = None
 
 
-class McpApprovalResponseItem(_Model):
+class McpApprovalResponseItem(StrictModel):
     type: Literal["mcp_approval_response"]
     id: str | None = None
     approval_request_id: str
@@ -162,7 +173,7 @@ class McpApprovalResponseItem(_Model):
     reason: str | None = None
 
 
-class McpListToolsItem(_Model):
+class McpListToolsItem(StrictModel):
     type: Literal["mcp_list_tools"]
     id: str | None = None
     server_label: str
@@ -170,7 +181,7 @@ class McpListToolsItem(_Model):
     error: str | None = None
 
 
-class McpCallItem(_Model):
+class McpCallItem(StrictModel):
     type: Literal["mcp_call"]
     id: str | None = None
     server_label: str
@@ -182,7 +193,7 @@ class McpCallItem(_Model):
     status: str | None = None
 
 
-class WebSearchCallItem(_Model):
+class WebSearchCallItem(StrictModel):
     """A browser call sent back as it came (clients that replay a response's output as input)."""
 
     type: Literal["web_search_call"]
@@ -211,12 +222,18 @@ InputItem = Annotated[
         Annotated[McpListToolsItem, Tag("mcp_list_tools")],
         Annotated[McpCallItem, Tag("mcp_call")],
         Annotated[WebSearchCallItem, Tag("web_search_call")],
+        Annotated[ShellCallItem, Tag("shell_call")],
+        Annotated[ShellCallOutputItem, Tag("shell_call_output")],
+        Annotated[LocalShellCallItem, Tag("local_shell_call")],
+        Annotated[LocalShellCallOutputItem, Tag("local_shell_call_output")],
+        Annotated[ApplyPatchCallItem, Tag("apply_patch_call")],
+        Annotated[ApplyPatchCallOutputItem, Tag("apply_patch_call_output")],
     ],
     Discriminator(_item_type),
 ]
 
 
-class FunctionDefinition(_Model):
+class FunctionDefinition(StrictModel):
     """A client-side function, as both APIs describe it."""
 
     name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")
@@ -233,11 +250,11 @@ class FunctionTool(FunctionDefinition):
         return f"functions.{self.name}"
 
 
-class TextInput(_Model):
+class TextInput(StrictModel):
     type: Literal["text"]
 
 
-class GrammarInput(_Model):
+class GrammarInput(StrictModel):
     """What a custom tool's input must match: a Lark grammar (LALR) or a regular expression (RE2)."""
 
     type: Literal["grammar"]
@@ -245,7 +262,7 @@ class GrammarInput(_Model):
     definition: str = Field(min_length=1, max_length=64 * 1024)
 
 
-class CustomTool(_Model):
+class CustomTool(StrictModel):
     """A client tool that takes raw text, not JSON (Codex's freeform apply_patch is one): declared to the
     model as a function of one string, streamed as a `custom_tool_call`."""
 
@@ -272,7 +289,7 @@ class NamespaceFunction(FunctionDefinition):
     async_: Literal[False] | None = Field(None, alias="async")
 
 
-class NamespaceTool(_Model):
+class NamespaceTool(StrictModel):
     """Functions grouped under a name of their own: declared to the model as a Harmony namespace, called
     as `NAME.function`, answered by the client like any function."""
 
@@ -282,14 +299,7 @@ class NamespaceTool(_Model):
     tools: list[NamespaceFunction] = Field(min_length=1)
 
 
-class AutoContainer(_Model):
-    type: Literal["auto"]
-    file_ids: list[Annotated[str, Field(max_length=100)]] = Field([], max_length=100)  # uploads copied into /mnt/data
-    memory_limit: Literal["1g", "4g", "16g", "64g"] | None = None
-    network_policy: dict[str, Literal["disabled"]] | None = Field(None, description="sandboxes have no network")
-
-
-class CodeInterpreterTool(_Model):
+class CodeInterpreterTool(StrictModel):
     """The Harmony `python` tool, run in the gateway's sandbox. `container` is `{"type": "auto"}` (the
     conversation's container, made when code first runs) or the id of a container (the Containers API)."""
 
@@ -297,7 +307,7 @@ class CodeInterpreterTool(_Model):
     container: str | AutoContainer = AutoContainer(type="auto")
 
 
-class UserLocation(_Model):
+class UserLocation(StrictModel):
     type: Literal["approximate"] | None = None
     city: str | None = Field(None, max_length=200)
     country: str | None = Field(None, max_length=2)
@@ -309,14 +319,14 @@ class UserLocation(_Model):
         return ", ".join(parts) or None
 
 
-class SearchFilters(_Model):
+class SearchFilters(StrictModel):
     allowed_domains: list[Annotated[str, Field(min_length=1, max_length=253)]] | None = Field(None, max_length=100)
 
 
 WEB_SEARCH_TYPES = ("web_search", "web_search_preview", "web_search_preview_2025_03_11", "web_search_2025_08_26")
 
 
-class WebSearchTool(_Model):
+class WebSearchTool(StrictModel):
     """gpt-oss's built-in `browser` (search, open, find), run by the gateway (tools/browser/)."""
 
     type: Literal["web_search", "web_search_preview", "web_search_preview_2025_03_11", "web_search_2025_08_26"]
@@ -331,17 +341,17 @@ class WebSearchTool(_Model):
         return tuple(domain.lower().split("://", 1)[-1].split("/", 1)[0].removeprefix("www.") for domain in found)
 
 
-class ToolNameFilter(_Model):
+class ToolNameFilter(StrictModel):
     tool_names: list[str] = []
     read_only: bool | None = None
 
 
-class ApprovalFilter(_Model):
+class ApprovalFilter(StrictModel):
     always: ToolNameFilter | None = None
     never: ToolNameFilter | None = None
 
 
-class McpTool(_Model):
+class McpTool(StrictModel):
     """An MCP server: a configured one by `server_label` alone, or the request's own at `server_url`
     (only where `mcp.allowed_urls` allows). `headers` go to that server only, never to logs or storage."""
 
@@ -383,28 +393,29 @@ class UnavailableTool(BaseModel):
     model_config = ConfigDict(extra="allow")
     type: Literal[
         "file_search",
-        "local_shell",
-        "shell",
         "computer",
         "computer_use_preview",
         "image_generation",
-        "apply_patch",
     ]
 
 
+RequestTool = Union[
+    FunctionTool, CustomTool, NamespaceTool, CodeInterpreterTool, McpTool, WebSearchTool, ShellTool, LocalShellTool, ApplyPatchTool,
+    UnavailableTool,
+]
 Tool = Annotated[
-    Union[FunctionTool, CustomTool, NamespaceTool, CodeInterpreterTool, McpTool, WebSearchTool, UnavailableTool], Field(discriminator="type")
+    RequestTool, Field(discriminator="type")
 ]
 
 
-class Reasoning(_Model):
+class Reasoning(StrictModel):
     effort: Literal["none", "minimal", "low", "medium", "high", "xhigh"] | None = None
     # Summaries are not written: the reasoning itself is returned (gpt-oss's is not hidden).
     summary: Literal["auto", "concise", "detailed"] | None = None
     generate_summary: Literal["auto", "concise", "detailed"] | None = None  # its older name
 
 
-class TextFormat(_Model):
+class TextFormat(StrictModel):
     type: Literal["text", "json_schema", "json_object"] = "text"
     name: str | None = None
     schema_: dict[str, Any] | None = Field(None, alias="schema")
@@ -412,17 +423,17 @@ class TextFormat(_Model):
     strict: bool | None = None
 
 
-class TextConfig(_Model):
+class TextConfig(StrictModel):
     format: TextFormat | None = None
     verbosity: Literal["low", "medium", "high"] | None = None
 
 
-class NamedFunction(_Model):
+class NamedFunction(StrictModel):
     type: Literal["function"]
     name: str
 
 
-class NamedMcp(_Model):
+class NamedMcp(StrictModel):
     """Call this MCP server (the model picks the tool) or this tool of it."""
 
     type: Literal["mcp"]
@@ -430,22 +441,22 @@ class NamedMcp(_Model):
     name: str | None = None
 
 
-class NamedCodeInterpreter(_Model):
+class NamedCodeInterpreter(StrictModel):
     type: Literal["code_interpreter"]
 
 
-class NamedWebSearch(_Model):
+class NamedWebSearch(StrictModel):
     """Search the web first (the model writes the query)."""
 
     type: Literal["web_search", "web_search_preview", "web_search_preview_2025_03_11", "web_search_2025_08_26"]
 
 
-class NamedCustom(_Model):
+class NamedCustom(StrictModel):
     type: Literal["custom"]
     name: str
 
 
-class AllowedTools(_Model):
+class AllowedTools(StrictModel):
     """Only these of the request's tools are offered to the model; `required`: it must call one."""
 
     type: Literal["allowed_tools"]
@@ -453,12 +464,11 @@ class AllowedTools(_Model):
     tools: list[dict[str, Any]] = Field(min_length=1)
 
 
-NamedChoice = Annotated[
-    Union[NamedFunction, NamedCustom, NamedMcp, NamedCodeInterpreter, NamedWebSearch, AllowedTools], Field(discriminator="type")
-]
+ToolChoiceForm = Union[NamedFunction, NamedCustom, NamedMcp, NamedCodeInterpreter, NamedWebSearch, NamedShell, NamedApplyPatch, AllowedTools]
+NamedChoice = Annotated[ToolChoiceForm, Field(discriminator="type")]
 
 
-class StreamOptions(_Model):
+class StreamOptions(StrictModel):
     # OpenAI pads deltas with an `obfuscation` field unless told not to; the gateway never pads, so both
     # values give the same stream (padding hides token lengths from on-path observers of OpenAI's traffic).
     include_obfuscation: bool | None = None
@@ -488,11 +498,11 @@ UNSUPPORTED = {
 Metadata = Annotated[dict[str, str], AfterValidator(lambda value: metadata_limits(value))]
 
 
-class ConversationRef(_Model):
+class ConversationRef(StrictModel):
     id: str = Field(min_length=1, max_length=128)
 
 
-class ResponsesRequest(_Model):
+class ResponsesRequest(StrictModel):
     model: str | None = None
     input: str | list[InputItem]
     instructions: str | None = None

@@ -3,15 +3,65 @@
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Literal, TypedDict
 
 from ..protocol import ResponseStatus
-from .items import new_id
+from ..core.ids import new_id
 from .request import FunctionTool, McpTool, ResponsesRequest
 from .turn import Usage
 
 
-def skeleton(request: ResponsesRequest, model_id: str, echoed_tools: list[dict[str, Any]], echoed_choice: Any) -> dict[str, Any]:
+class UsageObject(TypedDict):
+    input_tokens: int
+    input_tokens_details: dict[str, int]
+    output_tokens: int
+    output_tokens_details: dict[str, int]
+    total_tokens: int
+
+
+class ResponseObject(TypedDict):
+    """OpenAI's Response object, field for field (`openai/types/responses/response.py`). A typed dict, not
+    a model: it is written into the journal and the stream as it is, with no conversion on the way."""
+
+    id: str
+    object: Literal["response"]
+    created_at: int
+    status: ResponseStatus
+    background: bool
+    completed_at: int | None
+    error: dict[str, str] | None
+    incomplete_details: dict[str, str] | None
+    instructions: str | None
+    max_output_tokens: int | None
+    max_tool_calls: int | None
+    model: str
+    output: list[dict[str, Any]]
+    parallel_tool_calls: bool
+    previous_response_id: str | None
+    conversation: dict[str, str] | None
+    reasoning: dict[str, str | None]
+    service_tier: Literal["default"]
+    store: bool
+    temperature: float
+    text: dict[str, Any]
+    tool_choice: str | dict[str, Any]
+    tools: list[dict[str, Any]]
+    top_logprobs: int
+    top_p: float
+    truncation: Literal["auto", "disabled"]
+    usage: UsageObject | None
+    user: str | None
+    metadata: dict[str, str]
+    presence_penalty: float
+    frequency_penalty: float
+    safety_identifier: str | None
+    prompt_cache_key: str | None
+    prompt_cache_retention: Literal["in_memory", "24h"] | None
+
+
+def skeleton(
+    request: ResponsesRequest, model_id: str, echoed_tools: list[dict[str, Any]], echoed_choice: str | dict[str, Any]
+) -> ResponseObject:
     """The response as it starts: every field OpenAI's object has, the output still empty."""
     text_format = request.text.format.model_dump(by_alias=True, exclude_none=True) if request.text and request.text.format else {"type": "text"}
     background = bool(request.background)
@@ -58,8 +108,8 @@ def skeleton(request: ResponsesRequest, model_id: str, echoed_tools: list[dict[s
 
 
 def ended(
-    response: dict[str, Any], status: ResponseStatus, error: dict[str, str] | None, incomplete: dict[str, str] | None, usage: Usage
-) -> dict[str, Any]:
+    response: ResponseObject, status: ResponseStatus, error: dict[str, str] | None, incomplete: dict[str, str] | None, usage: Usage
+) -> ResponseObject:
     """The response as it ended (`response` holds its output)."""
     return response | {
         "status": status,

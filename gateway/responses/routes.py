@@ -21,11 +21,12 @@ from ..store import RUNNING, StoredResponse
 from .follow import follow_stored
 from .log import sequence_number, sse_frame
 from .run import ResponseRun
-from .services import Services
+from ..core.requests import include_query, refuse_while_draining, services_of, tenant_of
+from ..core.services import Services
 
 
 async def create_response(request: Request) -> Response:
-    services: Services = request.app.state.services
+    services = services_of(request)
     refuse_while_draining(services)
     body = await parse_body(request, ResponsesRequest, services.config.server.body_limits())
     refuse_while_draining(services)  # again: the body may have finished arriving after SIGTERM
@@ -39,17 +40,6 @@ async def create_response(request: Request) -> Response:
     if run.failure is not None:
         raise run.failure
     return JSONResponse(run.response)
-
-
-def tenant_of(request: Request) -> str:
-    """The tenant the middleware found for the request's key."""
-    tenant: str = request.state.tenant
-    return tenant
-
-
-def refuse_while_draining(services: Services) -> None:
-    if services.drain.draining:
-        raise APIError(503, "The gateway is shutting down.", type="server_error", code="server_shutting_down")
 
 
 def event_stream(services: Services, run: ResponseRun, frames: AsyncIterator[bytes]) -> EventStream:
@@ -110,7 +100,7 @@ async def wait_for_run(request: Request, run: ResponseRun) -> None:
 
 async def count_input_tokens(request: Request) -> Response:
     """`POST /v1/responses/input_tokens`: exact, since the gateway renders the prompt itself."""
-    services: Services = request.app.state.services
+    services = services_of(request)
     body = await parse_body(request, ResponsesRequest, services.config.server.body_limits())
     count = await ResponseRun(services, body, tenant_of(request)).input_tokens()
     return JSONResponse({"object": "response.input_tokens", "input_tokens": count})
@@ -120,7 +110,7 @@ async def retrieve_response(request: Request) -> Response:
     """The response as it is now. A background response running here is read live; one running on
     another replica is read from the store, which its replica keeps up to date. With `stream=true`, its
     events from the one after `starting_after` on, then following it until it ends."""
-    services: Services = request.app.state.services
+    services = services_of(request)
     check_include(include_query(request))
     stream, after = _stream_query(request)
     run = _live(request)
@@ -138,7 +128,7 @@ async def cancel_response(request: Request) -> Response:
     """Stop a background response (its engine request aborted, a running tool call interrupted), here or
     on the replica running it; one that already ended is answered as it is. Only background responses
     can be cancelled."""
-    services: Services = request.app.state.services
+    services = services_of(request)
     run = _live(request)
     if run is not None:
         run.cancel()
@@ -158,7 +148,7 @@ CANCEL_WAIT_S = 30.0  # how long a cancel waits for another replica to stop the 
 
 def _live(request: Request) -> ResponseRun | None:
     """The tenant's background response of this id, if it runs in this process."""
-    services: Services = request.app.state.services
+    services = services_of(request)
     run = services.runs.background.get(request.path_params["response_id"])
     return run if run is not None and run.tenant == tenant_of(request) else None
 
@@ -179,15 +169,9 @@ def _stream_query(request: Request) -> tuple[bool, int]:
     return True, sequence_number
 
 
-def include_query(request: Request) -> list[str]:
-    """`include` as a query: the SDK writes `include[]=A&include[]=B`, others `include=A`."""
-    params = request.query_params
-    return params.getlist("include") + params.getlist("include[]")
-
-
 async def delete_response(request: Request) -> Response:
     response_id = request.path_params["response_id"]
-    services: Services = request.app.state.services
+    services = services_of(request)
     if not await services.store.delete(response_id, tenant_of(request)):
         raise _missing(response_id)
     return JSONResponse({"id": response_id, "object": "response.deleted", "deleted": True})
@@ -209,7 +193,7 @@ async def list_input_items(request: Request) -> Response:
 async def _stored(request: Request) -> StoredResponse:
     """The tenant's stored response, without its dialog (no endpoint shows it)."""
     response_id = request.path_params["response_id"]
-    services: Services = request.app.state.services
+    services = services_of(request)
     stored = await services.store.get(response_id, tenant_of(request), dialog=False)
     if stored is None:
         raise _missing(response_id)

@@ -16,7 +16,6 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any
 
 import anyio
 from openai_harmony import Role
@@ -28,8 +27,8 @@ from ..parser import MalformedHarmony
 from ..protocol import Include, ItemStatus, ResponseStatus
 from ..storage import StorageError
 from ..store import StoredResponse, TooManyRunning
-from ..conversations.store import Conversation, DuplicateItem
-from ..conversations.history import keep_state, new_items
+from ..core.conversation_store import Conversation, DuplicateItem
+from .history import keep_state, new_items
 from .conversation import Dialog, tool_result
 from .dialog_plan import DialogPlan, plan_dialog
 from .items import Event
@@ -37,8 +36,8 @@ from .journal import Journal
 from .logprobs import load_vocabulary
 from .output import ResponseOutput
 from .request import ResponsesRequest
-from .response_object import echo_tool, ended, skeleton
-from .services import Services
+from .response_object import ResponseObject, echo_tool, ended, skeleton
+from ..core.services import Services
 from .tool_call import CallKind
 from .tools import CallBudget, ToolContext, Toolset
 from .tools.registry import available_tools, check_include, offered_tools
@@ -70,7 +69,7 @@ class ResponseRun:
         self.preamble = Preamble()
         self.usage = Usage()
         self.model_id = ""
-        self.response: dict[str, Any] = {}
+        self.response: ResponseObject  # made by launch()
         self._stream: EngineStream | None = None
         self._prompt = Prompt("", 0)
         self._growing = GrowingPrompt(services.renderer, services.metrics.prompt_tokens)  # this run's prompt, turn after turn
@@ -354,7 +353,7 @@ class ResponseRun:
 
     # -- the Response object ------------------------------------------------------------------------------
 
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self) -> ResponseObject:
         return self.response | {"output": self.output.as_dicts()}
 
     def _count_tokens(self) -> None:

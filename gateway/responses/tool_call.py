@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from .items import OutputItem
 
 if TYPE_CHECKING:
-    from .tools.base import Tool
+    from .tools.base import AnyTool
 
 
 class CallKind(enum.Enum):
@@ -36,13 +36,13 @@ class ToolCall:
     recipient: str
     channel: str | None
     kind: CallKind = CallKind.UNCLAIMED
-    tool: "Tool | None" = None  # the tool that claimed the call
+    tool: "AnyTool | None" = None  # the tool that claimed the call
     item: OutputItem | None = None  # the output item that streams the call, when one does
     tool_name: str = ""  # the function of the tool's namespace the call is to
     arguments: str = ""  # hosted calls: the arguments as the model wrote them, once complete
     output: str | None = None  # what the model is told: the tool's output, or why there is none
 
-    def claim(self, tool: "Tool", kind: CallKind, item: OutputItem | None = None) -> OutputItem | None:
+    def claim(self, tool: "AnyTool", kind: CallKind, item: OutputItem | None = None) -> OutputItem | None:
         """A declared tool takes the call; returns its item."""
         assert self.kind is CallKind.UNCLAIMED and kind not in (CallKind.UNCLAIMED, CallKind.INVALID), f"{self.kind} claimed as {kind}"
         self.tool, self.kind, self.item = tool, kind, item

@@ -149,9 +149,9 @@ class Turn:
             return []
         events = self.output.events
         batch = self._held_back(item, stopper, rewriter)
-        container = self.toolset.code_interpreter
-        if isinstance(item, MessageOutput) and container.container is not None:
-            batch += [item.annotated(events, citation) for citation in container_file_citations(item.text, container.container_file)]
+        containers = self.toolset.context.containers
+        if isinstance(item, MessageOutput) and containers.used:
+            batch += [item.annotated(events, citation) for citation in container_file_citations(item.text, containers.container_file)]
         return [*batch, *item.closed(events)]
 
     def _open_item(self, header: MessageStarted) -> OutputItem | None:

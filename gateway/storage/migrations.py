@@ -163,11 +163,42 @@ _V4 = _both(
     "CREATE INDEX IF NOT EXISTS container_files_tenant ON container_files (tenant)",
 )
 
+# Skills (gateway/skills/): a skill's versions, each a bundle kept as a blob (a zip the gateway wrote).
+_V5 = _both(
+    """
+    CREATE TABLE IF NOT EXISTS skills (
+        id TEXT PRIMARY KEY,
+        tenant TEXT NOT NULL,
+        name TEXT NOT NULL,              -- the default version's
+        description TEXT NOT NULL,
+        default_version INTEGER NOT NULL,
+        latest_version INTEGER NOT NULL,
+        created_at BIGINT NOT NULL
+    )
+    """,
+    "CREATE INDEX IF NOT EXISTS skills_tenant ON skills (tenant, created_at)",
+    """
+    CREATE TABLE IF NOT EXISTS skill_versions (
+        id TEXT PRIMARY KEY,
+        skill_id TEXT NOT NULL REFERENCES skills(id) ON DELETE CASCADE,
+        tenant TEXT NOT NULL,
+        version INTEGER NOT NULL,
+        name TEXT NOT NULL,
+        description TEXT NOT NULL,
+        created_at BIGINT NOT NULL,
+        bytes BIGINT NOT NULL,
+        blob TEXT NOT NULL,
+        UNIQUE (skill_id, version)
+    )
+    """,
+)
+
 MIGRATIONS = (
     Migration(1, tuple(s.format(**_SQLITE_TYPES) for s in _V1), tuple(s.format(**_POSTGRES_TYPES) for s in _V1)),
     Migration(2, _V2, _V2),
     Migration(3, _V3, _V3),
     Migration(4, _V4, _V4),
+    Migration(5, _V5, _V5),
 )
 
 VERSION_TABLE = "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)"

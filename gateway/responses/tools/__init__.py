@@ -14,24 +14,22 @@ from tools.namespaces import RESERVED_NAMESPACES
 from ..conversation import Dialog
 from ..items import Event, OutputItem
 from ..tool_call import ToolCall
-from .base import CallBudget, Declarations, Tool, ToolContext, run_call
-from .code_interpreter import CodeInterpreter
+from .base import AnyTool, CallBudget, Declarations, Tool, ToolContext, run_call
 from .namespaces import NamespaceTools
 from .registry import TOOLS, choice_owner, kind_of
 from .web_search import WebSearch
 
 __all__ = ["CallBudget", "Declarations", "Tool", "ToolContext", "Toolset"]
 
-ToolT = TypeVar("ToolT", bound=Tool)
+ToolT = TypeVar("ToolT", bound=AnyTool)
 
 
 class Toolset:
     def __init__(self, context: ToolContext) -> None:
         self.context = context
         tools = context.request.tools
-        self.tools: list[Tool] = [kind(context, [tool for tool in tools if kind_of(tool) is kind]) for kind in TOOLS]
-        self._by_namespace: dict[str, Tool] = {}
-        self.code_interpreter = self._one(CodeInterpreter)
+        self.tools: list[AnyTool] = [kind(context, [tool for tool in tools if kind_of(tool) is kind]) for kind in TOOLS]
+        self._by_namespace: dict[str, AnyTool] = {}
         self.web_search = self._one(WebSearch)
 
     def _one(self, kind: type[ToolT]) -> ToolT:
@@ -51,7 +49,7 @@ class Toolset:
         self._by_namespace = {name: tool for tool in self.tools for name in tool.recipients()}
         choice = self.context.request.tool_choice
         owner = choice_owner(choice)
-        if owner is not None:
+        if owner is not None and not isinstance(choice, str):
             self._one(owner).check_choice(choice)
 
     def declarations(self) -> Declarations:

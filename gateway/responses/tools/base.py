@@ -20,7 +20,10 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Iterable
+from functools import cached_property
+from typing import Any, ClassVar, Generic, Iterable, TypeAlias, TypeVar
+
+from pydantic import BaseModel
 
 from ...harmony import ToolDescription, ToolNamespaceConfig
 from ...metrics import Metrics
@@ -28,9 +31,10 @@ from ...protocol import Include
 from ..conversation import Dialog
 from ..items import Event, OutputItem
 from ..output import ResponseOutput
-from ..request import ResponsesRequest
-from ..services import Services
+from ..request import RequestTool, ResponsesRequest, ToolChoiceForm
+from ...core.services import Services
 from ..tool_call import CallKind, ToolCall
+from .containers import ResponseContainers
 
 
 @dataclass
@@ -67,6 +71,11 @@ class ToolContext:
     def includes(self, value: Include) -> bool:
         return self.request.includes(value)
 
+    @cached_property
+    def containers(self) -> ResponseContainers:
+        """The containers the response's hosted tools share."""
+        return ResponseContainers(self.services.files, self.tenant)
+
 
 @dataclass
 class Declarations:
@@ -78,8 +87,13 @@ class Declarations:
     developer: list[ToolNamespaceConfig] = field(default_factory=list)
 
 
-class Tool:
-    """One kind of tool. The class attributes are what registry.py derives the request's rules from."""
+DeclaredT = TypeVar("DeclaredT", bound=BaseModel)
+AnyTool: TypeAlias = "Tool[Any]"  # a tool of any kind, where kinds are mixed
+
+
+class Tool(Generic[DeclaredT]):
+    """One kind of tool, of the request's tools of type `DeclaredT`. The class attributes are what
+    registry.py derives the request's rules from."""
 
     request_types: ClassVar[tuple[type, ...]] = ()  # the request's tool models of this kind
     namespaces: ClassVar[frozenset[str]] = frozenset()  # built-in Harmony namespaces it answers (reserved)
@@ -87,7 +101,7 @@ class Tool:
     choices: ClassVar[tuple[type, ...]] = ()  # the named `tool_choice` forms it owns
     metric: ClassVar[str] = ""  # its calls' label in gateway_tool_calls_total
 
-    def __init__(self, context: ToolContext, declared: list[Any]) -> None:
+    def __init__(self, context: ToolContext, declared: list[DeclaredT]) -> None:
         self.context = context
         self.declared = declared  # the request's tools of this kind (after `allowed_tools`), in order
         self.dialog = Dialog()
@@ -99,15 +113,15 @@ class Tool:
         return True
 
     @staticmethod
-    def matches(tool: Any, ref: dict[str, Any]) -> bool:
-        """Whether an `allowed_tools` entry names this request tool."""
+    def matches(tool: RequestTool, ref: dict[str, Any]) -> bool:
+        """Whether an `allowed_tools` entry names this request tool (one of `request_types`)."""
         return False
 
-    def index(self, tool: Any) -> int:
+    def index(self, tool: BaseModel) -> int:
         """Where a request tool is in the request's `tools` (by identity: two tools may be equal)."""
         return next(index for index, each in enumerate(self.context.request.tools) if each is tool)
 
-    def param(self, tool: Any) -> str:
+    def param(self, tool: BaseModel) -> str:
         return f"tools[{self.index(tool)}]"
 
     async def prepare(self, dialog: Dialog, provision: bool) -> None:
@@ -118,13 +132,15 @@ class Tool:
         """The namespaces of the model's calls this tool takes, in this request."""
         return ()
 
-    def check_choice(self, choice: Any) -> None:
-        """A 400 when a named `tool_choice` of this kind names a tool the request does not have."""
+    def check_choice(self, choice: ToolChoiceForm) -> None:
+        """A 400 when a named `tool_choice` of this kind (one of `choices`) names a tool the request does
+        not have."""
 
-    def forced_header(self, choice: Any) -> str | None:
-        """The start of the call a `tool_choice` forces. Harmony has no forcing of its own, but the prompt
-        is the gateway's: the assistant's channel and recipient (up to `<|message|>` where the tool is
-        named) end the prompt, on every engine turn until the model made a call to a declared tool."""
+    def forced_header(self, choice: str | ToolChoiceForm) -> str | None:
+        """The start of the call the request's `tool_choice` (whatever it is) forces. Harmony has no
+        forcing of its own, but the prompt is the gateway's: the assistant's channel and recipient (up to
+        `<|message|>` where the tool is named) end the prompt, on every engine turn until the model made a
+        call to a declared tool."""
         return None
 
     def declare(self, declarations: Declarations) -> None:

@@ -7,7 +7,7 @@ the model is told to write the call again."""
 from __future__ import annotations
 
 import json
-from typing import Any, Union
+from typing import Union
 
 from runtime.isolation import TooCostly, run_isolated
 from ...errors import bad_request
@@ -18,16 +18,16 @@ from ..items import CustomToolCallOutput, Event, FunctionCallOutput
 from ..request import CustomTool, FunctionTool, GrammarInput, NamespaceFunction
 from ..schemas import InvalidSchema, argument_problem, checked_schema
 from ..tool_call import CallKind, ToolCall
-from .base import Tool
+from .base import DeclaredT, Tool, ToolContext
 
 Function = Union[FunctionTool, CustomTool, NamespaceFunction]
 
 
-class ClientTools(Tool):
+class ClientTools(Tool[DeclaredT]):
     """The client's functions by the recipient the model addresses (`functions.NAME`, `NAMESPACE.NAME`)."""
 
-    def __init__(self, *args: Any) -> None:
-        super().__init__(*args)
+    def __init__(self, context: ToolContext, declared: list[DeclaredT]) -> None:
+        super().__init__(context, declared)
         self.callables: dict[str, tuple[Function, str | None]] = {}
         self.schemas: dict[str, str] = {}  # strict functions' parameters (canonical JSON Schema), by recipient
 

@@ -10,14 +10,15 @@ from sandbox.manager import BACKEND_ERRORS, SandboxFull, SessionNotFound, descri
 
 from ...errors import bad_request
 from ...files.service import check_memory_limit
-from ...files.sync import ContainerSync, open_container
+from ...files.sync import ContainerSync
 from ...harmony import ToolNamespaceConfig
 from ...protocol import Include, ItemStatus
 from ..conversation import Dialog
 from ..items import Event, Events, OutputItem, ToolCallItem
-from ..request import CodeInterpreterTool, NamedCodeInterpreter
+from ..request import CodeInterpreterTool, NamedCodeInterpreter, RequestTool, ToolChoiceForm
 from ..tool_call import CallKind, ToolCall
-from .base import Declarations, Tool
+from .base import Declarations, Tool, ToolContext
+from .containers import ContainerUse
 
 log = logging.getLogger("gateway.python")
 
@@ -56,26 +57,22 @@ class CodeInterpreterCallOutput(ToolCallItem):
         }
 
 
-class CodeInterpreter(Tool):
+class CodeInterpreter(Tool[CodeInterpreterTool]):
     request_types = (CodeInterpreterTool,)
     namespaces = frozenset({"python"})
     includes = (Include.CODE_OUTPUTS,)
     choices = (NamedCodeInterpreter,)
     metric = "python"
 
-    def __init__(self, *args: Any) -> None:
-        super().__init__(*args)
+    def __init__(self, context: ToolContext, declared: list[CodeInterpreterTool]) -> None:
+        super().__init__(context, declared)
         self.tool: CodeInterpreterTool | None = self.declared[0] if self.declared else None
         config = self.context.services.config.server
         self.show_outputs = self.context.includes(Include.CODE_OUTPUTS) or config.always_include_code_outputs
-        # The container: its id from prepare(); its record once code runs in it (an auto container is
-        # made then), with what its files are.
-        self.container_id: str | None = None
-        self.container: ContainerSync | None = None
-        self._container_replaced = False
+        self.container: ContainerUse | None = None  # from prepare()
 
     @staticmethod
-    def matches(tool: Any, ref: dict[str, Any]) -> bool:
+    def matches(tool: RequestTool, ref: dict[str, Any]) -> bool:
         return ref.get("type") == "code_interpreter"
 
     async def prepare(self, dialog: Dialog, provision: bool) -> None:
@@ -85,48 +82,38 @@ class CodeInterpreter(Tool):
         tool = self.tool
         if tool is None:
             return
-        sandbox, files = self.context.services.sandbox, self.context.services.files
+        sandbox = self.context.services.sandbox
         param = self.param(tool)
         if sandbox is None:
             raise bad_request("The code_interpreter tool is not enabled on this gateway (no sandbox is configured).", param=f"{param}.type")
         named = tool.container
         if not isinstance(named, str):
             check_memory_limit(named.memory_limit, sandbox.config.memory, f"{param}.container.memory_limit")
-        self.container, self.container_id, self._container_replaced = await open_container(
-            files, named, f"{param}.container", self.context.tenant, dialog.container_id, provision
-        )
+        self.container = await self.context.containers.open(named, f"{param}.container", dialog.container_id, provision)
 
     def recipients(self) -> Iterable[str]:
         return self.namespaces if self.tool is not None else ()
 
-    def check_choice(self, choice: Any) -> None:
+    def check_choice(self, choice: ToolChoiceForm) -> None:
         if self.tool is None:
             raise bad_request("tool_choice is code_interpreter, which is not in tools.", param="tool_choice.type")
 
-    def forced_header(self, choice: Any) -> str | None:
+    def forced_header(self, choice: str | ToolChoiceForm) -> str | None:
         return "<|channel|>analysis to=python code<|message|>" if isinstance(choice, NamedCodeInterpreter) else None
 
     def declare(self, declarations: Declarations) -> None:
         sandbox = self.context.services.sandbox
         if self.tool is not None and sandbox is not None and self.context.enabled:
-            known = list(self.container.by_path) if self.container is not None else []
+            known = self.container.known_paths() if self.container is not None else []
             description = describe_python_tool(sandbox.config, sandbox.backend.data_dir, known)
             declarations.system.append(ToolNamespaceConfig(name="python", description=description, tools=[]))
-
-    def container_file(self, path: str) -> dict[str, Any] | None:
-        """A `container_file_citation` (without its indices) for a file of the container the answer links
-        to (`sandbox:/mnt/data/PATH`); None if the container has no such file."""
-        found = self.container.by_path.get(path) if self.container is not None else None
-        if found is None:
-            return None
-        return {"type": "container_file_citation", "container_id": found.container_id, "file_id": found.id, "filename": found.filename}
 
     def open_call(self, call: ToolCall, name: str) -> OutputItem | None:
         if call.recipient != "python" or not self.context.enabled:
             return super().open_call(call, name)
         if not self.context.budget.take(call):
             return None
-        container_id = self.container_id or ""
+        container_id = self.container.container_id if self.container is not None else ""
         item = self.context.output.add(lambda index: CodeInterpreterCallOutput(index, container_id, self.show_outputs))
         call.claim(self, CallKind.HOSTED, item)
         return item
@@ -139,12 +126,9 @@ class CodeInterpreter(Tool):
         item, sandbox = call.item, self.context.services.sandbox
         assert isinstance(item, CodeInterpreterCallOutput) and sandbox is not None  # claimed only with a sandbox
         # The conversation ran code in this container (or in one that expired): a session started anew lost its state.
-        resumed = self.dialog.container_id == item.container_id or self._container_replaced
-        if self.container is None:
-            files = self.context.services.files
-            container = await files.new_container(self.context.tenant, "auto", container_id=item.container_id)
-            self.container = ContainerSync(files, container, [])
-        status, item.outputs, call.output = await self._execute(item, resumed, self.container)
+        assert self.container is not None  # prepared
+        resumed = self.dialog.container_id == item.container_id or self.container.replaced
+        status, item.outputs, call.output = await self._execute(item, resumed, await self.container.made())
         self.dialog.container_id = item.container_id
         output = self.context.output
         output.emit(item.finished(output.events, status))

@@ -8,24 +8,25 @@ from typing import Any, Iterable
 from ...errors import bad_request
 from ..conversation import Dialog
 from ..grammars import InvalidGrammar, check_grammar
-from ..request import CustomTool, FunctionTool, GrammarInput, NamedCustom, NamedFunction
-from .base import Declarations
+from ..request import CustomTool, FunctionTool, GrammarInput, NamedCustom, NamedFunction, RequestTool, ToolChoiceForm
+from .base import Declarations, ToolContext
 from .client import ClientTools, describe
 
 
-class FunctionTools(ClientTools):
+class FunctionTools(ClientTools[FunctionTool | CustomTool]):
     request_types = (FunctionTool, CustomTool)
     namespaces = frozenset({"functions"})
     choices = (NamedFunction, NamedCustom)
     metric = "function"
 
-    def __init__(self, *args: Any) -> None:
-        super().__init__(*args)
+    def __init__(self, context: ToolContext, declared: list[FunctionTool | CustomTool]) -> None:
+        super().__init__(context, declared)
         self.functions: dict[str, FunctionTool | CustomTool] = {tool.name: tool for tool in self.declared}
         self.callables = {tool.recipient: (tool, None) for tool in self.functions.values()}
 
     @staticmethod
-    def matches(tool: Any, ref: dict[str, Any]) -> bool:
+    def matches(tool: RequestTool, ref: dict[str, Any]) -> bool:
+        assert isinstance(tool, (FunctionTool, CustomTool))
         kind = "function" if isinstance(tool, FunctionTool) else "custom"
         return ref.get("type") == kind and ref.get("name") == tool.name
 
@@ -44,13 +45,14 @@ class FunctionTools(ClientTools):
     def recipients(self) -> Iterable[str]:
         return self.namespaces
 
-    def check_choice(self, choice: Any) -> None:
+    def check_choice(self, choice: ToolChoiceForm) -> None:
+        assert isinstance(choice, (NamedFunction, NamedCustom))
         wanted = FunctionTool if isinstance(choice, NamedFunction) else CustomTool
         if not isinstance(self.functions.get(choice.name), wanted):
             kind = "" if wanted is FunctionTool else "the custom tool "
             raise bad_request(f"tool_choice names {kind}'{choice.name}', which is not in tools.", param="tool_choice.name")
 
-    def forced_header(self, choice: Any) -> str | None:
+    def forced_header(self, choice: str | ToolChoiceForm) -> str | None:
         if isinstance(choice, NamedFunction):
             return f"<|channel|>commentary to=functions.{choice.name} <|constrain|>json<|message|>"
         if isinstance(choice, NamedCustom):

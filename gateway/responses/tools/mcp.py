@@ -20,9 +20,9 @@ from ...errors import APIError, bad_request
 from ...harmony import ToolDescription, ToolNamespaceConfig
 from ..conversation import Dialog, PendingApproval, tool_result
 from ..items import Event, Events, OutputItem, ToolCallItem
-from ..request import McpTool, NamedMcp
+from ..request import McpTool, NamedMcp, RequestTool, ToolChoiceForm
 from ..tool_call import CallKind, ToolCall
-from .base import Declarations, Tool, run_call
+from .base import Declarations, Tool, ToolContext, run_call
 
 log = logging.getLogger("gateway.tools")
 
@@ -113,18 +113,19 @@ class McpApprovalRequestOutput(OutputItem):
         }
 
 
-class McpServers(Tool):
+class McpServers(Tool[McpTool]):
     request_types = (McpTool,)
     choices = (NamedMcp,)
     metric = "mcp"
 
-    def __init__(self, *args: Any) -> None:
-        super().__init__(*args)
+    def __init__(self, context: ToolContext, declared: list[McpTool]) -> None:
+        super().__init__(context, declared)
         self.servers: dict[str, EnabledServer] = {}
         self._to_list: list[EnabledServer] = []
 
     @staticmethod
-    def matches(tool: Any, ref: dict[str, Any]) -> bool:
+    def matches(tool: RequestTool, ref: dict[str, Any]) -> bool:
+        assert isinstance(tool, McpTool)
         return ref.get("type") == "mcp" and ref.get("server_label") == tool.server_label
 
     async def prepare(self, dialog: Dialog, provision: bool) -> None:
@@ -154,14 +155,15 @@ class McpServers(Tool):
     def recipients(self) -> Iterable[str]:
         return self.servers
 
-    def check_choice(self, choice: Any) -> None:
+    def check_choice(self, choice: ToolChoiceForm) -> None:
+        assert isinstance(choice, NamedMcp)
         server = self.servers.get(choice.server_label)
         if server is None:
             raise bad_request(f"tool_choice names the MCP server '{choice.server_label}', which is not in tools.", param="tool_choice.server_label")
         if choice.name is not None and server.connection.connected and not server.has_tool(choice.name):
             raise bad_request(f"The MCP server '{choice.server_label}' has no tool '{choice.name}'.", param="tool_choice.name")
 
-    def forced_header(self, choice: Any) -> str | None:
+    def forced_header(self, choice: str | ToolChoiceForm) -> str | None:
         if not isinstance(choice, NamedMcp):
             return None
         if choice.name is None:

@@ -7,22 +7,23 @@ from typing import Any, Iterable
 
 from ...errors import bad_request
 from ...harmony import ToolNamespaceConfig
-from ..request import NamespaceTool
-from .base import Declarations
+from ..request import NamespaceTool, RequestTool
+from .base import Declarations, ToolContext
 from .client import ClientTools, describe
 
 
-class NamespaceTools(ClientTools):
+class NamespaceTools(ClientTools[NamespaceTool]):
     request_types = (NamespaceTool,)
     metric = "function"
 
-    def __init__(self, *args: Any) -> None:
-        super().__init__(*args)
+    def __init__(self, context: ToolContext, declared: list[NamespaceTool]) -> None:
+        super().__init__(context, declared)
         for tool in self.declared:
             self.callables |= {f"{tool.name}.{function.name}": (function, tool.name) for function in tool.tools}
 
     @staticmethod
-    def matches(tool: Any, ref: dict[str, Any]) -> bool:
+    def matches(tool: RequestTool, ref: dict[str, Any]) -> bool:
+        assert isinstance(tool, NamespaceTool)
         return ref.get("type") == "namespace" and ref.get("name") == tool.name
 
     def strict_functions(self) -> list[tuple[str, str, Any]]:

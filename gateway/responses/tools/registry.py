@@ -14,18 +14,21 @@ from tools.namespaces import RESERVED_NAMESPACES
 from ...errors import bad_request
 from ...protocol import Include
 from ..request import NOT_INCLUDABLE, AllowedTools, unsupported
-from ..services import Services
-from .base import Tool
+from ...core.services import Services
+from .base import AnyTool
+from .apply_patch import ApplyPatch
 from .code_interpreter import CodeInterpreter
 from .functions import FunctionTools
+from .local_shell import LocalShell
 from .mcp import McpServers
 from .namespaces import NamespaceTools
+from .shell import Shell
 from .web_search import WebSearch
 
 logger = logging.getLogger("gateway.responses")
 
 # In the order the model reads them: the browser is declared before python, as gpt-oss was trained.
-TOOLS: tuple[type[Tool], ...] = (FunctionTools, NamespaceTools, WebSearch, CodeInterpreter, McpServers)
+TOOLS: tuple[type[AnyTool], ...] = (FunctionTools, NamespaceTools, Shell, LocalShell, ApplyPatch, WebSearch, CodeInterpreter, McpServers)
 
 # `include` values the response itself honours; the tools' own are added from their classes.
 CORE_INCLUDES = (Include.ENCRYPTED_REASONING, Include.LOGPROBS)
@@ -34,12 +37,12 @@ BUILT_IN_NAMESPACES: frozenset[str] = frozenset(name for tool in TOOLS for name 
 assert BUILT_IN_NAMESPACES <= RESERVED_NAMESPACES, "a tool answers a namespace that is not reserved"
 
 
-def kind_of(tool: Any) -> type[Tool] | None:
+def kind_of(tool: Any) -> type[AnyTool] | None:
     """The kind of a request's tool; None for one of OpenAI's that nothing here runs."""
     return next((kind for kind in TOOLS if isinstance(tool, kind.request_types)), None)
 
 
-def choice_owner(choice: Any) -> type[Tool] | None:
+def choice_owner(choice: Any) -> type[AnyTool] | None:
     """The kind a named `tool_choice` belongs to; None for `auto`, `none`, `required`."""
     return next((kind for kind in TOOLS if isinstance(choice, kind.choices)), None)
 

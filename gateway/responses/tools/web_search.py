@@ -13,10 +13,10 @@ from ...harmony import ToolNamespaceConfig
 from ...protocol import Include, ItemStatus
 from ..conversation import Dialog
 from ..items import Event, Events, OutputItem
-from ..request import WEB_SEARCH_TYPES, NamedWebSearch, WebSearchTool
-from ..services import Services
+from ..request import WEB_SEARCH_TYPES, NamedWebSearch, WebSearchTool, RequestTool, ToolChoiceForm
+from ...core.services import Services
 from ..tool_call import CallKind, ToolCall
-from .base import Declarations, Tool
+from .base import Declarations, Tool, ToolContext
 
 VIEW_CHARS = {"low": 2000, "medium": 4000, "high": 8000}  # search_context_size: how much of a page a view shows
 
@@ -63,15 +63,15 @@ class WebSearchCallOutput(OutputItem):
         return item | {"action": action}
 
 
-class WebSearch(Tool):
+class WebSearch(Tool[WebSearchTool]):
     request_types = (WebSearchTool,)
     namespaces = frozenset({"browser"})
     includes = (Include.SEARCH_SOURCES,)
     choices = (NamedWebSearch,)
     metric = "browser"
 
-    def __init__(self, *args: Any) -> None:
-        super().__init__(*args)
+    def __init__(self, context: ToolContext, declared: list[WebSearchTool]) -> None:
+        super().__init__(context, declared)
         if len(self.declared) > 1:
             raise bad_request("Declare the web_search tool once.", param="tools")
         self.tool: WebSearchTool | None = self.declared[0] if self.declared else None
@@ -82,7 +82,7 @@ class WebSearch(Tool):
         return services.browser is not None
 
     @staticmethod
-    def matches(tool: Any, ref: dict[str, Any]) -> bool:
+    def matches(tool: RequestTool, ref: dict[str, Any]) -> bool:
         return ref.get("type") in WEB_SEARCH_TYPES
 
     async def prepare(self, dialog: Dialog, provision: bool) -> None:
@@ -102,11 +102,12 @@ class WebSearch(Tool):
     def recipients(self) -> Iterable[str]:
         return self.namespaces if self.browser is not None else ()
 
-    def check_choice(self, choice: Any) -> None:
+    def check_choice(self, choice: ToolChoiceForm) -> None:
+        assert isinstance(choice, NamedWebSearch)
         if self.browser is None:
             raise bad_request(f"tool_choice is {choice.type}, which is not in tools.", param="tool_choice.type")
 
-    def forced_header(self, choice: Any) -> str | None:
+    def forced_header(self, choice: str | ToolChoiceForm) -> str | None:
         if isinstance(choice, NamedWebSearch):  # the model writes the query
             return "<|channel|>analysis to=browser.search code<|message|>"
         return None

@@ -7,8 +7,8 @@ from typing import Any
 from openai_harmony import Message
 
 from ..errors import APIError, bad_request, not_found
-from ..responses.conversation import Dialog
-from .store import Conversation, ConversationItem, ConversationStore
+from .conversation import Dialog
+from ..core.conversation_store import Conversation, ConversationItem, ConversationStore
 
 
 async def open_conversation(

@@ -1,0 +1,34 @@
+"""What a route reads from a request besides its body: the tenant, the app's services, query lists."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from starlette.requests import Request
+
+from ..errors import APIError
+
+if TYPE_CHECKING:
+    from ..core.services import Services
+
+
+def tenant_of(request: Request) -> str:
+    """The tenant the middleware found for the request's key."""
+    tenant: str = request.state.tenant
+    return tenant
+
+
+def services_of(request: Request) -> "Services":
+    services: Services = request.app.state.services
+    return services
+
+
+def include_query(request: Request) -> list[str]:
+    """`include` as a query: the SDK writes `include[]=A&include[]=B`, others `include=A`."""
+    params = request.query_params
+    return params.getlist("include") + params.getlist("include[]")
+
+
+def refuse_while_draining(services: "Services") -> None:
+    if services.drain.draining:
+        raise APIError(503, "The gateway is shutting down.", type="server_error", code="server_shutting_down")

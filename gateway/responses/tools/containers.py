@@ -1,0 +1,75 @@
+"""The containers a response's hosted tools run in (the code interpreter, the hosted shell), resolved once
+per response: an `auto` container asked for by two tools is the same one, the conversation's, so a file
+python writes is there for the shell and the other way round."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ...files.requested import AutoContainer
+from ...files.service import FileService
+from ...files.sync import ContainerSync, open_container
+
+
+@dataclass
+class ContainerUse:
+    """A container as one response uses it: its sync once it exists (an auto container is made when code
+    first runs in it), its id, and whether the conversation's earlier container had expired."""
+
+    files: FileService
+    tenant: str
+    sync: ContainerSync | None
+    container_id: str
+    replaced: bool
+
+    async def made(self) -> ContainerSync:
+        """The container's sync, made now if it did not exist yet."""
+        if self.sync is None:
+            container = await self.files.new_container(self.tenant, "auto", container_id=self.container_id)
+            self.sync = ContainerSync(self.files, container, [])
+        return self.sync
+
+    def known_paths(self) -> list[str]:
+        return list(self.sync.by_path) if self.sync is not None else []
+
+
+class ResponseContainers:
+    def __init__(self, files: FileService, tenant: str) -> None:
+        self.files = files
+        self.tenant = tenant
+        self._named: dict[str, ContainerUse] = {}
+        self._auto: ContainerUse | None = None
+
+    async def open(self, named: str | AutoContainer, param: str, previous: str | None, provision: bool) -> ContainerUse:
+        """The container a tool names, or (auto) the conversation's (`previous`) or a new one, with the
+        auto container's `file_ids` copied in (open_container); the same use for every tool that asks."""
+        if isinstance(named, str):
+            if named not in self._named:
+                self._named[named] = await self._open(named, param, previous, provision)
+            return self._named[named]
+        if self._auto is None:
+            self._auto = await self._open(named, param, previous, provision)
+        elif named.file_ids and provision:  # a second tool's uploads go into the same container
+            existing = await self._auto.made()
+            self._auto.sync = (await open_container(self.files, named, param, self.tenant, existing.container.id, provision))[0]
+        return self._auto
+
+    @property
+    def used(self) -> bool:
+        """Whether any tool of the response runs in a container."""
+        return self._auto is not None or bool(self._named)
+
+    def container_file(self, path: str) -> dict[str, Any] | None:
+        """A `container_file_citation` (without its indices) for a file the answer links to
+        (`sandbox:/mnt/data/PATH`), from the first container that has it; None if none does."""
+        uses = [self._auto, *self._named.values()] if self._auto is not None else list(self._named.values())
+        for use in uses:
+            found = use.sync.by_path.get(path) if use.sync is not None else None
+            if found is not None:
+                return {"type": "container_file_citation", "container_id": found.container_id, "file_id": found.id, "filename": found.filename}
+        return None
+
+    async def _open(self, named: str | AutoContainer, param: str, previous: str | None, provision: bool) -> ContainerUse:
+        sync, container_id, replaced = await open_container(self.files, named, param, self.tenant, previous, provision)
+        return ContainerUse(self.files, self.tenant, sync, container_id, replaced)

@@ -1,0 +1,157 @@
+"""The shell run here (`environment` `container_auto` / `container_reference`): commands run in bash in the
+response's container, beside the code interpreter's python and its /mnt/data, and their output streams
+while they run. On both sandbox backends, against real kernels, through the openai SDK."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+from typing import Any, Iterator
+
+import openai
+import pytest
+
+from .conftest import MODEL, Gateway, Process, emulator_stats, gateway_config, sandbox_section, stream_sdk
+from .test_skills import MANIFEST, SCRIPT, zipped
+
+AUTO = {"type": "shell", "environment": {"type": "container_auto"}}
+PYTHON = {"type": "code_interpreter", "container": {"type": "auto"}}
+
+
+def run(commands: list[str], **limits: Any) -> str:
+    return f"[[call shell.exec {json.dumps({'commands': commands, **limits})}]]"
+
+
+@pytest.fixture(scope="module", params=["docker", "local"])
+def hosted(request: pytest.FixtureRequest, emulator: Process, tmp_path_factory: pytest.TempPathFactory, sandbox_image: str) -> Iterator[Gateway]:
+    backend = request.param
+    workdir = tmp_path_factory.mktemp(f"shell-{backend}")
+    instance = f"shell-{os.getpid()}-{backend}"
+    keys = [{"key": "alice-key", "tenant": "alice"}, {"key": "bob-key", "tenant": "bob"}]
+    sandbox = sandbox_section(backend, instance, timeout_s=5, max_output_bytes=2048)
+    process = Gateway(gateway_config(emulator.url, workdir, sandbox=sandbox, auth={"api_keys": keys}), workdir).start()
+    yield process
+    process.stop()
+
+
+def _items(response: dict[str, Any], kind: str) -> list[dict[str, Any]]:
+    return [item for item in response["output"] if item["type"] == kind]
+
+
+def test_the_shell_reads_what_python_wrote_and_streams_as_it_runs(hosted: Gateway, emulator: Process) -> None:
+    client = hosted.client(api_key="alice-key")
+    code = "open('/mnt/data/notes.txt', 'w').write('written by python\\n')"
+    ask = f"[[python {code}]] {run(['cat notes.txt', 'echo oops >&2; exit 3', 'printf shell > from_shell.txt'])} [[python print(open('/mnt/data/from_shell.txt').read())]]"
+    events = stream_sdk(client, input=ask, tools=[PYTHON, AUTO], include=["code_interpreter_call.outputs"])
+    response = events[-1]["response"]
+    assert response["status"] == "completed", response
+    python_calls = _items(response, "code_interpreter_call")
+    (shell_call,) = _items(response, "shell_call")
+    (result,) = _items(response, "shell_call_output")
+    # One container: the conversation's, shared by python and the shell.
+    assert shell_call["environment"] == {"type": "container_reference", "container_id": python_calls[0]["container_id"]}
+    assert shell_call["status"] == "completed" and result["call_id"] == shell_call["call_id"]
+    assert result["output"] == [
+        {"stdout": "written by python\n", "stderr": "", "outcome": {"type": "exit", "exit_code": 0}},
+        {"stdout": "", "stderr": "oops\n", "outcome": {"type": "exit", "exit_code": 3}},
+        {"stdout": "", "stderr": "", "outcome": {"type": "exit", "exit_code": 0}},
+    ]
+    assert python_calls[1]["outputs"][0]["logs"] == "shell"  # and python reads what the shell wrote
+    # In order: the call whole, then its output item, each command's output streamed, then done.
+    on_result = [event for event in events if event.get("item_id") == result["id"] or event.get("item", {}).get("id") == result["id"]]
+    assert [event["type"] for event in on_result] == [
+        "response.output_item.added",
+        "response.shell_call_output_content.delta",
+        "response.shell_call_output_content.delta",
+        "response.shell_call_output_content.done",
+        "response.shell_call_output_content.done",
+        "response.shell_call_output_content.done",
+        "response.output_item.done",
+    ]
+    deltas = [(event["command_index"], event["delta"]) for event in on_result if event["type"].endswith(".delta")]
+    assert deltas == [(0, {"stdout": "written by python\n"}), (1, {"stderr": "oops\n"})]
+    types = [event["type"] for event in events]
+    assert types.index("response.shell_call_command.done") < types.index("response.shell_call_output_content.delta")
+    # The model read the output as it is declared to, through Harmony.
+    prompt = emulator_stats(emulator)["last_prompt"]
+    assert "namespace shell {" in prompt and "sandboxed Linux container" in prompt
+    told = "[command 1: exit code 0]\nwritten by python\n[command 2: exit code 3]\n[stderr]\noops\n[command 3: exit code 0]"
+    assert f"<|start|>shell.exec to=assistant<|channel|>commentary<|message|>{told}<|end|>" in prompt, prompt[-600:]
+
+
+def test_a_command_that_runs_too_long_and_one_that_writes_too_much(hosted: Gateway) -> None:
+    client = hosted.client(api_key="alice-key")
+    ask = run(["sleep 30", "seq 1 200000", "echo after"], timeout_ms=500, max_output_length=300)
+    response = client.responses.create(model=MODEL, input=ask, tools=[AUTO])
+    (result,) = _items(response.model_dump(), "shell_call_output")
+    slow, loud, after = result["output"]
+    assert slow["outcome"] == {"type": "timeout"}
+    assert loud["outcome"] == {"type": "exit", "exit_code": 0} and len(loud["stdout"]) < 300 + 100
+    assert loud["stdout"].startswith("1\n2\n3\n") and "output truncated" in loud["stdout"] and loud["stdout"].endswith("200000\n")
+    assert after["stdout"] == "after\n"
+    assert result["max_output_length"] == 300
+
+
+def test_another_tenants_container_is_not_found(hosted: Gateway) -> None:
+    alice, bob = hosted.client(api_key="alice-key"), hosted.client(api_key="bob-key")
+    container = alice.containers.create(name="alice's")
+    mine = {"type": "shell", "environment": {"type": "container_reference", "container_id": container.id}}
+    response = alice.responses.create(model=MODEL, input=run(["echo hi > hi.txt", "ls"]), tools=[mine])
+    assert _items(response.model_dump(), "shell_call_output")[0]["output"][1]["stdout"] == "hi.txt\n"
+    assert [file.path for file in alice.containers.files.list(container.id)] == ["/mnt/data/hi.txt"]
+    with pytest.raises(openai.NotFoundError) as raised:
+        bob.responses.create(model=MODEL, input=run(["ls"]), tools=[mine])
+    assert raised.value.body["param"] == "tools[0].environment"  # type: ignore[index]
+
+
+@pytest.mark.parametrize(
+    ("environment", "param"),
+    [
+        ({"type": "container_auto", "network_policy": {"type": "allowlist", "allowed_domains": ["pypi.org"]}}, "tools[0].environment.network_policy.type"),
+        ({"type": "container_auto", "skills": [{"type": "skill_reference", "skill_id": "skill_1"}]}, "tools[0].environment.skills[0].skill_id"),
+        ({"type": "container_auto", "memory_limit": "64g"}, "tools[0].environment.memory_limit"),
+        ({"type": "container_auto", "file_ids": ["file_nope"]}, "tools[0].environment.file_ids[0]"),
+    ],
+)
+def test_what_the_hosted_shell_cannot_do_is_refused_by_name(hosted: Gateway, environment: dict[str, Any], param: str) -> None:
+    with pytest.raises(openai.APIStatusError) as raised:
+        hosted.client(api_key="alice-key").responses.create(model=MODEL, input="hi", tools=[{"type": "shell", "environment": environment}])
+    assert raised.value.status_code in (400, 404) and raised.value.body["param"] == param  # type: ignore[index]
+
+
+def test_without_a_sandbox_the_hosted_shell_is_refused(gateway: Gateway) -> None:
+    with pytest.raises(openai.BadRequestError) as raised:
+        gateway.client().responses.create(model=MODEL, input="hi", tools=[AUTO])
+    assert raised.value.param == "tools[0].environment.type" and "local" in raised.value.message
+
+
+def test_skills_are_installed_read_only_and_listed_for_the_model(hosted: Gateway, emulator: Process) -> None:
+    client = hosted.client(api_key="alice-key")
+    skill = client.skills.create(files=("pdf-forms.zip", zipped({"SKILL.md": MANIFEST, "scripts/fill.py": SCRIPT})))
+    notes = b"---\nname: meeting-notes\ndescription: Write meeting notes.\n---\nUse headings.\n"
+    inline = {"type": "inline", "name": "meeting-notes", "description": "Write meeting notes.",
+              "source": {"type": "base64", "media_type": "application/zip", "data": base64.b64encode(zipped({"SKILL.md": notes})).decode()}}
+    environment = {"type": "container_auto", "skills": [{"type": "skill_reference", "skill_id": skill.id}, inline]}
+    tool = {"type": "shell", "environment": environment}
+    commands = ["cat /mnt/skills/pdf-forms/SKILL.md", "python3 /mnt/skills/pdf-forms/scripts/fill.py", "cat /mnt/skills/meeting-notes/SKILL.md",
+                "echo x > /mnt/skills/pdf-forms/planted.txt", "rm /mnt/skills/pdf-forms/SKILL.md"]
+    response = client.responses.create(model=MODEL, input=run(commands), tools=[tool])
+    (result,) = _items(response.model_dump(), "shell_call_output")
+    manifest, fill, meeting, planted, removed = result["output"]
+    assert manifest["stdout"] == MANIFEST.decode() and fill["stdout"] == "filled\n" and meeting["stdout"] == notes.decode()
+    assert planted["outcome"]["exit_code"] != 0 and removed["outcome"]["exit_code"] != 0  # read-only
+    prompt = emulator_stats(emulator)["last_prompt"]
+    assert "- pdf-forms: Fill in PDF forms from a template. (read /mnt/skills/pdf-forms/SKILL.md before using it)" in prompt
+    assert "- meeting-notes: Write meeting notes. (read /mnt/skills/meeting-notes/SKILL.md before using it)" in prompt
+    # A new default version is what the next response's container holds.
+    client.skills.versions.create(skill.id, files=[("SKILL.md", MANIFEST.replace(b"# Filling", b"# Filling, v2")), ("scripts/fill.py", SCRIPT)], default=True)
+    again = client.responses.create(model=MODEL, previous_response_id=response.id, input=run(["grep -c v2 /mnt/skills/pdf-forms/SKILL.md"]), tools=[tool])
+    assert _items(again.model_dump(), "shell_call_output")[0]["output"][0]["stdout"] == "1\n"
+    # Another tenant cannot name it; an inline bundle that is not a skill is a 400 naming it.
+    with pytest.raises(openai.NotFoundError):
+        hosted.client(api_key="bob-key").responses.create(model=MODEL, input="hi", tools=[tool])
+    bad = inline | {"source": inline["source"] | {"data": base64.b64encode(zipped({"README.md": b"x"})).decode()}}  # type: ignore[operator]
+    with pytest.raises(openai.BadRequestError) as raised:
+        client.responses.create(model=MODEL, input="hi", tools=[{"type": "shell", "environment": {"type": "container_auto", "skills": [bad]}}])
+    assert raised.value.param == "tools[0].environment.skills[0].source.data"
