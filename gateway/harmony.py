@@ -100,6 +100,17 @@ class Preamble:
         return result
 
 
+def declarations_text(namespaces: list[ToolNamespaceConfig]) -> str:
+    """Namespaces of tools written as the model reads them in a developer message's `# Tools` section:
+    Harmony's own rendering, for tools declared later in the dialog (tool search's answer)."""
+    developer = DeveloperContent.new()
+    for namespace in namespaces:
+        developer = developer.with_tools(namespace)
+    rendered: str = encoding().decode_utf8(encoding().render(Message.from_role_and_content(Role.DEVELOPER, developer)))
+    body = rendered.partition("<|message|>")[2].removesuffix("<|end|>")
+    return body.removeprefix("# Tools").strip("\n")
+
+
 def render_prompt(preamble: Preamble, dialog: list[Message]) -> list[int]:
     """Token ids of the whole conversation, ending with `<|start|>assistant` for the model to continue.
 

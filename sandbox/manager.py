@@ -26,6 +26,7 @@ from .channel import KernelChannel, KernelDied, KernelProtocolError, ShellEnd, S
 from .directory import Directory, Placement, SessionBusy, SessionNotFound, SessionTaken
 from .docker_backend import DockerBackend, Owner, SandboxUnavailable
 from .local_backend import LocalBackend
+from .shell_output import CharacterLimit
 from .transfer import FilesState
 
 log = logging.getLogger("sandbox")
@@ -363,14 +364,16 @@ class SandboxManager:
         """How the command ended, and whether the kernel had to be replaced (the session's state is gone)."""
         assert session.kernel is not None
         timeout = min(command.timeout_s, self.config.timeout_s) if command.timeout_s is not None else self.config.timeout_s
-        max_output = min(command.max_output, self.config.max_output_bytes) if command.max_output is not None else self.config.max_output_bytes
+        limit = CharacterLimit(command.max_output)
         try:
             # The kernel stops the command at its limit itself; this is the last resort if it cannot.
             with anyio.fail_after(timeout + KILL_GRACE_S):
-                async for line in session.kernel.channel.shell(command.command, timeout, max_output):
+                async for line in session.kernel.channel.shell(command.command, timeout, limit.kernel_bytes(self.config.max_output_bytes)):
                     if isinstance(line, ShellEnd):
-                        return line, False
-                    on_output(line)
+                        return limit.end(line), False
+                    shown = limit.live(line)
+                    if shown is not None:
+                        on_output(shown)
         except TimeoutError:
             reason = f"the command did not stop at the {timeout:g} s time limit and the sandbox had to be restarted"
         except KernelDied as exc:

@@ -36,6 +36,8 @@ ITEM_EVENTS = {
     "shell_call_output": {"response.shell_call_output_content.delta", "response.shell_call_output_content.done"},
     "apply_patch_call": set(),
     "local_shell_call": set(),
+    "tool_search_call": set(),  # added and done only
+    "tool_search_output": set(),
     "code_interpreter_call": {
         "response.code_interpreter_call.in_progress",
         "response.code_interpreter_call_code.delta",

@@ -82,10 +82,14 @@ def test_the_shell_reads_what_python_wrote_and_streams_as_it_runs(hosted: Gatewa
 
 def test_a_command_that_runs_too_long_and_one_that_writes_too_much(hosted: Gateway) -> None:
     client = hosted.client(api_key="alice-key")
-    ask = run(["sleep 30", "seq 1 200000", "echo after"], timeout_ms=500, max_output_length=300)
-    response = client.responses.create(model=MODEL, input=ask, tools=[AUTO])
-    (result,) = _items(response.model_dump(), "shell_call_output")
-    slow, loud, after = result["output"]
+    wide = "python3 -c \"print('é' * 1000, end='')\""  # 2 bytes a character: the limit counts characters
+    ask = run(["sleep 30", "seq 1 200000", "echo after", wide], timeout_ms=500, max_output_length=300)
+    events = stream_sdk(client, input=ask, tools=[AUTO])
+    (result,) = _items(events[-1]["response"], "shell_call_output")
+    slow, loud, after, accents = result["output"]
+    assert accents["stdout"].count("é") == 300 and "output truncated: 700 characters omitted" in accents["stdout"]
+    live = [event["delta"].get("stdout", "") for event in events if event["type"] == "response.shell_call_output_content.delta" and event["command_index"] == 3]
+    assert "".join(live) == "é" * 225  # the head that is kept, as it arrived
     assert slow["outcome"] == {"type": "timeout"}
     assert loud["outcome"] == {"type": "exit", "exit_code": 0} and len(loud["stdout"]) < 300 + 100
     assert loud["stdout"].startswith("1\n2\n3\n") and "output truncated" in loud["stdout"] and loud["stdout"].endswith("200000\n")

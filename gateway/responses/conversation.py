@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -22,6 +23,8 @@ from .shell_models import (
     ShellCallOutputItem,
 )
 from .thread import ThreadMark, input_key, resent_prefix
+from .tool_declarations import checked_definitions, loaded_text
+from .tool_search_models import TOOL_SEARCH_RECIPIENT, ToolSearchCallItem, ToolSearchOutputItem, loaded_recipients
 from .request import (
     CustomToolCallItem,
     CustomToolCallOutputItem,
@@ -91,6 +94,13 @@ class Dialog:
     browser_pages: list[dict[str, Any] | None] = field(default_factory=list)
     # The inputs the chain was given, to recognise a thread sent again whole (thread.py).
     thread: ThreadMark = field(default_factory=ThreadMark)
+    # The tool definitions tool search loaded (tool_search.py): callable for the rest of the conversation.
+    loaded_tools: list[dict[str, Any]] = field(default_factory=list)
+    loaded: set[str] = field(default_factory=set)  # the recipients they make callable
+
+    def load(self, tools: list[dict[str, Any]]) -> None:
+        self.loaded_tools += tools
+        self.loaded |= loaded_recipients(tools)
 
     def append(self, message: Message) -> None:
         self.messages.append(message)
@@ -131,6 +141,7 @@ class Dialog:
             "session_key": self.session_key,
             "browser_pages": self.browser_pages,
             "thread": self.thread.as_json(),
+            "loaded_tools": self.loaded_tools,
         }
 
     @classmethod
@@ -146,6 +157,8 @@ class Dialog:
             session_key=state.get("session_key") or new_id("sess"),
             browser_pages=list(state.get("browser_pages") or []),
             thread=ThreadMark.from_json(state.get("thread")),
+            loaded_tools=list(state.get("loaded_tools") or []),
+            loaded=loaded_recipients(state.get("loaded_tools") or []),
         )
 
 
@@ -253,6 +266,15 @@ def _append_item(dialog: Dialog, index: int, item: InputItem, records: list[dict
         else:
             record = item.model_dump() | {"status": "completed"}
         records.append(record | {"id": item.id or new_id("fco")})
+    elif isinstance(item, ToolSearchCallItem):
+        if item.call_id is not None and (item.call_id in dialog.answered or item.call_id in dialog.open_calls):
+            return  # sent again with the whole thread
+        dialog.append(tool_call_message(TOOL_SEARCH_RECIPIENT, item.arguments_text()))
+        if item.execution == "client" and item.call_id is not None:
+            dialog.open_calls[item.call_id] = TOOL_SEARCH_RECIPIENT
+        records.append(item.model_dump(exclude_none=True) | {"id": item.id or new_id("tsc"), "status": item.status or "completed"})
+    elif isinstance(item, ToolSearchOutputItem):
+        _append_search_output(dialog, index, item, records)
     elif isinstance(item, McpApprovalResponseItem):
         pending = dialog.pending_approvals.pop(item.approval_request_id, None)
         if pending is None:
@@ -281,6 +303,23 @@ def _append_item(dialog: Dialog, index: int, item: InputItem, records: list[dict
         if item.error is None and item.server_label not in dialog.mcp_listed:
             dialog.mcp_listed.append(item.server_label)
         records.append(item.model_dump(exclude_none=True) | {"id": item.id or new_id("mcpl")})
+
+
+def _append_search_output(dialog: Dialog, index: int, item: ToolSearchOutputItem, records: list[dict[str, Any]]) -> None:
+    """The tools a search loaded: declared to the model where the answer is, callable from then on."""
+    tools = checked_definitions(item.tools, f"input[{index}].tools")
+    if item.execution == "client":  # the answer to a client's search: matched to its call, like a function's
+        if item.call_id is None:
+            raise bad_request("A client tool_search_output needs the call_id of its tool_search_call.", param=f"input[{index}].call_id")
+        digest = hashlib.sha256(json.dumps(item.tools, sort_keys=True).encode()).hexdigest()
+        if dialog.open_calls.pop(item.call_id, None) is None:
+            if dialog.answered.get(item.call_id) == digest:
+                return  # sent again with the whole thread
+            raise bad_request(f"No tool search call found for tool_search_output with call_id {item.call_id}.", param=f"input[{index}].call_id")
+        dialog.answered[item.call_id] = digest
+    dialog.append(tool_result(TOOL_SEARCH_RECIPIENT, "commentary", loaded_text(tools)))
+    dialog.load([tool.model_dump(mode="json", exclude_none=True, by_alias=True) for tool in tools])
+    records.append(item.model_dump(exclude_none=True) | {"id": item.id or new_id("tso"), "status": item.status or "completed"})
 
 
 def _message_record(item_id: str | None, role: str, text: str) -> dict[str, Any]:

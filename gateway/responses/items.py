@@ -86,6 +86,14 @@ class OutputItem:
         raise NotImplementedError
 
 
+class LiveArgumentsItem(OutputItem):
+    """A call item that reads the model's arguments as they are written, to stream events of its own (a
+    hosted shell call's commands): Turn feeds it the call's text deltas."""
+
+    def feed(self, events: Events, text: str) -> list[Event]:
+        raise NotImplementedError
+
+
 class TextItem(OutputItem):
     """An item with one text part that streams: a reasoning item or an assistant message."""
 
@@ -268,7 +276,9 @@ class FunctionCallOutput(TextItem):
 
     @property
     def recipient(self) -> str:
-        return f"{self.namespace or 'functions'}.{self.name}"
+        # A deferred top-level function's call names it as its namespace too (OpenAI's shape): still functions.NAME.
+        namespace = self.namespace if self.namespace and self.namespace != self.name else "functions"
+        return f"{namespace}.{self.name}"
 
     def as_dict(self) -> Event:
         item = {

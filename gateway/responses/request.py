@@ -27,6 +27,7 @@ from .shell_models import (
     ShellCallOutputItem,
     ShellTool,
 )
+from .tool_search_models import ToolSearchCallItem, ToolSearchOutputItem, ToolSearchTool
 from tools.namespaces import reserved_problem
 
 
@@ -117,7 +118,9 @@ class FunctionCallItem(StrictModel):
 
     @property
     def recipient(self) -> str:
-        return f"{self.namespace or 'functions'}.{self.name}"
+        # A deferred top-level function is called in a namespace of its own name, as OpenAI writes it.
+        namespace = self.namespace if self.namespace and self.namespace != self.name else "functions"
+        return f"{namespace}.{self.name}"
 
 
 class CustomToolCallItem(StrictModel):
@@ -228,6 +231,8 @@ InputItem = Annotated[
         Annotated[LocalShellCallOutputItem, Tag("local_shell_call_output")],
         Annotated[ApplyPatchCallItem, Tag("apply_patch_call")],
         Annotated[ApplyPatchCallOutputItem, Tag("apply_patch_call_output")],
+        Annotated[ToolSearchCallItem, Tag("tool_search_call")],
+        Annotated[ToolSearchOutputItem, Tag("tool_search_output")],
     ],
     Discriminator(_item_type),
 ]
@@ -244,6 +249,7 @@ class FunctionDefinition(StrictModel):
 
 class FunctionTool(FunctionDefinition):
     type: Literal["function"]
+    defer_loading: bool | None = None  # found with the `tool_search` tool, not declared up front
 
     @property
     def recipient(self) -> str:
@@ -270,7 +276,7 @@ class CustomTool(StrictModel):
     name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")
     description: str | None = None
     format: Annotated[Union[TextInput, GrammarInput], Field(discriminator="type")] | None = None
-    defer_loading: Literal[False] | None = None
+    defer_loading: bool | None = None
     allowed_callers: list[Literal["direct"]] | None = None
     async_: Literal[False] | None = Field(None, alias="async")
 
@@ -283,7 +289,7 @@ class NamespaceFunction(FunctionDefinition):
     """A function of a `namespace` tool; OpenAI's scheduling options for it are refused by name."""
 
     type: Literal["function"]
-    defer_loading: Literal[False] | None = None
+    defer_loading: bool | None = None
     allowed_callers: list[Literal["direct"]] | None = None
     output_schema: None = None
     async_: Literal[False] | None = Field(None, alias="async")
@@ -364,6 +370,7 @@ class McpTool(StrictModel):
     allowed_tools: list[str] | ToolNameFilter | None = None
     require_approval: Literal["always", "never"] | ApprovalFilter | None = None
     connector_id: None = Field(None, description="connectors are OpenAI's own: not supported")
+    defer_loading: Literal[False] | None = Field(None, description="deferred MCP servers are not supported")
 
     @field_validator("server_label")
     @classmethod
@@ -401,7 +408,7 @@ class UnavailableTool(BaseModel):
 
 RequestTool = Union[
     FunctionTool, CustomTool, NamespaceTool, CodeInterpreterTool, McpTool, WebSearchTool, ShellTool, LocalShellTool, ApplyPatchTool,
-    UnavailableTool,
+    ToolSearchTool, UnavailableTool,
 ]
 Tool = Annotated[
     RequestTool, Field(discriminator="type")

@@ -16,7 +16,7 @@ from ..errors import APIError
 from ..parser import HarmonyStreamParser, MessageFinished, MessageStarted, TextDelta
 from .citations import CitationRewriter, Piece, container_file_citations
 from .conversation import Dialog
-from .items import Delta, Event, MessageOutput, OutputItem, ReasoningOutput, TextItem
+from .items import Delta, Event, LiveArgumentsItem, MessageOutput, OutputItem, ReasoningOutput, TextItem
 from .logprobs import ContentLogprob, parse_with_logprobs
 from .output import ResponseOutput
 from .stops import StopMatcher
@@ -88,8 +88,9 @@ class Turn:
                     parsed_events = parse_with_logprobs(parser, chunk, options.logprob_count)
                 for parsed in parsed_events:
                     if type(parsed) is TextDelta:
-                        if not isinstance(item, TextItem):  # none open, or a web_search_call (shows its action only)
-                            pass
+                        if not isinstance(item, TextItem):  # none open, a web_search_call (shows its action only), ...
+                            if isinstance(item, LiveArgumentsItem):  # ... or a call whose arguments stream as its own events
+                                batch += item.feed(events, parsed.text)
                         elif stopper is None and rewriter is None:
                             batch.append(item.delta(events, parsed.text))
                         elif self._visible(item, parsed.text, stopper, rewriter, batch):

@@ -7,20 +7,20 @@ the model is told to write the call again."""
 from __future__ import annotations
 
 import json
-from typing import Union
 
 from runtime.isolation import TooCostly, run_isolated
 from ...errors import bad_request
-from ...harmony import ToolDescription
 from ..conversation import Dialog
 from ..grammars import input_problem
 from ..items import CustomToolCallOutput, Event, FunctionCallOutput
 from ..request import CustomTool, FunctionTool, GrammarInput, NamespaceFunction
 from ..schemas import InvalidSchema, argument_problem, checked_schema
 from ..tool_call import CallKind, ToolCall
+from ..tool_declarations import Function, LoadedTool, describe, parsed_definitions
+from ..tool_search_models import TOOL_SEARCH_RECIPIENT, is_loaded
 from .base import DeclaredT, Tool, ToolContext
 
-Function = Union[FunctionTool, CustomTool, NamespaceFunction]
+__all__ = ["ClientTools", "describe"]
 
 
 class ClientTools(Tool[DeclaredT]):
@@ -30,13 +30,20 @@ class ClientTools(Tool[DeclaredT]):
         super().__init__(context, declared)
         self.callables: dict[str, tuple[Function, str | None]] = {}
         self.schemas: dict[str, str] = {}  # strict functions' parameters (canonical JSON Schema), by recipient
+        self.deferred: set[str] = set()  # recipients declared with `defer_loading`: callable once tool search loads them
 
     def strict_functions(self) -> list[tuple[str, str, FunctionTool | NamespaceFunction]]:
         """(param, recipient, function) of the functions whose arguments are checked against their schema."""
         return []
 
+    def add_loaded(self, tools: list[LoadedTool]) -> None:
+        """Tools a client's tool search loaded earlier in the conversation that the request does not declare
+        (the model read their declarations in the dialog): callable like the declared ones."""
+
     async def prepare(self, dialog: Dialog, provision: bool) -> None:
         await super().prepare(dialog, provision)
+        if dialog.loaded_tools:
+            self.add_loaded(parsed_definitions(dialog.loaded_tools))
         for param, recipient, function in self.strict_functions():
             if function.strict is False:  # OpenAI's default is strict
                 continue
@@ -52,6 +59,9 @@ class ClientTools(Tool[DeclaredT]):
         if found is None:
             called = call.recipient.partition(".")[0]
             call.refuse(f"no function named '{name}' is available in {called}. Use only the declared functions.")
+            return None
+        if call.recipient in self.deferred and not is_loaded(call.recipient, self.dialog.loaded):
+            call.refuse(f"'{call.recipient}' is not loaded: find it with {TOOL_SEARCH_RECIPIENT} first, then call it.")
             return None
         function, namespace = found
         output = self.context.output
@@ -102,14 +112,3 @@ class ClientTools(Tool[DeclaredT]):
             return "completed"
         call.invalidate(f"the input of {item.name} is not valid: {problem}. Call the tool again with input that is.")
         return "incomplete"
-
-
-def describe(tool: Function) -> ToolDescription:
-    """A client tool as the model reads it; a custom tool takes one string."""
-    if not isinstance(tool, CustomTool):
-        return ToolDescription.new(tool.name, tool.description or "", parameters=tool.parameters)
-    description = (tool.description or "") + "\nWrite the input as raw text, not JSON."
-    if isinstance(tool.format, GrammarInput):
-        kind = "Lark grammar" if tool.format.syntax == "lark" else "regular expression"
-        description += f" It must match this {kind}:\n{tool.format.definition}"
-    return ToolDescription.new(tool.name, description.strip(), parameters={"type": "string"})

@@ -33,14 +33,16 @@ class ClientActionItem(OutputItem, Generic[ArgumentsT]):
         super().__init__(output_index)
         self.call_id = call_id
         self.arguments: ArgumentsT | None = None
+        self.announced = False  # added already (an item opened as the call started)
 
     def opened(self, events: Events) -> list[Event]:
+        self.announced = True
         return [self.added(events)]
 
     def written(self, events: Events, arguments: ArgumentsT) -> list[Event]:
-        """The whole call, once written: added, its own events, and its end (the client runs it)."""
+        """The whole call, once written: added (unless it was), its own events, and its end."""
         self.arguments = arguments
-        added = self.opened(events)
+        added = [] if self.announced else self.opened(events)
         return [*added, *self.progress(events, arguments), *self.closed(events)]
 
     def progress(self, events: Events, arguments: ArgumentsT) -> list[Event]:
@@ -111,19 +113,25 @@ class ClientAction(Tool[DeclaredT]):
             return None
         if self.runs_here and not self.context.budget.take(call):
             return None
-        call.claim(self, CallKind.HOSTED if self.runs_here else CallKind.CLIENT)
+        item = self.live_item()
+        call.claim(self, CallKind.HOSTED if self.runs_here else CallKind.CLIENT, item)
+        return item
+
+    def live_item(self) -> ClientActionItem[Any] | None:
+        """The item of a call that streams while the model writes it (one run here: the client never sees
+        what the model got wrong); None where it comes whole once written."""
         return None
 
     async def written(self, call: ToolCall, text: str) -> list[Event]:
         try:
             arguments = self.arguments_type.model_validate(json.loads(text), strict=False)
+            problem = self.problem(arguments)
         except (ValueError, ValidationError) as exc:
-            call.invalidate(f"the arguments of {self.recipient} are not valid ({_short(exc)}). Call it again with arguments that are.")
-            return []
-        problem = self.problem(arguments)
+            problem = f"the arguments of {self.recipient} are not valid ({_short(exc)})"
         if problem is not None:
             call.invalidate(f"{problem}. Call {self.recipient} again with arguments that are valid.")
-            return []
+            live = call.item
+            return live.closed(self.context.output.events, "incomplete") if isinstance(live, ClientActionItem) else []
         return self.accepted(call, arguments)
 
     def accepted(self, call: ToolCall, arguments: Any) -> list[Event]:

@@ -10,6 +10,8 @@ from ..conversation import Dialog
 from ..grammars import InvalidGrammar, check_grammar
 from ..request import CustomTool, FunctionTool, GrammarInput, NamedCustom, NamedFunction, RequestTool, ToolChoiceForm
 from .base import Declarations, ToolContext
+from ..tool_declarations import LoadedTool
+from ..tool_search_models import is_loaded
 from .client import ClientTools, describe
 
 
@@ -22,7 +24,14 @@ class FunctionTools(ClientTools[FunctionTool | CustomTool]):
     def __init__(self, context: ToolContext, declared: list[FunctionTool | CustomTool]) -> None:
         super().__init__(context, declared)
         self.functions: dict[str, FunctionTool | CustomTool] = {tool.name: tool for tool in self.declared}
-        self.callables = {tool.recipient: (tool, None) for tool in self.functions.values()}
+        # A deferred function's call names it as its namespace too: OpenAI's shape, which the Agents SDK reads.
+        self.callables = {tool.recipient: (tool, tool.name if tool.defer_loading else None) for tool in self.functions.values()}
+        self.deferred = {tool.recipient for tool in self.declared if tool.defer_loading}
+
+    def add_loaded(self, tools: list[LoadedTool]) -> None:
+        for tool in tools:
+            if isinstance(tool, (FunctionTool, CustomTool)) and tool.recipient not in self.callables:
+                self.callables[tool.recipient] = (tool, tool.name)
 
     @staticmethod
     def matches(tool: RequestTool, ref: dict[str, Any]) -> bool:
@@ -51,6 +60,13 @@ class FunctionTools(ClientTools[FunctionTool | CustomTool]):
         if not isinstance(self.functions.get(choice.name), wanted):
             kind = "" if wanted is FunctionTool else "the custom tool "
             raise bad_request(f"tool_choice names {kind}'{choice.name}', which is not in tools.", param="tool_choice.name")
+        recipient = f"functions.{choice.name}"
+        if recipient in self.deferred and not is_loaded(recipient, self.dialog.loaded):
+            raise bad_request(
+                f"tool_choice names '{choice.name}', which is deferred (defer_loading) and not loaded yet: use auto or required, "
+                "or load it with tool search first.",
+                param="tool_choice.name",
+            )
 
     def forced_header(self, choice: str | ToolChoiceForm) -> str | None:
         if isinstance(choice, NamedFunction):
@@ -63,4 +79,4 @@ class FunctionTools(ClientTools[FunctionTool | CustomTool]):
 
     def declare(self, declarations: Declarations) -> None:
         if self.context.enabled:
-            declarations.functions += [describe(tool) for tool in self.functions.values()]
+            declarations.functions += [describe(tool) for tool in self.functions.values() if tool.recipient not in self.deferred]

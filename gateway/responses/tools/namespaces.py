@@ -9,6 +9,7 @@ from ...errors import bad_request
 from ...harmony import ToolNamespaceConfig
 from ..request import NamespaceTool, RequestTool
 from .base import Declarations, ToolContext
+from ..tool_declarations import LoadedTool
 from .client import ClientTools, describe
 
 
@@ -20,6 +21,17 @@ class NamespaceTools(ClientTools[NamespaceTool]):
         super().__init__(context, declared)
         for tool in self.declared:
             self.callables |= {f"{tool.name}.{function.name}": (function, tool.name) for function in tool.tools}
+            self.deferred |= {f"{tool.name}.{function.name}" for function in tool.tools if function.defer_loading}
+        self.loaded_namespaces: list[str] = []  # namespaces only a client's tool search loaded
+
+    def add_loaded(self, tools: list[LoadedTool]) -> None:
+        for tool in tools:
+            if not isinstance(tool, NamespaceTool):
+                continue
+            if tool.name not in self.recipients() and tool.name not in self.loaded_namespaces:
+                self.loaded_namespaces.append(tool.name)
+            for function in tool.tools:
+                self.callables.setdefault(f"{tool.name}.{function.name}", (function, tool.name))
 
     @staticmethod
     def matches(tool: RequestTool, ref: dict[str, Any]) -> bool:
@@ -34,7 +46,7 @@ class NamespaceTools(ClientTools[NamespaceTool]):
         ]
 
     def recipients(self) -> Iterable[str]:
-        return [tool.name for tool in self.declared]
+        return [tool.name for tool in self.declared] + self.loaded_namespaces
 
     def check_names(self, taken: set[str]) -> None:
         """A namespace's name may not be one the model already knows another way (`taken`)."""
@@ -48,7 +60,7 @@ class NamespaceTools(ClientTools[NamespaceTool]):
 
     def declare(self, declarations: Declarations) -> None:
         if self.context.enabled:
-            declarations.developer += [
-                ToolNamespaceConfig(name=tool.name, description=tool.description, tools=[describe(function) for function in tool.tools])
-                for tool in self.declared
-            ]
+            for tool in self.declared:
+                functions = [describe(function) for function in tool.tools if f"{tool.name}.{function.name}" not in self.deferred]
+                if functions:  # a namespace whose functions are all deferred is only in tool search's list
+                    declarations.developer.append(ToolNamespaceConfig(name=tool.name, description=tool.description, tools=functions))

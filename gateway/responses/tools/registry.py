@@ -23,12 +23,15 @@ from .local_shell import LocalShell
 from .mcp import McpServers
 from .namespaces import NamespaceTools
 from .shell import Shell
+from .tool_search import ToolSearch
 from .web_search import WebSearch
 
 logger = logging.getLogger("gateway.responses")
 
 # In the order the model reads them: the browser is declared before python, as gpt-oss was trained.
-TOOLS: tuple[type[AnyTool], ...] = (FunctionTools, NamespaceTools, Shell, LocalShell, ApplyPatch, WebSearch, CodeInterpreter, McpServers)
+TOOLS: tuple[type[AnyTool], ...] = (
+    FunctionTools, NamespaceTools, ToolSearch, Shell, LocalShell, ApplyPatch, WebSearch, CodeInterpreter, McpServers,
+)
 
 # `include` values the response itself honours; the tools' own are added from their classes.
 CORE_INCLUDES = (Include.ENCRYPTED_REASONING, Include.LOGPROBS)

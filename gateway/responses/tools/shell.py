@@ -74,6 +74,9 @@ class Shell(ClientAction[ShellTool]):
         listed = "\n".join(skill_line(skill.name, skill.description, skill.path) for skill in skills)
         return f"Run shell commands. Skills on this machine:\n{listed}"
 
+    def live_item(self) -> ShellCall | None:
+        return self.context.output.add(self.hosted.make_call) if self.hosted is not None else None
+
     def make_item(self, output_index: int, call_id: str) -> ShellCall:
         return ShellCall(output_index, call_id, {"type": "local"})
 

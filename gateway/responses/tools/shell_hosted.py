@@ -61,12 +61,15 @@ class HostedShell:
         described = describe_shell_tool(sandbox.config, sandbox.backend.data_dir, self.container.known_paths())
         return described + describe_skills(self.skills)
 
+    def make_call(self, output_index: int) -> ShellCall:
+        """The call's item, opened as the model starts writing it."""
+        assert self.container is not None  # prepared
+        return ShellCall(output_index, new_id("call"), {"type": "container_reference", "container_id": self.container.container_id})
+
     def accepted(self, call: ToolCall, dialog: Dialog, arguments: ShellAction) -> list[Event]:
         """The call as written (its item, whole) and its output item, open while the commands run."""
-        assert self.container is not None
         output = self.context.output
-        environment = {"type": "container_reference", "container_id": self.container.container_id}
-        shell_call = output.add(lambda index: ShellCall(index, new_id("call"), environment))
+        shell_call = call.item if isinstance(call.item, ShellCall) else output.add(self.make_call)
         events = shell_call.written(output.events, arguments)
         dialog.claim(len(dialog.messages) - 1, shell_call.id)  # the call's message, just appended
         result = call.item = output.add(lambda index: ShellCallOutput(index, shell_call.call_id, arguments))

@@ -5,26 +5,62 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from ..items import Event, Events, OutputItem
+from pydantic_core import from_json
+
+from ..items import Event, Events, LiveArgumentsItem, OutputItem
 from ..shell_models import ShellAction
 from .client_actions import ClientActionItem
 
+MAX_LIVE_CHARS = 4096  # of a call's arguments followed live: each delta parses what was written so far
 
-class ShellCall(ClientActionItem[ShellAction]):
+
+class ShellCall(ClientActionItem[ShellAction], LiveArgumentsItem):
+    """A shell call: each command `added`, its text in `delta`s, then `done`. Run here, the commands stream
+    while the model writes them (`feed`); run by the client, once the call is written and checked."""
+
     type = "shell_call"
     id_prefix = "sh"
 
     def __init__(self, output_index: int, call_id: str, environment: dict[str, Any] | None) -> None:
         super().__init__(output_index, call_id)
         self.environment = environment  # `local`, or the container it runs in
+        self.written_text: list[str] = []  # the arguments so far, while short enough to follow live
+        self.written_size = 0
+        self.sent: list[str] = []  # each command's text streamed so far
+        self.finished = 0  # commands whose `done` was sent
+
+    def feed(self, events: Events, text: str) -> list[Event]:
+        self.written_size += len(text)
+        if self.written_size > MAX_LIVE_CHARS:  # a long call: the rest of its commands come when it is written
+            return []
+        self.written_text.append(text)
+        try:  # the JSON so far, with the string being written cut where it is
+            value = from_json("".join(self.written_text), allow_partial="trailing-strings")
+        except ValueError:
+            return []
+        commands = value.get("commands") if isinstance(value, dict) else None
+        if not isinstance(commands, list) or not all(isinstance(command, str) for command in commands):
+            return []
+        return self._commands(events, commands, complete=False)
 
     def progress(self, events: Events, arguments: ShellAction) -> list[Event]:
+        return self._commands(events, list(arguments.commands), complete=True)
+
+    def _commands(self, events: Events, commands: list[str], complete: bool) -> list[Event]:
+        """Events for what is new in `commands`; a command is done once the next one starts (or the call is
+        complete)."""
         found: list[Event] = []
-        for index, command in enumerate(arguments.commands):
-            common = {"output_index": self.output_index, "command_index": index}
-            found.append(events.make("response.shell_call_command.added", command="", **common))
-            found.append(events.make("response.shell_call_command.delta", delta=command, **common))
-            found.append(events.make("response.shell_call_command.done", command=command, **common))
+        for index in range(self.finished, len(commands)):
+            command, common = commands[index], {"output_index": self.output_index, "command_index": index}
+            if index == len(self.sent):
+                self.sent.append("")
+                found.append(events.make("response.shell_call_command.added", command="", **common))
+            if len(command) > len(self.sent[index]) and command.startswith(self.sent[index]):
+                found.append(events.make("response.shell_call_command.delta", delta=command[len(self.sent[index]) :], **common))
+                self.sent[index] = command
+            if complete or index < len(commands) - 1:
+                found.append(events.make("response.shell_call_command.done", command=command, **common))
+                self.finished = index + 1
         return found
 
     def as_dict(self) -> Event:

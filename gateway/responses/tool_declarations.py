@@ -1,0 +1,68 @@
+"""The client's tools as the model reads them: one function's declaration, and the tools tool search
+loaded, written into the dialog (after the prompt's prefix, which stays as the engine has it cached)."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any, Union
+
+from pydantic import Field, TypeAdapter, ValidationError
+
+from ..errors import bad_request
+from ..harmony import ToolDescription, ToolNamespaceConfig, declarations_text
+from tools.namespaces import reserved_problem
+
+from .request import CustomTool, FunctionTool, GrammarInput, NamespaceFunction, NamespaceTool
+
+Function = Union[FunctionTool, CustomTool, NamespaceFunction]
+LoadedTool = Annotated[Union[FunctionTool, CustomTool, NamespaceTool], Field(discriminator="type")]
+_LOADED = TypeAdapter(list[LoadedTool])
+MAX_LOADED_CHARS = 256 * 1024  # of one search's tool definitions, as JSON: they are rendered on the event loop
+
+
+def describe(tool: Function) -> ToolDescription:
+    """A client tool as the model reads it; a custom tool takes one string."""
+    if not isinstance(tool, CustomTool):
+        return ToolDescription.new(tool.name, tool.description or "", parameters=tool.parameters)
+    description = (tool.description or "") + "\nWrite the input as raw text, not JSON."
+    if isinstance(tool.format, GrammarInput):
+        kind = "Lark grammar" if tool.format.syntax == "lark" else "regular expression"
+        description += f" It must match this {kind}:\n{tool.format.definition}"
+    return ToolDescription.new(tool.name, description.strip(), parameters={"type": "string"})
+
+
+def checked_definitions(tools: list[dict[str, Any]], param: str) -> list[FunctionTool | CustomTool | NamespaceTool]:
+    """Loaded tool definitions a client sent (a `tool_search_output`): functions, custom tools and
+    namespaces, checked as the request's own tools are."""
+    if len(json.dumps(tools)) > MAX_LOADED_CHARS:
+        raise bad_request(f"The tools of {param} are too large (at most {MAX_LOADED_CHARS} characters of JSON).", param=param)
+    try:
+        checked = _LOADED.validate_python(tools)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        raise bad_request(f"Invalid tool in {param}: {where}: {first['msg']}.", param=f"{param}.{where}") from None
+    for index, tool in enumerate(checked):
+        problem = reserved_problem(tool.name) if isinstance(tool, NamespaceTool) else None
+        if problem is not None:
+            raise bad_request(f"Invalid namespace in {param}: {problem}.", param=f"{param}.{index}.name")
+    return checked
+
+
+def parsed_definitions(tools: list[dict[str, Any]]) -> list[FunctionTool | CustomTool | NamespaceTool]:
+    """Definitions checked when they were loaded (kept with the conversation)."""
+    return _LOADED.validate_python(tools)
+
+
+def loaded_text(tools: list[FunctionTool | CustomTool | NamespaceTool]) -> str:
+    """What the model reads when tools are loaded: their declarations, as the developer message has them."""
+    functions = [describe(tool) for tool in tools if isinstance(tool, (FunctionTool, CustomTool))]
+    namespaces = [ToolNamespaceConfig(name="functions", description=None, tools=functions)] if functions else []
+    namespaces += [
+        ToolNamespaceConfig(name=tool.name, description=tool.description, tools=[describe(function) for function in tool.tools])
+        for tool in tools
+        if isinstance(tool, NamespaceTool)
+    ]
+    if not namespaces:
+        return "No tools were loaded."
+    return "These tools are loaded and can be called now:\n\n" + declarations_text(namespaces)

@@ -1,0 +1,180 @@
+"""`tool_search`: the request's functions marked `defer_loading` are not declared up front. The model reads
+one line for each (a namespace: its name and description) and a search function, `tool_search.search`.
+
+Run here (`execution: "server"`), a search streams as a `tool_search_call` and a `tool_search_output`
+holding the definitions found; the model reads their declarations in the search's answer, after the
+prompt's prefix, so what the engine has cached stays as it is, and they are callable from then on, in
+this response and those that continue it (the dialog keeps them). Run by the client, the call ends the
+response, and the client's `tool_search_output` brings the definitions (conversation.py)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Iterable
+
+import anyio
+
+from ...core.ids import new_id
+from ...errors import bad_request
+from ...harmony import ToolDescription, ToolNamespaceConfig
+from ..conversation import Dialog
+from ..items import Event, Events, OutputItem
+from ..request import CustomTool, FunctionTool, NamespaceTool
+from ..tool_call import CallKind, ToolCall
+from ..tool_declarations import loaded_text, parsed_definitions
+from ..tool_search_models import TOOL_SEARCH_NAMESPACE, TOOL_SEARCH_RECIPIENT, Execution, ToolSearchTool
+from .base import Declarations, Tool, ToolContext
+from .tool_search_catalog import Catalog, definitions
+
+MAX_QUERY_CHARS = 1000
+DESCRIPTION = (
+    "More tools are available than are declared here: those listed below are loaded when you search for "
+    "them. Search with words for what you need done, or with the exact name of a listed tool or namespace; "
+    "the tools found are declared in the answer, and you call them as declared."
+)
+PARAMETERS: dict[str, Any] = {
+    "type": "object",
+    "properties": {"query": {"type": "string", "description": "What the tool should do, or the name of a listed tool or namespace."}},
+    "required": ["query"],
+}
+
+
+class SearchCall(OutputItem):
+    type = "tool_search_call"
+    id_prefix = "tsc"
+
+    def __init__(self, output_index: int, call_id: str, execution: Execution, arguments: Any) -> None:
+        super().__init__(output_index)
+        self.call_id, self.execution, self.arguments = call_id, execution, arguments
+
+    def opened(self, events: Events) -> list[Event]:
+        return [self.added(events)]
+
+    def closed(self, events: Events, status: str = "completed") -> list[Event]:
+        self.status = status
+        return [self.done(events)]
+
+    def as_dict(self) -> Event:
+        return {
+            "id": self.id,
+            "type": self.type,
+            "call_id": self.call_id,
+            "execution": self.execution,
+            "arguments": self.arguments,
+            "status": self.status,
+        }
+
+
+class SearchResult(SearchCall):
+    """The definitions a search run here loaded."""
+
+    type = "tool_search_output"
+    id_prefix = "tso"
+
+    def as_dict(self) -> Event:
+        return {
+            "id": self.id,
+            "type": self.type,
+            "call_id": self.call_id,
+            "execution": self.execution,
+            "tools": self.arguments,
+            "status": self.status,
+        }
+
+
+class ToolSearch(Tool[ToolSearchTool]):
+    request_types = (ToolSearchTool,)
+    namespaces = frozenset({TOOL_SEARCH_NAMESPACE})
+    metric = "tool_search"
+
+    def __init__(self, context: ToolContext, declared: list[ToolSearchTool]) -> None:
+        super().__init__(context, declared)
+        self.tool = declared[0] if declared else None
+        self.catalog = Catalog(context.request.tools)
+
+    @property
+    def by_client(self) -> bool:
+        return self.tool is not None and self.tool.execution == "client"
+
+    async def prepare(self, dialog: Dialog, provision: bool) -> None:
+        await super().prepare(dialog, provision)
+        for tool in self.declared[1:]:
+            raise bad_request("A request has at most one tool_search tool.", param=f"{self.param(tool)}.type")
+        if self.tool is None:
+            deferred = _first_deferred(self.context.request.tools)
+            if deferred is not None:
+                raise bad_request("Tools with defer_loading need a tool_search tool in tools, to be found with.", param=deferred)
+
+    def recipients(self) -> Iterable[str]:
+        return self.namespaces if self.tool is not None and self.context.enabled else ()
+
+    def declare(self, declarations: Declarations) -> None:
+        if self.tool is None or not self.context.enabled:
+            return
+        listed = "\n\nTools to find:\n" + "\n".join(self.catalog.lines) if self.catalog.lines else ""
+        own = self.tool if self.by_client else None
+        function = ToolDescription.new(
+            "search",
+            (own.description if own and own.description else None) or "Find tools and load them.",
+            parameters=(own.parameters if own and own.parameters else None) or PARAMETERS,
+        )
+        declarations.developer.append(ToolNamespaceConfig(name=TOOL_SEARCH_NAMESPACE, description=DESCRIPTION + listed, tools=[function]))
+
+    def open_call(self, call: ToolCall, name: str) -> OutputItem | None:
+        """Claimed as its header arrives; its item comes once its arguments are complete (`written`)."""
+        if name != "search":
+            call.refuse(f"there is no tool '{call.recipient}'. Call {TOOL_SEARCH_RECIPIENT}.")
+            return None
+        if not self.by_client and not self.context.budget.take(call):
+            return None
+        call.claim(self, CallKind.CLIENT if self.by_client else CallKind.HOSTED)
+        return None
+
+    async def written(self, call: ToolCall, text: str) -> list[Event]:
+        try:
+            arguments = json.loads(text)
+        except ValueError:
+            arguments = None
+        if not isinstance(arguments, dict):
+            call.invalidate(f"the arguments of {TOOL_SEARCH_RECIPIENT} are not a JSON object. Search again with one.")
+            return []
+        query = arguments.get("query")
+        if not self.by_client and not (isinstance(query, str) and 0 < len(query.strip()) <= MAX_QUERY_CHARS):
+            call.invalidate(f"'query' must be a string of 1 to {MAX_QUERY_CHARS} characters. Search again with one.")
+            return []
+        output, dialog = self.context.output, self.dialog
+        execution: Execution = "client" if self.by_client else "server"
+        call_id = new_id("call")
+        item = call.item = output.add(lambda index: SearchCall(index, call_id, execution, arguments))
+        dialog.claim(len(dialog.messages) - 1, item.id)  # the call's message, just appended
+        call.arguments = text
+        if self.by_client:
+            dialog.open_calls[call_id] = TOOL_SEARCH_RECIPIENT  # answered by the client's tool_search_output
+            return [*item.opened(output.events), *item.closed(output.events)]
+        return item.opened(output.events)  # in progress while the search runs
+
+    async def run(self, call: ToolCall) -> None:
+        item = call.item
+        assert isinstance(item, SearchCall)
+        query = str(item.arguments["query"])
+        found = definitions(self.catalog.search(query, self.dialog.loaded))
+        # Declarations are rendered (and tokenised) by Harmony: off the event loop.
+        text = await anyio.to_thread.run_sync(loaded_text, parsed_definitions(found)) if found else ""
+        self.dialog.load(found)
+        output = self.context.output
+        result = output.add(lambda index: SearchResult(index, item.call_id, "server", found))
+        self.dialog.owner = result.id  # the answer the model reads belongs to the output item
+        output.emit([*item.closed(output.events), *result.opened(output.events), *result.closed(output.events)])
+        call.output = text or f"No tool that is not loaded yet matches '{query}'. Search with other words, or go on without."
+
+
+def _first_deferred(tools: list[Any]) -> str | None:
+    """Where the first tool marked `defer_loading` is in the request, as a param."""
+    for index, tool in enumerate(tools):
+        if isinstance(tool, (FunctionTool, CustomTool)) and tool.defer_loading:
+            return f"tools[{index}].defer_loading"
+        if isinstance(tool, NamespaceTool):
+            inner = next((place for place, function in enumerate(tool.tools) if function.defer_loading), None)
+            if inner is not None:
+                return f"tools[{index}].tools[{inner}].defer_loading"
+    return None
