@@ -3,11 +3,14 @@ four per character in UTF-8), and the text is cut to the characters asked for he
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 from .channel import ShellEnd, ShellOutput
 
 MAX_TAIL_CHARS = 2048
+# How the kernel marks the bytes it left out between the head and the tail it kept (kernel.py, Capture.text).
+KERNEL_CUT = re.compile(r"\n\[\.\.\. output truncated: \d+ bytes omitted of (\d+) \.\.\.\]\n")
 
 
 class CharacterLimit:
@@ -39,5 +42,10 @@ class CharacterLimit:
         if self.limit is None or len(text) <= self.limit:
             return text
         tail = self.limit - self.head
-        omitted = len(text) - self.head - tail
-        return f"{text[: self.head]}\n[... output truncated: {omitted} characters omitted ...]\n{text[len(text) - tail :] if tail else ''}"
+        found = KERNEL_CUT.search(text)
+        if found is None:  # all of it arrived: characters are counted exactly
+            note = f"{len(text) - self.limit} characters omitted"
+        else:  # the kernel kept a head and a tail of the bytes already
+            note = f"{found.group(1)} bytes in all, {self.limit} characters kept"
+            text = text[: found.start()] + text[found.end() :]
+        return f"{text[: self.head]}\n[... output truncated: {note} ...]\n{text[len(text) - tail :] if tail else ''}"

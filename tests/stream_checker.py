@@ -234,7 +234,7 @@ def check_response_stream(events: list[dict[str, Any]]) -> Response:
         # Text items of a completed response are complete; a function call the model wrote with invalid
         # JSON is the one item that stays incomplete (it is not handed to the client; the model retries).
         for item in items:
-            if item.done["type"] not in ("function_call", "code_interpreter_call", "mcp_call", "web_search_call"):
+            if item.done["type"] not in ("function_call", "code_interpreter_call", "mcp_call", "web_search_call", "shell_call"):
                 assert item.done.get("status", "completed") == "completed", "incomplete item in a completed response"
     usage = final["usage"]
     if usage is not None:

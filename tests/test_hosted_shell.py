@@ -80,6 +80,19 @@ def test_the_shell_reads_what_python_wrote_and_streams_as_it_runs(hosted: Gatewa
     assert f"<|start|>shell.exec to=assistant<|channel|>commentary<|message|>{told}<|end|>" in prompt, prompt[-600:]
 
 
+def test_the_commands_stream_while_the_model_writes_them(hosted: Gateway) -> None:
+    client = hosted.client(api_key="alice-key")
+    first = "echo " + " ".join(f"word{number}" for number in range(40))
+    events = stream_sdk(client, input=run([first, "echo two"]) + ' [[call shell.exec {"commands": 7}]]', tools=[AUTO])
+    kinds = [(event["type"], event.get("command_index")) for event in events]
+    deltas = [event["delta"] for event in events if event["type"] == "response.shell_call_command.delta" and event["command_index"] == 0]
+    assert len(deltas) > 1 and "".join(deltas) == first  # token by token, as the model wrote it
+    assert kinds.index(("response.shell_call_command.done", 0)) < kinds.index(("response.shell_call_command.added", 1))
+    calls = _items(events[-1]["response"], "shell_call")
+    assert [call["status"] for call in calls] == ["completed", "incomplete"]  # the second call's arguments were not valid
+    assert calls[1]["action"]["commands"] == [] and len(_items(events[-1]["response"], "shell_call_output")) == 1
+
+
 def test_a_command_that_runs_too_long_and_one_that_writes_too_much(hosted: Gateway) -> None:
     client = hosted.client(api_key="alice-key")
     wide = "python3 -c \"print('é' * 1000, end='')\""  # 2 bytes a character: the limit counts characters
@@ -87,7 +100,7 @@ def test_a_command_that_runs_too_long_and_one_that_writes_too_much(hosted: Gatew
     events = stream_sdk(client, input=ask, tools=[AUTO])
     (result,) = _items(events[-1]["response"], "shell_call_output")
     slow, loud, after, accents = result["output"]
-    assert accents["stdout"].count("é") == 300 and "output truncated: 700 characters omitted" in accents["stdout"]
+    assert accents["stdout"].count("é") == 300 and "[... output truncated: 2000 bytes in all, 300 characters kept ...]" in accents["stdout"]
     live = [event["delta"].get("stdout", "") for event in events if event["type"] == "response.shell_call_output_content.delta" and event["command_index"] == 3]
     assert "".join(live) == "é" * 225  # the head that is kept, as it arrived
     assert slow["outcome"] == {"type": "timeout"}
