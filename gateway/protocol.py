@@ -48,7 +48,7 @@ class Include(enum.StrEnum):
     SEARCH_SOURCES = "web_search_call.action.sources"
 
 class EventType(enum.StrEnum):
-    """The events a reader of a response's log acts on (Chat Completions, followers, replicas)."""
+    """Every event type a response streams, as OpenAI names it: the one spelling the gateway writes and reads."""
 
     CREATED = "response.created"
     IN_PROGRESS = "response.in_progress"
@@ -59,10 +59,48 @@ class EventType(enum.StrEnum):
     OUTPUT_ITEM_ADDED = "response.output_item.added"
     OUTPUT_ITEM_DONE = "response.output_item.done"
     ANNOTATION_ADDED = "response.output_text.annotation.added"
+    CODE_INTERPRETER_CALL_COMPLETED = "response.code_interpreter_call.completed"
+    CODE_INTERPRETER_CALL_IN_PROGRESS = "response.code_interpreter_call.in_progress"
+    CODE_INTERPRETER_CALL_INTERPRETING = "response.code_interpreter_call.interpreting"
+    CODE_INTERPRETER_CALL_CODE_DELTA = "response.code_interpreter_call_code.delta"
+    CODE_INTERPRETER_CALL_CODE_DONE = "response.code_interpreter_call_code.done"
+    CONTENT_PART_ADDED = "response.content_part.added"
+    CONTENT_PART_DONE = "response.content_part.done"
+    CUSTOM_TOOL_CALL_INPUT_DELTA = "response.custom_tool_call_input.delta"
+    CUSTOM_TOOL_CALL_INPUT_DONE = "response.custom_tool_call_input.done"
+    FUNCTION_CALL_ARGUMENTS_DELTA = "response.function_call_arguments.delta"
+    FUNCTION_CALL_ARGUMENTS_DONE = "response.function_call_arguments.done"
+    MCP_CALL_COMPLETED = "response.mcp_call.completed"
+    MCP_CALL_FAILED = "response.mcp_call.failed"
+    MCP_CALL_IN_PROGRESS = "response.mcp_call.in_progress"
+    MCP_CALL_ARGUMENTS_DELTA = "response.mcp_call_arguments.delta"
+    MCP_CALL_ARGUMENTS_DONE = "response.mcp_call_arguments.done"
+    MCP_LIST_TOOLS_IN_PROGRESS = "response.mcp_list_tools.in_progress"
+    MCP_LIST_TOOLS_COMPLETED = "response.mcp_list_tools.completed"
+    MCP_LIST_TOOLS_FAILED = "response.mcp_list_tools.failed"
+    OUTPUT_TEXT_DELTA = "response.output_text.delta"
+    OUTPUT_TEXT_DONE = "response.output_text.done"
+    QUEUED = "response.queued"
+    REASONING_TEXT_DELTA = "response.reasoning_text.delta"
+    REASONING_TEXT_DONE = "response.reasoning_text.done"
+    SHELL_CALL_COMMAND_ADDED = "response.shell_call_command.added"
+    SHELL_CALL_COMMAND_DELTA = "response.shell_call_command.delta"
+    SHELL_CALL_COMMAND_DONE = "response.shell_call_command.done"
+    SHELL_CALL_OUTPUT_CONTENT_DELTA = "response.shell_call_output_content.delta"
+    SHELL_CALL_OUTPUT_CONTENT_DONE = "response.shell_call_output_content.done"
+    WEB_SEARCH_CALL_COMPLETED = "response.web_search_call.completed"
+    WEB_SEARCH_CALL_IN_PROGRESS = "response.web_search_call.in_progress"
+    WEB_SEARCH_CALL_SEARCHING = "response.web_search_call.searching"
 
 
 # The last event of a response's own stream, one per status it can end in.
 RESPONSE_ENDINGS = (EventType.COMPLETED, EventType.INCOMPLETE, EventType.FAILED)
+_ENDING_OF = {"completed": EventType.COMPLETED, "incomplete": EventType.INCOMPLETE, "failed": EventType.FAILED}
+
+
+def ending_event(status: str) -> EventType:
+    """The event a response's stream ends with, for the status it ended in (not `cancelled`: see run.py)."""
+    return _ENDING_OF[status]
 # What may end an SSE stream: a response's ending, or an `error` event (a cancelled response followed, a
 # store that went away), since OpenAI's stream has no event for those.
 STREAM_ENDINGS = (*RESPONSE_ENDINGS, EventType.ERROR)

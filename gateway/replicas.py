@@ -20,7 +20,7 @@ from typing import Any, Callable
 import anyio
 
 from .config import StorageConfig
-from .protocol import event_frame
+from .protocol import EventType, ending_event, event_frame
 from .storage import Database, StorageError
 from .store import RUNNING, ResponseStore, Stalled, StoredResponse
 
@@ -120,9 +120,9 @@ class Replicas:
             return False
         response: dict[str, Any] = json.loads(rows[0][0]) | {"status": status, "error": error}
         if status == "cancelled":
-            event: dict[str, Any] = {"type": "error", "code": "response_cancelled", "message": "The response was cancelled.", "param": None}
+            event: dict[str, Any] = {"type": EventType.ERROR, "code": "response_cancelled", "message": "The response was cancelled.", "param": None}
         else:
-            event = {"type": f"response.{status}", "response": response}
+            event = {"type": ending_event(status), "response": response}
 
         def frame(sequence_number: int) -> bytes:
             return event_frame(event | {"sequence_number": sequence_number})

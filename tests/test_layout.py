@@ -63,3 +63,19 @@ def test_the_order_is_read_from_real_imports() -> None:
     # The check above cannot pass by reading nothing: a module known to import below it is seen to.
     assert "gateway.core.ids" in _runtime_imports(ROOT / "gateway/files/routes.py")
     assert "gateway.files.requested" in _runtime_imports(ROOT / "gateway/responses/request.py")
+
+
+def test_event_types_are_spelled_once() -> None:
+    """Every event type the gateway writes is an `EventType` (gateway/protocol.py): a string spelling one
+    anywhere else is a second copy that can drift."""
+    from gateway.protocol import EventType
+
+    spelled = {kind.value for kind in EventType if kind is not EventType.ERROR}  # "error" is also a field's name
+    found = []
+    for path in sorted((ROOT / "gateway").rglob("*.py")):
+        if path.name == "protocol.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in spelled:
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {node.value}")
+    assert found == []

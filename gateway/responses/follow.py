@@ -10,7 +10,7 @@ from typing import AsyncIterator
 import anyio
 
 from ..storage import StorageError
-from ..protocol import ends_stream, event_frame
+from ..protocol import EventType, ends_stream, event_frame
 from ..store import ResponseStore
 
 POLL_S = 0.1  # how often a running response's new events are looked for
@@ -49,4 +49,4 @@ async def follow_stored(store: ResponseStore, response_id: str, after: int) -> A
 
 
 def _error(sequence_number: int, code: str, message: str) -> bytes:
-    return event_frame({"type": "error", "code": code, "message": message, "param": None, "sequence_number": sequence_number})
+    return event_frame({"type": EventType.ERROR, "code": code, "message": message, "param": None, "sequence_number": sequence_number})

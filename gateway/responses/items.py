@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 from ..core.ids import new_id
 from ..jsontext import dumps
-from ..protocol import ItemStatus
+from ..protocol import EventType, ItemStatus
 
 Event = dict[str, Any]
 
@@ -42,7 +42,7 @@ class Events:
     def __init__(self) -> None:
         self.sequence_number = 0
 
-    def make(self, type: str, **fields: Any) -> Event:
+    def make(self, type: EventType, **fields: Any) -> Event:
         event = {"type": type, "sequence_number": self.sequence_number, **fields}
         self.sequence_number += 1
         return event
@@ -67,15 +67,15 @@ class OutputItem:
         raise NotImplementedError
 
     def added(self, events: Events) -> Event:
-        return events.make("response.output_item.added", output_index=self.output_index, item=self.as_dict())
+        return events.make(EventType.OUTPUT_ITEM_ADDED, output_index=self.output_index, item=self.as_dict())
 
-    def _event(self, events: Events, type: str) -> Event:
+    def _event(self, events: Events, type: EventType) -> Event:
         """One of the item's own events (a tool call's progress), naming the item."""
         return events.make(type, output_index=self.output_index, item_id=self.id)
 
     def done(self, events: Events) -> Event:
         self.done_sent = True
-        return events.make("response.output_item.done", output_index=self.output_index, item=self.as_dict())
+        return events.make(EventType.OUTPUT_ITEM_DONE, output_index=self.output_index, item=self.as_dict())
 
     def opened(self, events: Events) -> list[Event]:
         """The events that open the item as the model starts writing it."""
@@ -102,8 +102,8 @@ class TextItem(OutputItem):
         raise NotImplementedError
 
     part_type: str
-    delta_type: str
-    done_type: str
+    delta_type: EventType
+    done_type: EventType
     delta_extra = ""  # JSON fields after "delta", e.g. logprobs
 
     def __init__(self, output_index: int) -> None:
@@ -125,7 +125,7 @@ class TextItem(OutputItem):
         return [
             self.added(events),
             events.make(
-                "response.content_part.added",
+                EventType.CONTENT_PART_ADDED,
                 item_id=self.id,
                 output_index=self.output_index,
                 content_index=0,
@@ -143,7 +143,7 @@ class TextItem(OutputItem):
         ids = {"item_id": self.id, "output_index": self.output_index, "content_index": 0}
         return [
             events.make(self.done_type, **ids, text=text, **self.done_extra()),
-            events.make("response.content_part.done", **ids, part=self.part(text)),
+            events.make(EventType.CONTENT_PART_DONE, **ids, part=self.part(text)),
             self.done(events),
         ]
 
@@ -157,8 +157,8 @@ class ReasoningOutput(TextItem):
     type = "reasoning"
     id_prefix = "rs"
     part_type = "reasoning_text"
-    delta_type = "response.reasoning_text.delta"
-    done_type = "response.reasoning_text.done"
+    delta_type = EventType.REASONING_TEXT_DELTA
+    done_type = EventType.REASONING_TEXT_DONE
 
     def __init__(self, output_index: int, seal: Callable[[str], str] | None = None) -> None:
         super().__init__(output_index)
@@ -183,8 +183,8 @@ class MessageOutput(TextItem):
     type = "message"
     id_prefix = "msg"
     part_type = "output_text"
-    delta_type = "response.output_text.delta"
-    done_type = "response.output_text.done"
+    delta_type = EventType.OUTPUT_TEXT_DELTA
+    done_type = EventType.OUTPUT_TEXT_DONE
     delta_extra = ',"logprobs":[]'
 
     def __init__(self, output_index: int, phase: str, with_logprobs: bool = False) -> None:
@@ -199,7 +199,7 @@ class MessageOutput(TextItem):
         """An annotation of the text sent so far, announced right after the delta that ends its span."""
         self.annotations.append(annotation)
         return events.make(
-            "response.output_text.annotation.added",
+            EventType.ANNOTATION_ADDED,
             item_id=self.id,
             output_index=self.output_index,
             content_index=0,
@@ -245,8 +245,8 @@ class FunctionCallOutput(TextItem):
     type = "function_call"
     id_prefix = "fc"
     part_type = ""
-    delta_type = "response.function_call_arguments.delta"
-    done_type = "response.function_call_arguments.done"
+    delta_type = EventType.FUNCTION_CALL_ARGUMENTS_DELTA
+    done_type = EventType.FUNCTION_CALL_ARGUMENTS_DONE
 
     def __init__(self, output_index: int, name: str, namespace: str | None = None) -> None:
         self.name = name
@@ -300,8 +300,8 @@ class CustomToolCallOutput(FunctionCallOutput):
 
     type = "custom_tool_call"
     id_prefix = "ctc"
-    delta_type = "response.custom_tool_call_input.delta"
-    done_type = "response.custom_tool_call_input.done"
+    delta_type = EventType.CUSTOM_TOOL_CALL_INPUT_DELTA
+    done_type = EventType.CUSTOM_TOOL_CALL_INPUT_DONE
 
     def closed(self, events: Events, status: str = "completed") -> list[Event]:
         self.status = status
@@ -328,9 +328,9 @@ class ToolCallItem(TextItem):
 
     part_type = ""
     input_field: str  # the field of the input's `.done` event: code, arguments
-    in_progress_type: str
-    completed_type: str
-    failed_type: str | None = None
+    in_progress_type: EventType
+    completed_type: EventType
+    failed_type: EventType | None = None
     running_status: str = ItemStatus.IN_PROGRESS
 
     def __init__(self, output_index: int) -> None:

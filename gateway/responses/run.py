@@ -24,7 +24,7 @@ from ..engine import EngineStream, Sampling
 from ..errors import APIError, bad_request
 from ..harmony import GrowingPrompt, Preamble, Prompt, encoding
 from ..parser import MalformedHarmony
-from ..protocol import Include, ItemStatus, ResponseStatus
+from ..protocol import EventType, Include, ItemStatus, ResponseStatus, ending_event
 from ..storage import StorageError
 from ..store import StoredResponse, TooManyRunning
 from ..core.conversation_store import Conversation, DuplicateItem
@@ -237,11 +237,11 @@ class ResponseRun:
 
     async def _execute(self) -> None:
         log, emit = self.output.events, self.output.emit
-        opening = [log.make("response.created", response=self.snapshot())]
+        opening = [log.make(EventType.CREATED, response=self.snapshot())]
         if self.background:
-            opening.append(log.make("response.queued", response=self.snapshot()))
+            opening.append(log.make(EventType.QUEUED, response=self.snapshot()))
             self.response["status"] = ResponseStatus.IN_PROGRESS
-        opening.append(log.make("response.in_progress", response=self.snapshot()))
+        opening.append(log.make(EventType.IN_PROGRESS, response=self.snapshot()))
         emit(opening)
         status: ResponseStatus = ResponseStatus.COMPLETED
         error: dict[str, str] | None = None
@@ -290,9 +290,9 @@ class ResponseRun:
         error event, since OpenAI's stream has no cancelled event."""
         log, status = self.output.events, self.response["status"]
         if status != ResponseStatus.CANCELLED:
-            return [log.make(f"response.{status}", response=self.response)]
+            return [log.make(ending_event(status), response=self.response)]
         if self.background:
-            return [log.make("error", code="response_cancelled", message="The response was cancelled.", param=None)]
+            return [log.make(EventType.ERROR, code="response_cancelled", message="The response was cancelled.", param=None)]
         return []
 
     async def _finish_background(self) -> None:

@@ -12,7 +12,7 @@ from ...errors import bad_request
 from ...files.service import check_memory_limit
 from ...files.sync import ContainerSync
 from ...harmony import ToolNamespaceConfig
-from ...protocol import Include, ItemStatus
+from ...protocol import EventType, Include, ItemStatus
 from ..conversation import Dialog
 from ..items import Event, Events, OutputItem, ToolCallItem
 from ..request import CodeInterpreterTool, NamedCodeInterpreter, RequestTool, ToolChoiceForm
@@ -31,10 +31,10 @@ class CodeInterpreterCallOutput(ToolCallItem):
     type = "code_interpreter_call"
     id_prefix = "ci"
     input_field = "code"
-    delta_type = "response.code_interpreter_call_code.delta"
-    done_type = "response.code_interpreter_call_code.done"
-    in_progress_type = "response.code_interpreter_call.in_progress"
-    completed_type = "response.code_interpreter_call.completed"
+    delta_type = EventType.CODE_INTERPRETER_CALL_CODE_DELTA
+    done_type = EventType.CODE_INTERPRETER_CALL_CODE_DONE
+    in_progress_type = EventType.CODE_INTERPRETER_CALL_IN_PROGRESS
+    completed_type = EventType.CODE_INTERPRETER_CALL_COMPLETED
     running_status = ItemStatus.INTERPRETING
 
     def __init__(self, output_index: int, container_id: str, show_outputs: bool = True) -> None:
@@ -44,7 +44,7 @@ class CodeInterpreterCallOutput(ToolCallItem):
         super().__init__(output_index)
 
     def running(self, events: Events) -> list[Event]:
-        return [self._event(events, "response.code_interpreter_call.interpreting")]
+        return [self._event(events, EventType.CODE_INTERPRETER_CALL_INTERPRETING)]
 
     def as_dict(self) -> Event:
         return {

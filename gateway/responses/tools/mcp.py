@@ -18,6 +18,7 @@ from tools.servers import EnabledServer, ServerRefused, schema_for_model, tool_l
 
 from ...errors import APIError, bad_request
 from ...harmony import ToolDescription, ToolNamespaceConfig
+from ...protocol import EventType
 from ..conversation import Dialog, PendingApproval, tool_result
 from ..items import Event, Events, OutputItem, ToolCallItem
 from ..request import McpTool, NamedMcp, RequestTool, ToolChoiceForm
@@ -33,11 +34,11 @@ class McpCallOutput(ToolCallItem):
     type = "mcp_call"
     id_prefix = "mcp"
     input_field = "arguments"
-    delta_type = "response.mcp_call_arguments.delta"
-    done_type = "response.mcp_call_arguments.done"
-    in_progress_type = "response.mcp_call.in_progress"
-    completed_type = "response.mcp_call.completed"
-    failed_type = "response.mcp_call.failed"
+    delta_type = EventType.MCP_CALL_ARGUMENTS_DELTA
+    done_type = EventType.MCP_CALL_ARGUMENTS_DONE
+    in_progress_type = EventType.MCP_CALL_IN_PROGRESS
+    completed_type = EventType.MCP_CALL_COMPLETED
+    failed_type = EventType.MCP_CALL_FAILED
 
     def __init__(self, output_index: int, server_label: str, name: str, approval_request_id: str | None = None) -> None:
         self.server_label = server_label
@@ -75,10 +76,10 @@ class McpListToolsOutput(OutputItem):
 
     def listed(self, events: Events, tools: list[dict[str, Any]], error: str | None) -> list[Event]:
         added = self.added(events)
-        in_progress = self._event(events, "response.mcp_list_tools.in_progress")
+        in_progress = self._event(events, EventType.MCP_LIST_TOOLS_IN_PROGRESS)
         self.tools, self.error = tools, error
         self.status = "failed" if error else "completed"
-        outcome = self._event(events, f"response.mcp_list_tools.{self.status}")
+        outcome = self._event(events, EventType.MCP_LIST_TOOLS_FAILED if error else EventType.MCP_LIST_TOOLS_COMPLETED)
         return [added, in_progress, outcome, self.done(events)]
 
     def as_dict(self) -> Event:

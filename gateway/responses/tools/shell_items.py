@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 from pydantic_core import from_json
 
+from ...protocol import EventType
 from ..items import Event, Events, LiveArgumentsItem, OutputItem
 from ..shell_models import ShellAction
 from .client_actions import ClientActionItem
@@ -54,12 +55,12 @@ class ShellCall(ClientActionItem[ShellAction], LiveArgumentsItem):
             command, common = commands[index], {"output_index": self.output_index, "command_index": index}
             if index == len(self.sent):
                 self.sent.append("")
-                found.append(events.make("response.shell_call_command.added", command="", **common))
+                found.append(events.make(EventType.SHELL_CALL_COMMAND_ADDED, command="", **common))
             if len(command) > len(self.sent[index]) and command.startswith(self.sent[index]):
-                found.append(events.make("response.shell_call_command.delta", delta=command[len(self.sent[index]) :], **common))
+                found.append(events.make(EventType.SHELL_CALL_COMMAND_DELTA, delta=command[len(self.sent[index]) :], **common))
                 self.sent[index] = command
             if complete or index < len(commands) - 1:
-                found.append(events.make("response.shell_call_command.done", command=command, **common))
+                found.append(events.make(EventType.SHELL_CALL_COMMAND_DONE, command=command, **common))
                 self.finished = index + 1
         return found
 
@@ -96,12 +97,12 @@ class ShellCallOutput(OutputItem):
 
     def delta(self, events: Events, command_index: int, stream: Literal["stdout", "stderr"], text: str) -> Event:
         ids = {"item_id": self.id, "output_index": self.output_index}
-        return events.make("response.shell_call_output_content.delta", **ids, command_index=command_index, delta={stream: text})
+        return events.make(EventType.SHELL_CALL_OUTPUT_CONTENT_DELTA, **ids, command_index=command_index, delta={stream: text})
 
     def command_done(self, events: Events, command_index: int, content: Event) -> Event:
         self.output.append(content)
         ids = {"item_id": self.id, "output_index": self.output_index}
-        return events.make("response.shell_call_output_content.done", **ids, command_index=command_index, output=[content])
+        return events.make(EventType.SHELL_CALL_OUTPUT_CONTENT_DONE, **ids, command_index=command_index, output=[content])
 
     def closed(self, events: Events, status: str = "completed") -> list[Event]:
         self.status = status

@@ -10,7 +10,7 @@ from tools.browser.session import ACTIONS, Browser, BrowseOptions
 
 from ...errors import bad_request
 from ...harmony import ToolNamespaceConfig
-from ...protocol import Include, ItemStatus
+from ...protocol import EventType, Include, ItemStatus
 from ..conversation import Dialog
 from ..items import Event, Events, OutputItem
 from ..request import WEB_SEARCH_TYPES, NamedWebSearch, WebSearchTool, RequestTool, ToolChoiceForm
@@ -36,16 +36,16 @@ class WebSearchCallOutput(OutputItem):
         self.sources: list[str] = []
 
     def opened(self, events: Events) -> list[Event]:
-        return [self.added(events), self._event(events, "response.web_search_call.in_progress")]
+        return [self.added(events), self._event(events, EventType.WEB_SEARCH_CALL_IN_PROGRESS)]
 
     def running(self, events: Events) -> list[Event]:
         self.status = ItemStatus.SEARCHING
-        return [self._event(events, "response.web_search_call.searching")]
+        return [self._event(events, EventType.WEB_SEARCH_CALL_SEARCHING)]
 
     def finished(self, events: Events, action: dict[str, Any], sources: list[str], failed: bool) -> list[Event]:
         self.action, self.sources = action, sources
         self.status = "failed" if failed else "completed"
-        completed = [] if failed else [self._event(events, "response.web_search_call.completed")]
+        completed = [] if failed else [self._event(events, EventType.WEB_SEARCH_CALL_COMPLETED)]
         return completed + [self.done(events)]
 
     def closed(self, events: Events, status: str = "incomplete") -> list[Event]:
