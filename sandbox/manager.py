@@ -5,6 +5,9 @@ executions run one at a time. A kernel that dies (out of memory, or code that ig
 had to be killed) is replaced by a fresh one, and the result says that the session's state was lost.
 With the Docker backend and a shared directory (directory.py), a session follows its conversation to
 whichever replica gets its next call: that replica takes the session over and attaches to its container.
+
+(Longer than one sitting on purpose: the pool, the caps, idle reaping and recovery all act on the same
+table of sessions, and split apart each would reach into the others' state.)
 """
 
 from __future__ import annotations
