@@ -42,6 +42,7 @@ PARAMETERS: dict[str, Any] = {
 class SearchCall(OutputItem):
     type = "tool_search_call"
     id_prefix = "tsc"
+    payload = "arguments"  # the field that holds what the item carries
 
     def __init__(self, output_index: int, call_id: str, execution: Execution, arguments: Any) -> None:
         super().__init__(output_index)
@@ -60,26 +61,17 @@ class SearchCall(OutputItem):
             "type": self.type,
             "call_id": self.call_id,
             "execution": self.execution,
-            "arguments": self.arguments,
+            self.payload: self.arguments,
             "status": self.status,
         }
 
 
 class SearchResult(SearchCall):
-    """The definitions a search run here loaded."""
+    """The definitions a search run here loaded (in `tools`)."""
 
     type = "tool_search_output"
     id_prefix = "tso"
-
-    def as_dict(self) -> Event:
-        return {
-            "id": self.id,
-            "type": self.type,
-            "call_id": self.call_id,
-            "execution": self.execution,
-            "tools": self.arguments,
-            "status": self.status,
-        }
+    payload = "tools"
 
 
 class ToolSearch(Tool[ToolSearchTool]):
