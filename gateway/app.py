@@ -30,6 +30,7 @@ from .middleware import GatewayMiddleware
 from .shutdown import Drain
 from .chat.routes import routes as chat_routes
 from .responses.routes import routes as response_routes
+from .responses.socket import TenantSockets
 from .responses.log import Runs
 from .responses.sealed import Sealer
 from .core.services import Services
@@ -159,7 +160,7 @@ def create_app(config: GatewayConfig, drain: Drain | None = None) -> Starlette:
             app.state.services = Services(
                 config=config, engine=engine, store=store, conversations=conversations, drain=drain, metrics=app_metrics, renderer=renderer,
                 runs=runs, replicas=replicas, sealer=Sealer(config.server.reasoning_key), sandbox=sandbox, mcp=mcp, browser=browser,
-                files=files, skills=SkillService(SkillStore(database), files.blobs),
+                files=files, skills=SkillService(SkillStore(database), files.blobs), sockets=TenantSockets(),
             )
             # What start-up made (vocabulary tables, schemas, modules) lives as long as the process: kept out
             # of the cyclic garbage collector's sweeps, whose full passes would otherwise stall the loop.

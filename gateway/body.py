@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass
-from typing import Any, Iterator, TypeVar
+from typing import Any, Callable, Iterator, TypeVar
 
 import anyio
 import pydantic_core
@@ -37,10 +37,17 @@ class BodyLimits:
 
 
 async def parse_body(request: Request, model: type[ModelT], limits: BodyLimits) -> ModelT:
-    body = await _read_bounded(request, limits)
+    return await parse_json(await _read_bounded(request, limits), model, limits)
+
+
+async def parse_json(body: bytes | str, model: type[ModelT], limits: BodyLimits, prepare: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> ModelT:
+    """A JSON object (a request's body, a WebSocket message) as a valid `model`; `prepare` may take the
+    parsed object apart first (a socket event's envelope)."""
 
     def decode_and_validate() -> ModelT:
         data = _decode(body, limits)
+        if prepare is not None:
+            data = prepare(data)
         try:
             return model.model_validate(data)
         except ValidationError as exc:
@@ -79,7 +86,7 @@ async def _read_bounded(request: Request, limits: BodyLimits) -> bytes:
     return b"".join(chunks)
 
 
-def _decode(body: bytes, limits: BodyLimits) -> dict[str, Any]:
+def _decode(body: bytes | str, limits: BodyLimits) -> dict[str, Any]:
     try:
         data = pydantic_core.from_json(body, allow_inf_nan=False)
     except ValueError as exc:

@@ -85,6 +85,9 @@ def _serve(config: GatewayConfig, host: str | None, port: int | None) -> int:
         timeout_graceful_shutdown=int(config.server.shutdown_grace_s) + 5,
         http=with_header_timeout(config.server.header_timeout_s),
         h11_max_incomplete_event_size=MAX_HEAD_BYTES,  # where h11 serves: a larger request head is a 400
+        # A Responses WebSocket message larger than the body limit is an error event (socket.py); one past
+        # twice that is not even buffered: the socket is closed (1009).
+        ws_max_size=2 * config.server.max_body_bytes,
     )
     Server(uvicorn_config).run()
     return 0

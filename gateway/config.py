@@ -51,6 +51,15 @@ class EngineConfig(_Section):
     session_header: str | None = Field(None, pattern=r"^[A-Za-z0-9-]{1,64}$")
 
 
+class SocketConfig(_Section):
+    """The Responses API's WebSocket mode (`client.responses.connect()`)."""
+
+    max_per_tenant: int = Field(16, ge=1, description="Open sockets one tenant may hold; more are refused with a 429")
+    idle_timeout_s: float = Field(600.0, gt=0, description="A socket with nothing received and nothing running this long is closed")
+    max_queued: int = Field(8, ge=1, description="response.create events waiting behind the running one; more are errors")
+    max_pending_steers: int = Field(8, ge=1, description="Steering inputs queued for one response; more fail")
+
+
 class ServerConfig(_Section):
     host: str = "127.0.0.1"
     port: int = Field(8080, ge=0, le=65535)
@@ -78,6 +87,7 @@ class ServerConfig(_Section):
     always_include_code_outputs: bool = False
     # The key (32 bytes, base64) that seals reasoning.encrypted_content; unset: one per process.
     reasoning_key: str | None = None
+    websocket: SocketConfig = SocketConfig()
 
     @field_validator("reasoning_key")
     @classmethod

@@ -7,6 +7,7 @@ from typing import Any
 
 from pydantic import ValidationError
 from starlette.requests import Request
+from starlette.websockets import WebSocket
 
 from .jsontext import JSONResponse
 
@@ -35,6 +36,15 @@ class APIError(Exception):
 
     def response(self) -> JSONResponse:
         return JSONResponse(self.body(), status_code=self.status)
+
+
+async def refuse_websocket(websocket: WebSocket, error: APIError) -> None:
+    """Refuse a WebSocket handshake with the error as an HTTP answer where the server can send one (the
+    ASGI denial response extension, which uvicorn has), else with a policy-violation close."""
+    if "websocket.http.response" in websocket.scope.get("extensions", {}):
+        await websocket.send_denial_response(error.response())
+    else:
+        await websocket.close(1008, error.message[:120])
 
 
 def bad_request(message: str, param: str | None = None, code: str = "invalid_value") -> APIError:

@@ -261,6 +261,14 @@ class GrowingPrompt:
         """The tokens (as `Prompt.json`) of the dialog's first messages, where known."""
         self._pieces = [None if piece is None else Prompt(piece, piece.count(",") + 1 if piece else 0) for piece in pieces]
 
+    def adopt(self, prompts: list[Prompt | None]) -> None:
+        """The tokens of the dialog's first messages, kept in memory as `prompts` gives them."""
+        self._pieces = prompts
+
+    def prompts(self) -> list[Prompt | None]:
+        """The tokens of every dialog message, for a run that continues this one in the same process."""
+        return list(self._pieces)
+
     def pieces(self, start: int) -> list[str | None]:
         """The tokens of the dialog's messages from `start` on, as `seed` takes them (None: not rendered)."""
         return [None if piece is None else piece.json for piece in self._pieces[start:]]

@@ -13,9 +13,10 @@ import time
 from contextvars import ContextVar
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.websockets import WebSocket
 
 from .config import OPEN_TENANT, AuthConfig
-from .errors import APIError
+from .errors import APIError, refuse_websocket
 from .metrics import Metrics, endpoint_label
 
 request_id_var: ContextVar[str | None] = ContextVar("request_id", default=None)
@@ -34,6 +35,12 @@ class GatewayMiddleware:
         self.log_access = log_access
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "websocket":  # the same keys as HTTP; a refusal is the handshake's answer
+            tenant = self._tenant(scope)
+            if isinstance(tenant, APIError):
+                await refuse_websocket(WebSocket(scope, receive, send), tenant)
+                return
+            scope.setdefault("state", {})["tenant"] = tenant
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return

@@ -91,6 +91,10 @@ class EventType(enum.StrEnum):
     WEB_SEARCH_CALL_COMPLETED = "response.web_search_call.completed"
     WEB_SEARCH_CALL_IN_PROGRESS = "response.web_search_call.in_progress"
     WEB_SEARCH_CALL_SEARCHING = "response.web_search_call.searching"
+    # The WebSocket mode's steering (responses/steering.py).
+    STEER_ACCEPTED = "response.steer.accepted"
+    STEER_PENDING = "response.steer.pending"
+    STEER_FAILED = "response.steer.failed"
 
 
 # The last event of a response's own stream, one per status it can end in.

@@ -161,7 +161,7 @@ def test_a_client_runs_the_search_and_loads_its_own_tools(gateway, emulator):
         ([WEATHER], "tools[0].defer_loading"),
         ([CRM], "tools[0].tools[0].defer_loading"),
         ([SEARCH, SEARCH, WEATHER], "tools[1].type"),
-        ([SEARCH, {"type": "mcp", "server_label": "docs", "defer_loading": True}], "tools[1].defer_loading"),
+        ([{"type": "mcp", "server_label": "docs", "defer_loading": True}], "tools[0].defer_loading"),
     ],
 )
 def test_bad_tool_search_requests_are_400s(gateway, tools, param):

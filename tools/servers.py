@@ -103,6 +103,10 @@ class EnabledServer:
         tools = self.connection.tools
         return tools if self.allowed is None else [tool for tool in tools if tool.name in self.allowed]
 
+    def about(self) -> str:
+        """What the model is told the server is for."""
+        return self.description or self.connection.instructions or f"Tools of the {self.label} server."
+
     def has_tool(self, name: str) -> bool:
         return any(tool.name == name for tool in self.tools())
 

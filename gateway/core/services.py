@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from ..files.service import FileService
     from ..responses.log import Runs
     from ..responses.sealed import Sealer
+    from ..responses.socket import TenantSockets
     from ..skills.service import SkillService
 
 
@@ -43,5 +44,6 @@ class Services:
     mcp: MCPServers
     files: FileService
     skills: SkillService
+    sockets: TenantSockets  # open Responses WebSockets, per tenant
     sandbox: SandboxManager | None = None  # None: no code_interpreter on this gateway
     browser: BrowserBackends | None = None  # None: no web_search on this gateway

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from openai_harmony import Author, Message, Role
@@ -23,7 +23,7 @@ from .shell_models import (
     ShellCallOutputItem,
 )
 from .thread import ThreadMark, input_key, resent_prefix
-from .tool_declarations import checked_definitions, loaded_text
+from .tool_declarations import LoadedTool, checked_definitions, loaded_record, loaded_text
 from .tool_search_models import TOOL_SEARCH_RECIPIENT, ToolSearchCallItem, ToolSearchOutputItem, loaded_recipients
 from .request import (
     CustomToolCallItem,
@@ -35,6 +35,7 @@ from .request import (
     McpApprovalResponseItem,
     McpCallItem,
     McpListToolsItem,
+    McpTool,
     MessageItem,
     ReasoningItem,
     WebSearchCallItem,
@@ -65,6 +66,14 @@ class Decision:
 
 
 @dataclass
+class UnwrittenLoad:
+    """A search's answer the model is to read, whose MCP servers' declarations come from the servers."""
+
+    message: int  # its place in `Dialog.messages`
+    tools: list[LoadedTool]
+
+
+@dataclass
 class Dialog:
     """The Harmony messages after the system/developer preamble, the open function calls in them, and
     the conversation's tool state."""
@@ -80,6 +89,9 @@ class Dialog:
     pending_approvals: dict[str, PendingApproval] = field(default_factory=dict)
     # Approval responses of the current request (not stored: carried out by this response).
     decisions: list[Decision] = field(default_factory=list)
+    # Answers of searches that loaded MCP servers' tools, sent in the request's input (not stored: written
+    # once the request's servers are connected, mcp.py).
+    unwritten_loads: list[UnwrittenLoad] = field(default_factory=list)
     # call_id → digest of the output the client gave, for calls answered earlier in the conversation:
     # clients that send the whole thread again with previous_response_id repeat them.
     answered: dict[str, str] = field(default_factory=dict)
@@ -97,6 +109,25 @@ class Dialog:
     # The tool definitions tool search loaded (tool_search.py): callable for the rest of the conversation.
     loaded_tools: list[dict[str, Any]] = field(default_factory=list)
     loaded: set[str] = field(default_factory=set)  # the recipients they make callable
+
+    def copy(self) -> "Dialog":
+        """A dialog to go on from, leaving this one as it is (its messages are shared: none is changed in
+        place, only appended or replaced)."""
+        return replace(
+            self,
+            messages=list(self.messages),
+            open_calls=dict(self.open_calls),
+            mcp_listed=list(self.mcp_listed),
+            pending_approvals=dict(self.pending_approvals),
+            decisions=list(self.decisions),
+            unwritten_loads=list(self.unwritten_loads),
+            answered=dict(self.answered),
+            owners=list(self.owners),
+            browser_pages=list(self.browser_pages),
+            thread=ThreadMark(self.thread.count, self.thread.digest),
+            loaded_tools=list(self.loaded_tools),
+            loaded=set(self.loaded),
+        )
 
     def load(self, tools: list[dict[str, Any]]) -> None:
         self.loaded_tools += tools
@@ -317,9 +348,20 @@ def _append_search_output(dialog: Dialog, index: int, item: ToolSearchOutputItem
                 return  # sent again with the whole thread
             raise bad_request(f"No tool search call found for tool_search_output with call_id {item.call_id}.", param=f"input[{index}].call_id")
         dialog.answered[item.call_id] = digest
+    if any(isinstance(tool, McpTool) for tool in tools):
+        dialog.unwritten_loads.append(UnwrittenLoad(len(dialog.messages), tools))
     dialog.append(tool_result(TOOL_SEARCH_RECIPIENT, "commentary", loaded_text(tools)))
-    dialog.load([tool.model_dump(mode="json", exclude_none=True, by_alias=True) for tool in tools])
-    records.append(item.model_dump(exclude_none=True) | {"id": item.id or new_id("tso"), "status": item.status or "completed"})
+    dialog.load([loaded_record(tool) for tool in tools])
+    record = item.model_dump(exclude_none=True) | {"id": item.id or new_id("tso"), "status": item.status or "completed"}
+    record["tools"] = [_without_credentials(tool) for tool in item.tools]
+    records.append(record)
+
+
+def _without_credentials(tool: dict[str, Any]) -> dict[str, Any]:
+    """A loaded tool as the input items list it: an MCP server's headers are never stored."""
+    if tool.get("type") != "mcp":
+        return tool
+    return {key: value for key, value in tool.items() if key not in ("headers", "authorization")}
 
 
 def _message_record(item_id: str | None, role: str, text: str) -> dict[str, Any]:

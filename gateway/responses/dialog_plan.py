@@ -11,6 +11,7 @@ from .history import open_conversation, refuse_known_ids
 from ..core.conversation_store import Conversation
 from ..errors import APIError, bad_request
 from ..files.inputs import read_input_files
+from ..harmony import Prompt
 from ..store import RUNNING
 from .conversation import Dialog, append_input
 from .request import ReasoningItem, ReasoningText, ResponsesRequest
@@ -28,11 +29,27 @@ class DialogPlan:
     parent_id: str | None = None
     parent_length: int = 0
     parent_tokens: list[str | None] = field(default_factory=list)
+    parent_prompts: list[Prompt | None] | None = None  # the same, kept in memory (a WebSocket's last response)
 
 
-async def plan_dialog(services: Services, request: ResponsesRequest, tenant: str) -> DialogPlan:
+@dataclass(frozen=True)
+class Remembered:
+    """The last response a WebSocket ran, kept in memory so that the next one on the socket continues it
+    without the store: with `store: false` too, and without reading its dialog and tokens back."""
+
+    response_id: str
+    dialog: Dialog
+    prompts: list[Prompt | None]  # its messages' tokens
+    stored: bool
+
+
+async def plan_dialog(services: Services, request: ResponsesRequest, tenant: str, remembered: Remembered | None = None) -> DialogPlan:
     plan = DialogPlan()
-    if request.previous_response_id:
+    if remembered is not None and request.previous_response_id == remembered.response_id:
+        plan.dialog, plan.parent_prompts = remembered.dialog.copy(), list(remembered.prompts)
+        if remembered.stored:  # what this response stores continues the stored one
+            plan.parent_id, plan.parent_length = remembered.response_id, len(plan.dialog.messages)
+    elif request.previous_response_id:
         previous = await services.store.get(request.previous_response_id, tenant)
         if previous is None:
             raise APIError(

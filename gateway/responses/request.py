@@ -370,7 +370,7 @@ class McpTool(StrictModel):
     allowed_tools: list[str] | ToolNameFilter | None = None
     require_approval: Literal["always", "never"] | ApprovalFilter | None = None
     connector_id: None = Field(None, description="connectors are OpenAI's own: not supported")
-    defer_loading: Literal[False] | None = Field(None, description="deferred MCP servers are not supported")
+    defer_loading: bool | None = None  # its tools found with the `tool_search` tool, not declared up front
 
     @field_validator("server_label")
     @classmethod

@@ -7,7 +7,7 @@ from typing import AsyncIterator
 import anyio
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
+from starlette.routing import Route, WebSocketRoute
 
 from ..jsontext import JSONResponse
 from ..body import parse_body
@@ -21,6 +21,7 @@ from ..store import RUNNING, StoredResponse
 from .follow import follow_stored
 from .log import sequence_number, sse_frame
 from .run import ResponseRun
+from .socket import responses_socket
 from ..core.requests import include_query, refuse_while_draining, services_of, tenant_of
 from ..core.services import Services
 
@@ -206,6 +207,7 @@ def _missing(response_id: str) -> APIError:
 
 routes = [
     Route("/v1/responses", create_response, methods=["POST"]),
+    WebSocketRoute("/v1/responses", responses_socket),
     Route("/v1/responses/input_tokens", count_input_tokens, methods=["POST"]),
     Route("/v1/responses/{response_id}", retrieve_response, methods=["GET"]),
     Route("/v1/responses/{response_id}", delete_response, methods=["DELETE"]),

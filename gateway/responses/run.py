@@ -30,7 +30,7 @@ from ..store import StoredResponse, TooManyRunning
 from ..core.conversation_store import Conversation, DuplicateItem
 from .history import keep_state, new_items
 from .conversation import Dialog, tool_result
-from .dialog_plan import DialogPlan, plan_dialog
+from .dialog_plan import DialogPlan, Remembered, plan_dialog
 from .items import Event
 from .journal import Journal
 from .logprobs import load_vocabulary
@@ -47,8 +47,11 @@ logger = logging.getLogger("gateway.responses")
 
 
 class ResponseRun:
-    def __init__(self, services: Services, request: ResponsesRequest, tenant: str, chat: "ChatOptions | None" = None) -> None:
+    def __init__(
+        self, services: Services, request: ResponsesRequest, tenant: str, chat: "ChatOptions | None" = None, remembered: Remembered | None = None
+    ) -> None:
         self.services = services
+        self.remembered = remembered  # the response before it on its WebSocket, in memory
         self.request = request
         self.chat = chat or ChatOptions()
         self.tenant = tenant
@@ -83,6 +86,9 @@ class ResponseRun:
         self._cancel = anyio.CancelScope()
         self.background = bool(request.background)  # runs on whatever the client does; resumable, cancellable
         self.journal: Journal | None = None  # a background response's events and progress, in the store
+        # Steering input waits for this response (socket.py): it ends at its next safe boundary, after a
+        # tool's output and before the next engine call, for a successor to go on with the input.
+        self.steered = False
 
     @property
     def dialog(self) -> Dialog:
@@ -117,8 +123,11 @@ class ResponseRun:
         return len(await self._render(max_model_len=None))
 
     async def _plan(self, provision: bool) -> None:
-        self.plan = await plan_dialog(self.services, self.request, self.tenant)
-        self._growing.seed(self.plan.parent_tokens)
+        self.plan = await plan_dialog(self.services, self.request, self.tenant, self.remembered)
+        if self.plan.parent_prompts is not None:
+            self._growing.adopt(self.plan.parent_prompts)
+        else:
+            self._growing.seed(self.plan.parent_tokens)
         await self.toolset.prepare(self.dialog, provision)
         self.preamble = self._preamble()
 
@@ -332,6 +341,8 @@ class ResponseRun:
                 self._tool_called = True
             # The tool's output, or what went wrong (no such tool, bad arguments), goes to the model.
             self.dialog.append(tool_result(call.recipient, call.channel, call.output or ""))
+            if self.steered:
+                return ResponseStatus.INCOMPLETE, {"reason": "steered"}
             if self._turns >= self.services.config.loop.max_turns:
                 return ResponseStatus.INCOMPLETE, {"reason": "max_messages"}
             self._stream = await self._open_stream()
@@ -350,6 +361,14 @@ class ResponseRun:
     def _forced_call_header(self) -> list[int]:
         header = None if self._tool_called else self.toolset.forced_header()
         return encoding().encode(header, allowed_special="all") if header else []
+
+    async def remember(self) -> Remembered | None:
+        """What a WebSocket keeps of this response, for the next one on it to continue: nothing of one
+        that cannot be continued (failed, cancelled) or that belongs to a conversation."""
+        if self.response["status"] not in (ResponseStatus.COMPLETED, ResponseStatus.INCOMPLETE) or self.plan.conversation is not None:
+            return None
+        await self._growing.complete(self.dialog.messages, self.plan.new_messages_from)
+        return Remembered(self.response["id"], self.dialog, self._growing.prompts(), bool(self.request.store))
 
     # -- the Response object ------------------------------------------------------------------------------
 

@@ -4,7 +4,7 @@ loaded, written into the dialog (after the prompt's prefix, which stays as the e
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any, Union
+from typing import Annotated, Any, Sequence, Union
 
 from pydantic import Field, TypeAdapter, ValidationError
 
@@ -12,10 +12,12 @@ from ..errors import bad_request
 from ..harmony import ToolDescription, ToolNamespaceConfig, declarations_text
 from tools.namespaces import reserved_problem
 
-from .request import CustomTool, FunctionTool, GrammarInput, NamespaceFunction, NamespaceTool
+from .request import CustomTool, FunctionTool, GrammarInput, McpTool, NamespaceFunction, NamespaceTool
 
 Function = Union[FunctionTool, CustomTool, NamespaceFunction]
-LoadedTool = Annotated[Union[FunctionTool, CustomTool, NamespaceTool], Field(discriminator="type")]
+# An MCP server's loaded tools are named by `server_label` and `allowed_tools` only: their declarations
+# come from the request's connected server (mcp.py), never from what a client sends.
+LoadedTool = Annotated[Union[FunctionTool, CustomTool, NamespaceTool, McpTool], Field(discriminator="type")]
 _LOADED = TypeAdapter(list[LoadedTool])
 MAX_LOADED_CHARS = 256 * 1024  # of one search's tool definitions, as JSON: they are rendered on the event loop
 
@@ -31,9 +33,9 @@ def describe(tool: Function) -> ToolDescription:
     return ToolDescription.new(tool.name, description.strip(), parameters={"type": "string"})
 
 
-def checked_definitions(tools: list[dict[str, Any]], param: str) -> list[FunctionTool | CustomTool | NamespaceTool]:
-    """Loaded tool definitions a client sent (a `tool_search_output`): functions, custom tools and
-    namespaces, checked as the request's own tools are."""
+def checked_definitions(tools: list[dict[str, Any]], param: str) -> list[LoadedTool]:
+    """Loaded tool definitions a client sent (a `tool_search_output`): functions, custom tools, namespaces
+    and MCP servers, checked as the request's own tools are."""
     if len(json.dumps(tools)) > MAX_LOADED_CHARS:
         raise bad_request(f"The tools of {param} are too large (at most {MAX_LOADED_CHARS} characters of JSON).", param=param)
     try:
@@ -49,13 +51,23 @@ def checked_definitions(tools: list[dict[str, Any]], param: str) -> list[Functio
     return checked
 
 
-def parsed_definitions(tools: list[dict[str, Any]]) -> list[FunctionTool | CustomTool | NamespaceTool]:
+def parsed_definitions(tools: list[dict[str, Any]]) -> list[LoadedTool]:
     """Definitions checked when they were loaded (kept with the conversation)."""
     return _LOADED.validate_python(tools)
 
 
-def loaded_text(tools: list[FunctionTool | CustomTool | NamespaceTool]) -> str:
-    """What the model reads when tools are loaded: their declarations, as the developer message has them."""
+def loaded_record(tool: LoadedTool) -> dict[str, Any]:
+    """A loaded tool as the dialog keeps it. An MCP server is kept by its label and the tools loaded: a
+    client's headers or credentials in a `tool_search_output` are never stored."""
+    if isinstance(tool, McpTool):
+        allowed = tool.allowed_names()
+        return {"type": "mcp", "server_label": tool.server_label} | ({"allowed_tools": sorted(allowed)} if allowed is not None else {})
+    return tool.model_dump(mode="json", exclude_none=True, by_alias=True)
+
+
+def loaded_text(tools: Sequence[LoadedTool], servers: Sequence[ToolNamespaceConfig] = ()) -> str:
+    """What the model reads when tools are loaded: their declarations, as the developer and system messages
+    have them; `servers` are the MCP servers' tools among them, as their servers describe them."""
     functions = [describe(tool) for tool in tools if isinstance(tool, (FunctionTool, CustomTool))]
     namespaces = [ToolNamespaceConfig(name="functions", description=None, tools=functions)] if functions else []
     namespaces += [
@@ -63,6 +75,7 @@ def loaded_text(tools: list[FunctionTool | CustomTool | NamespaceTool]) -> str:
         for tool in tools
         if isinstance(tool, NamespaceTool)
     ]
+    namespaces += servers
     if not namespaces:
         return "No tools were loaded."
     return "These tools are loaded and can be called now:\n\n" + declarations_text(namespaces)

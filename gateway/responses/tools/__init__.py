@@ -15,8 +15,10 @@ from ..conversation import Dialog
 from ..items import Event, OutputItem
 from ..tool_call import ToolCall
 from .base import AnyTool, CallBudget, Declarations, Tool, ToolContext, run_call
+from .mcp import McpServers
 from .namespaces import NamespaceTools
 from .registry import TOOLS, choice_owner, kind_of
+from .tool_search import ToolSearch
 from .web_search import WebSearch
 
 __all__ = ["CallBudget", "Declarations", "Tool", "ToolContext", "Toolset"]
@@ -42,6 +44,8 @@ class Toolset:
         Without `provision` (a prompt only counted) nothing is created: no container, no copied file."""
         for tool in self.tools:
             await tool.prepare(dialog, provision)
+        # What tool search finds of MCP servers is known once they are connected.
+        self._one(ToolSearch).catalog.add_servers(self._one(McpServers).deferred.values())
         for tool in self.tools:
             if isinstance(tool, NamespaceTools):  # the client's names may not shadow any other tool's
                 others = {name for other in self.tools if other is not tool for name in other.recipients()}

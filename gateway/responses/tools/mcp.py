@@ -1,13 +1,15 @@
 """`mcp`: the tools of MCP servers, configured or the request's own, each server declared to the model as a
 Harmony namespace named by its `server_label`. Its tools are listed to the client once per conversation
 (`mcp_list_tools`); a call runs here (`mcp_call`), or first waits for the user's approval
-(`mcp_approval_request`, answered by an `mcp_approval_response` in the next request)."""
+(`mcp_approval_request`, answered by an `mcp_approval_response` in the next request). A server marked
+`defer_loading` is not declared: tool search finds its tools (tool_search.py), and only those it loaded
+can be called."""
 
 from __future__ import annotations
 
 import json
 import logging
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping, Sequence
 
 import anyio
 from mcp_types import INTERNAL_ERROR, INVALID_PARAMS
@@ -23,6 +25,8 @@ from ..conversation import Dialog, PendingApproval, tool_result
 from ..items import Event, Events, OutputItem, ToolCallItem
 from ..request import McpTool, NamedMcp, RequestTool, ToolChoiceForm
 from ..tool_call import CallKind, ToolCall
+from ..tool_declarations import LoadedTool, loaded_text
+from ..tool_search_models import TOOL_SEARCH_RECIPIENT, is_loaded
 from .base import Declarations, Tool, ToolContext, run_call
 
 log = logging.getLogger("gateway.tools")
@@ -122,6 +126,7 @@ class McpServers(Tool[McpTool]):
     def __init__(self, context: ToolContext, declared: list[McpTool]) -> None:
         super().__init__(context, declared)
         self.servers: dict[str, EnabledServer] = {}
+        self.deferred: dict[str, EnabledServer] = {}  # found with tool search, not declared
         self._to_list: list[EnabledServer] = []
 
     @staticmethod
@@ -143,8 +148,11 @@ class McpServers(Tool[McpTool]):
                 code = "rate_limit_exceeded" if exc.status == 429 else "invalid_value"
                 raise APIError(exc.status, exc.message, param=exc.param, code=code) from None
             self.servers[tool.server_label] = server
+            if tool.defer_loading:
+                self.deferred[tool.server_label] = server
             if tool.server_label not in dialog.mcp_listed or not server.connection.connected:
                 self._to_list.append(server)
+        self._write_loads(dialog)
         for decision in dialog.decisions:
             if decision.pending.server_label not in self.servers:
                 raise bad_request(
@@ -152,6 +160,20 @@ class McpServers(Tool[McpTool]):
                     f"'{decision.pending.server_label}', which is not in this request's tools.",
                     param="tools",
                 )
+
+    def _write_loads(self, dialog: Dialog) -> None:
+        """The searches' answers in the input that loaded MCP tools: the model reads the tools as the
+        request's server declares them."""
+        for load in dialog.unwritten_loads:
+            for tool in load.tools:
+                if isinstance(tool, McpTool) and tool.server_label not in self.servers:
+                    raise bad_request(
+                        f"A tool_search_output in input loads tools of the MCP server '{tool.server_label}', which is not in this request's tools.",
+                        param="input",
+                    )
+            text = loaded_text(load.tools, loaded_servers(load.tools, self.servers))
+            dialog.messages[load.message] = tool_result(TOOL_SEARCH_RECIPIENT, "commentary", text)
+        dialog.unwritten_loads = []
 
     def recipients(self) -> Iterable[str]:
         return self.servers
@@ -163,6 +185,18 @@ class McpServers(Tool[McpTool]):
             raise bad_request(f"tool_choice names the MCP server '{choice.server_label}', which is not in tools.", param="tool_choice.server_label")
         if choice.name is not None and server.connection.connected and not server.has_tool(choice.name):
             raise bad_request(f"The MCP server '{choice.server_label}' has no tool '{choice.name}'.", param="tool_choice.name")
+        if choice.server_label in self.deferred and not self._any_loaded(choice.server_label, choice.name):
+            raise bad_request(
+                f"tool_choice names the MCP server '{choice.server_label}', which is deferred (defer_loading) and none of whose "
+                "tools named there is loaded yet: use auto or required, and let the model find it with tool_search.",
+                param="tool_choice",
+            )
+
+    def _any_loaded(self, label: str, name: str | None) -> bool:
+        loaded = self.dialog.loaded
+        if name is not None:
+            return is_loaded(f"{label}.{name}", loaded)
+        return f"{label}.*" in loaded or any(recipient.partition(".")[0] == label for recipient in loaded)
 
     def forced_header(self, choice: str | ToolChoiceForm) -> str | None:
         if not isinstance(choice, NamedMcp):
@@ -175,11 +209,8 @@ class McpServers(Tool[McpTool]):
         if not self.context.enabled:
             return
         for label, server in self.servers.items():
-            if not server.connection.connected:
-                continue
-            tools = [ToolDescription.new(t.name, t.description or "", parameters=schema_for_model(t.input_schema)) for t in server.tools()]
-            description = server.description or server.connection.instructions or f"Tools of the {label} server."
-            declarations.system.append(ToolNamespaceConfig(name=label, description=description, tools=tools))
+            if server.connection.connected and label not in self.deferred:
+                declarations.system.append(server_namespace(server))
 
     # -- before the first engine call: listings, and the calls the user approved or denied --------------------
 
@@ -221,6 +252,9 @@ class McpServers(Tool[McpTool]):
         if not (server.connection.connected and server.has_tool(name)):
             state = "is unavailable" if not server.connection.connected else f"has no tool named '{name}'"
             call.refuse(f"the '{label}' server {state}.")
+            return None
+        if label in self.deferred and not is_loaded(call.recipient, self.dialog.loaded):
+            call.refuse(f"'{call.recipient}' is not loaded: find it with {TOOL_SEARCH_RECIPIENT} first, then call it.")
             return None
         if not self.context.budget.take(call):
             return None
@@ -271,6 +305,18 @@ class McpServers(Tool[McpTool]):
         call.output = text
         output = self.context.output
         output.emit(item.finished(output.events, "failed" if item.error else "completed"))
+
+
+def server_namespace(server: EnabledServer, names: set[str] | None = None) -> ToolNamespaceConfig:
+    """A server's tools (those named, or all) as the model reads them: a namespace named by its label."""
+    tools = [tool for tool in server.tools() if names is None or tool.name in names]
+    described = [ToolDescription.new(t.name, t.description or "", parameters=schema_for_model(t.input_schema)) for t in tools]
+    return ToolNamespaceConfig(name=server.label, description=server.about(), tools=described)
+
+
+def loaded_servers(tools: Sequence[LoadedTool], servers: Mapping[str, EnabledServer]) -> list[ToolNamespaceConfig]:
+    """The MCP servers' tools among loaded tools, declared by their connected servers."""
+    return [server_namespace(servers[tool.server_label], tool.allowed_names()) for tool in tools if isinstance(tool, McpTool)]
 
 
 def protocol_error(code: int, message: str) -> dict[str, Any]:

@@ -1,5 +1,6 @@
-"""`tool_search`: the request's functions marked `defer_loading` are not declared up front. The model reads
-one line for each (a namespace: its name and description) and a search function, `tool_search.search`.
+"""`tool_search`: the request's functions and MCP servers marked `defer_loading` are not declared up front.
+The model reads one line for each function (a namespace or a server: its name and description) and a
+search function, `tool_search.search`.
 
 Run here (`execution: "server"`), a search streams as a `tool_search_call` and a `tool_search_output`
 holding the definitions found; the model reads their declarations in the search's answer, after the
@@ -19,12 +20,13 @@ from ...errors import bad_request
 from ...harmony import ToolDescription, ToolNamespaceConfig
 from ..conversation import Dialog
 from ..items import Event, Events, OutputItem
-from ..request import CustomTool, FunctionTool, NamespaceTool
+from ..request import CustomTool, FunctionTool, McpTool, NamespaceTool
 from ..tool_call import CallKind, ToolCall
 from ..tool_declarations import loaded_text, parsed_definitions
 from ..tool_search_models import TOOL_SEARCH_NAMESPACE, TOOL_SEARCH_RECIPIENT, Execution, ToolSearchTool
 from .base import Declarations, Tool, ToolContext
-from .tool_search_catalog import Catalog, definitions
+from .mcp import loaded_servers
+from .tool_search_catalog import Catalog
 
 MAX_QUERY_CHARS = 1000
 DESCRIPTION = (
@@ -149,9 +151,11 @@ class ToolSearch(Tool[ToolSearchTool]):
         item = call.item
         assert isinstance(item, SearchCall)
         query = str(item.arguments["query"])
-        found = definitions(self.catalog.search(query, self.dialog.loaded))
+        found = self.catalog.definitions(self.catalog.search(query, self.dialog.loaded))
+        tools = parsed_definitions(found)
+        servers = loaded_servers(tools, self.catalog.servers)
         # Declarations are rendered (and tokenised) by Harmony: off the event loop.
-        text = await anyio.to_thread.run_sync(loaded_text, parsed_definitions(found)) if found else ""
+        text = await anyio.to_thread.run_sync(loaded_text, tools, servers) if found else ""
         self.dialog.load(found)
         output = self.context.output
         result = output.add(lambda index: SearchResult(index, item.call_id, "server", found))
@@ -163,7 +167,7 @@ class ToolSearch(Tool[ToolSearchTool]):
 def _first_deferred(tools: list[Any]) -> str | None:
     """Where the first tool marked `defer_loading` is in the request, as a param."""
     for index, tool in enumerate(tools):
-        if isinstance(tool, (FunctionTool, CustomTool)) and tool.defer_loading:
+        if isinstance(tool, (FunctionTool, CustomTool, McpTool)) and tool.defer_loading:
             return f"tools[{index}].defer_loading"
         if isinstance(tool, NamespaceTool):
             inner = next((place for place, function in enumerate(tool.tools) if function.defer_loading), None)

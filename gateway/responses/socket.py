@@ -1,0 +1,281 @@
+"""The Responses API's WebSocket mode: the socket `client.responses.connect()` opens at /v1/responses.
+
+Each `response.create` runs a response as `POST /v1/responses` with `stream: true` would, and its events go
+out on the socket, one message each, in order; responses on one socket run one after another. The socket
+keeps its last response in memory (dialog and tokens), so the next one continues it without reading the
+store, with `store: false` too. `response.steer` queues user input for the running response
+(steering.py). Errors are `error` events and never close the socket; a client that goes away cancels
+what it was running, unless that response is `background`.
+
+Bounds: a message's size (and uvicorn's `ws_max_size` beneath it), sockets per tenant, responses queued
+behind the running one, steering queued per response, an idle socket's life, and a client that stops
+reading (`send_timeout_s`). Pings are answered by uvicorn's WebSocket implementation."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import Counter
+from typing import Annotated, Any, Literal, Union
+
+import anyio
+from pydantic import Field, RootModel
+from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
+
+from ..body import parse_json
+from ..errors import APIError, refuse_websocket
+from ..jsontext import dumps
+from ..protocol import ResponseStatus
+from ..core.requests import refuse_while_draining
+from ..core.services import Services
+from .dialog_plan import Remembered
+from .log import sse_frame
+from .request import MessageItem, ResponsesRequest
+from .run import ResponseRun
+from .steering import Steer, SteerError, SteerEvent, accepted, failed, pending, required_input
+
+logger = logging.getLogger("gateway.responses")
+
+IDLE = 1000  # the close code of a socket that idled out: a normal closure
+
+
+class CreateEvent(ResponsesRequest):
+    """`response.create`: the fields of `POST /v1/responses`, and the socket's envelope."""
+
+    type: Literal["response.create"]
+    stream_id: str | None = Field(None, min_length=1, max_length=128)  # the lane its events carry
+    generate: bool | None = None
+
+    def request(self, **changes: Any) -> ResponsesRequest:
+        """The request to run, apart from the event (a run changes its request's tools as it prepares)."""
+        fields = {name: getattr(self, name) for name in ResponsesRequest.model_fields} | changes
+        return ResponsesRequest.model_construct(**fields | {"stream": True})
+
+
+class ClientEvent(RootModel[Annotated[Union[CreateEvent, SteerEvent], Field(discriminator="type")]]):
+    pass
+
+
+class TenantSockets:
+    """Open sockets per tenant, bounded."""
+
+    def __init__(self) -> None:
+        self.open: Counter[str] = Counter()
+
+    def take(self, tenant: str, limit: int) -> bool:
+        if self.open[tenant] >= limit:
+            return False
+        self.open[tenant] += 1
+        return True
+
+    def give_back(self, tenant: str) -> None:
+        self.open[tenant] -= 1
+        if self.open[tenant] <= 0:
+            del self.open[tenant]
+
+
+async def responses_socket(websocket: WebSocket) -> None:
+    services: Services = websocket.app.state.services
+    tenant: str = websocket.scope["state"]["tenant"]  # the middleware checked the key
+    config = services.config.server.websocket
+    if services.drain.draining:
+        await refuse_websocket(websocket, APIError(503, "The gateway is shutting down.", type="server_error", code="server_shutting_down"))
+        return
+    if not services.sockets.take(tenant, config.max_per_tenant):
+        refusal = f"This project has {config.max_per_tenant} Responses WebSockets open, as many as this gateway allows; close one first."
+        await refuse_websocket(websocket, APIError(429, refusal, code="too_many_websockets"))
+        return
+    try:
+        await websocket.accept()
+        await ResponsesSocket(websocket, services, tenant).serve()
+    finally:
+        services.sockets.give_back(tenant)
+
+
+class ResponsesSocket:
+    def __init__(self, websocket: WebSocket, services: Services, tenant: str) -> None:
+        self.websocket, self.services, self.tenant = websocket, services, tenant
+        self.config = services.config.server.websocket
+        self.limits = services.config.server.body_limits()
+        self.creates_in, self.creates = anyio.create_memory_object_stream[CreateEvent](self.config.max_queued)
+        self.active: ResponseRun | None = None
+        self.queued = 0  # response.create events received and not finished
+        self.remembered: Remembered | None = None  # the last response, to continue without the store
+        self.steers: dict[str, list[Steer]] = {}  # accepted steering, by the response it waits for
+        self.ended: set[str] = set()  # responses this socket ran (a steer to one is too late, not unknown)
+        self.numbers = 0  # sequence numbers of the socket's own events (steering), apart from any response's
+        self.last_activity = time.monotonic()
+        self._send_lock = anyio.Lock()
+
+    async def serve(self) -> None:
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(self._respond_in_turn, tasks.cancel_scope)
+            try:
+                await self._read()
+            finally:
+                tasks.cancel_scope.cancel()
+                self.creates_in.close()
+
+    # -- reading -------------------------------------------------------------------------------------------
+
+    async def _read(self) -> None:
+        """Client events until the client leaves or the socket idles out."""
+        idle = self.config.idle_timeout_s
+        while True:
+            left = idle - (time.monotonic() - self.last_activity)
+            if self.queued == 0 and left <= 0:
+                await self.websocket.close(IDLE, "idle")
+                return
+            with anyio.move_on_after(left if self.queued == 0 else idle):
+                message = await self.websocket.receive()
+                if message["type"] == "websocket.disconnect":
+                    return
+                self.last_activity = time.monotonic()
+                await self._dispatch(message.get("text") or message.get("bytes") or b"")
+
+    async def _dispatch(self, data: str | bytes) -> None:
+        size = len(data) if isinstance(data, bytes) or len(data) * 4 <= self.limits.max_bytes else len(data.encode())
+        if size > self.limits.max_bytes:
+            await self._error(APIError(413, f"The event is larger than this gateway's limit of {self.limits.max_bytes} bytes.", code="request_too_large"))
+            return
+        try:
+            event = (await parse_json(data, ClientEvent, self.limits)).root
+        except APIError as exc:
+            await self._error(exc)
+            return
+        if isinstance(event, SteerEvent):
+            await self._steer(event)
+        elif event.generate is False:
+            await self._error(APIError(400, "'generate: false' is not supported by this gateway.", param="generate", code="unsupported_parameter"), event.stream_id)
+        elif self.queued > self.config.max_queued:
+            await self._error(APIError(429, f"At most {self.config.max_queued} responses may wait on one socket.", code="too_many_queued_responses"), event.stream_id)
+        else:
+            self.queued += 1
+            await self.creates_in.send(event)
+
+    # -- responding ----------------------------------------------------------------------------------------
+
+    async def _respond_in_turn(self, socket_scope: anyio.CancelScope) -> None:
+        async for event in self.creates:
+            try:
+                successor: tuple[CreateEvent, list[Steer]] | None = (event, [])
+                while successor is not None:  # a steered response's successor, and its own, in turn
+                    successor = await self._respond(*successor)
+            except (WebSocketDisconnect, TimeoutError):  # gone, or reading nothing: the socket ends
+                socket_scope.cancel()
+                return
+            finally:
+                self.queued -= 1
+                self.last_activity = time.monotonic()
+
+    async def _respond(self, event: CreateEvent, steers: list[Steer]) -> tuple[CreateEvent, list[Steer]] | None:
+        """Run one response and send its events; then what its steering asks for: the successor to run
+        next, if any. `steers` are the input a successor carries (in its `input` already)."""
+        request = event.request()
+        waiting = self.steers.pop(request.previous_response_id, []) if not steers and request.previous_response_id else []
+        if waiting:  # queued for a response that stopped for the client: put in front of its continuation
+            request.input = [message for steer in waiting for message in steer.messages] + _as_items(request.input)
+        carried = steers or waiting
+        try:
+            refuse_while_draining(self.services)
+            run = ResponseRun(self.services, request, self.tenant, remembered=self.remembered)
+            await run.launch()
+        except APIError as exc:
+            await self._error(exc, event.stream_id)
+            for steer in carried:
+                await self._send_own(failed(steer, steer.previous_response_id, steer.input, SteerError.SUCCESSOR_FAILED, exc.message))
+            return None
+        self.active = run
+        try:
+            async for batch in run.log.follow():
+                for item in batch:
+                    await self._send(_message(sse_frame(item), event.stream_id))
+        finally:
+            self.active = None
+            if not run.log.closed and not run.background:  # the client left: stop it, aborting its engine request
+                run.cancel()
+        response_id = run.response["id"]
+        self.ended.add(response_id)
+        self.remembered = await run.remember()
+        return await self._after(run, event, self.steers.pop(response_id, []))
+
+    async def _after(self, run: ResponseRun, event: CreateEvent, steers: list[Steer]) -> tuple[CreateEvent, list[Steer]] | None:
+        """A steered response is continued by a successor with the input; one that waits for the client
+        keeps it queued for the client's continuation."""
+        if not steers:
+            return None
+        status, response_id = run.response["status"], run.response["id"]
+        if status not in (ResponseStatus.COMPLETED, ResponseStatus.INCOMPLETE):
+            for steer in steers:
+                await self._send_own(failed(steer, response_id, steer.input, SteerError.NOT_ACTIVE, f"The response ended {status}: the input was not applied."))
+            return None
+        owed = required_input(run.output.as_dicts(), run.dialog.open_calls, run.dialog.pending_approvals)
+        if owed:
+            self.steers[response_id] = steers
+            for steer in steers:
+                await self._send_own(pending(steer, owed))
+            return None
+        messages = [message for steer in steers for message in steer.messages]
+        # The successor inherits the steered response's settings and continues it with the input.
+        return event.model_copy(update={"input": messages, "previous_response_id": response_id, "conversation": None}), steers
+
+    # -- steering ------------------------------------------------------------------------------------------
+
+    async def _steer(self, event: SteerEvent) -> None:
+        target, run = event.previous_response_id, self.active
+        raw = [message.model_dump(exclude_none=True) for message in event.input] if isinstance(event.input, list) else event.input
+        steer = Steer.of(event, raw)
+        problem: tuple[SteerError, str] | None = None
+        if run is None or run.response["id"] != target:
+            if target in self.ended:
+                problem = SteerError.ALREADY_COMPLETED, f"Response '{target}' has ended."
+            else:
+                problem = SteerError.RESPONSE_NOT_FOUND, f"Response '{target}' is not running on this connection."
+        elif run.plan.conversation is not None:
+            problem = SteerError.NOT_SUPPORTED, "A response bound to a conversation cannot be steered."
+        elif not ResponseStatus(run.response["status"]).running:
+            problem = SteerError.ALREADY_COMPLETED, f"Response '{target}' has ended."
+        elif len(self.steers.get(target, ())) >= self.config.max_pending_steers:
+            problem = SteerError.TOO_MANY_PENDING, f"At most {self.config.max_pending_steers} steering inputs may wait for one response."
+        if problem is not None:
+            await self._send_own(failed(None, target, raw, *problem))
+            return
+        assert run is not None
+        steer.accept()
+        self.steers.setdefault(target, []).append(steer)
+        run.steered = True
+        await self._send_own(accepted(steer))
+
+    # -- sending -------------------------------------------------------------------------------------------
+
+    async def _error(self, error: APIError, stream_id: str | None = None) -> None:
+        event: dict[str, Any] = {"type": "error", "status": error.status, **error.body()}
+        if stream_id is not None:
+            event["stream_id"] = stream_id
+        await self._send(dumps(event))
+
+    async def _send_own(self, fields: dict[str, Any]) -> None:
+        """An event of the socket's own (steering), numbered apart from any response's stream."""
+        event = {"type": fields["type"], "sequence_number": self.numbers, **fields}
+        self.numbers += 1
+        await self._send(dumps(event))
+
+    async def _send(self, text: str) -> None:
+        """One message; a client that reads nothing for `send_timeout_s` is disconnected."""
+        if self.websocket.application_state is not WebSocketState.CONNECTED:
+            raise WebSocketDisconnect()
+        async with self._send_lock:
+            with anyio.fail_after(self.services.config.server.send_timeout_s):
+                await self.websocket.send_text(text)
+
+
+def _message(frame: bytes, stream_id: str | None) -> str:
+    """An SSE frame's event as one WebSocket message: its JSON, with the lane it belongs to."""
+    data = frame[frame.index(b"\ndata: ") + 7 : -2].decode()
+    if stream_id is None:
+        return data
+    return '{"stream_id":' + dumps(stream_id) + "," + data[1:]
+
+
+def _as_items(input: Any) -> list[Any]:
+    return [MessageItem(role="user", content=input)] if isinstance(input, str) else list(input)

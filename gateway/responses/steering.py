@@ -1,0 +1,127 @@
+"""Steering, the WebSocket mode's beta (`response.steer`): user input sent to a response while it runs.
+
+Accepted, the input is queued for that response (`response.steer.accepted`). The response ends at its
+next safe boundary, after a tool's output and before the next engine call, never inside a message, as
+`incomplete` with reason `steered` (or as it would have ended, when it answers first), and a successor
+response continues it with the input (socket.py). A response that stops for the client's tool output
+or approval keeps the input queued (`response.steer.pending`, naming what the client owes) until the
+client's next `response.create` continues it, which the input is put in front of. Input that cannot be
+committed comes back in `response.steer.failed`. Shapes: the openai SDK's `response_steer_*` types."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import Field
+
+from ..core.ids import new_id
+from ..core.models import StrictModel
+from ..protocol import EventType
+from .request import ContentPart, MessageItem
+
+
+class SteerError(enum.StrEnum):
+    """Why steering input was not, or could not be, committed."""
+
+    RESPONSE_NOT_FOUND = "response_not_found"
+    INVALID_INPUT = "invalid_input"
+    NOT_SUPPORTED = "steering_not_supported"
+    TOO_MANY_PENDING = "too_many_pending_steers"
+    ALREADY_COMPLETED = "response_already_completed"
+    NOT_ACTIVE = "response_not_active"
+    SUCCESSOR_FAILED = "successor_creation_failed"
+
+
+class SteerMessage(StrictModel):
+    """Steering takes user messages only: `type`, `role` and `content`."""
+
+    type: Literal["message"] = "message"
+    role: Literal["user"]
+    content: str | list[ContentPart]
+
+
+class SteerEvent(StrictModel):
+    type: Literal["response.steer"]
+    previous_response_id: str = Field(min_length=1, max_length=128)
+    input: str | list[SteerMessage] = Field(min_length=1)
+
+
+@dataclass
+class Steer:
+    """One accepted submission, queued for the response it names."""
+
+    previous_response_id: str
+    input: Any  # as the client sent it: returned as it was when it cannot be committed
+    messages: list[MessageItem]
+    id: str | None = None
+
+    @classmethod
+    def of(cls, event: SteerEvent, raw_input: Any) -> "Steer":
+        if isinstance(event.input, str):
+            messages = [MessageItem(role="user", content=event.input)]
+        else:
+            messages = [MessageItem(role="user", content=message.content) for message in event.input]
+        return cls(event.previous_response_id, raw_input, messages)
+
+    def accept(self) -> None:
+        self.id = new_id("steer")
+
+    def reference(self) -> dict[str, Any]:
+        return {"id": self.id, "previous_response_id": self.previous_response_id}
+
+
+def accepted(steer: Steer) -> dict[str, Any]:
+    """The fields of `response.steer.accepted` (socket.py numbers and sends the event)."""
+    return {"type": EventType.STEER_ACCEPTED, "steer": steer.reference()}
+
+
+def pending(steer: Steer, required_input: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "type": EventType.STEER_PENDING,
+        "reason": "waiting_for_required_input",
+        "required_input": required_input,
+        "steer": steer.reference(),
+    }
+
+
+def failed(steer: Steer | None, previous_response_id: str, raw_input: Any, code: SteerError, message: str) -> dict[str, Any]:
+    returned: dict[str, Any] = {"input": raw_input, "previous_response_id": previous_response_id}
+    if steer is not None and steer.id is not None:
+        returned["id"] = steer.id
+    return {
+        "type": EventType.STEER_FAILED,
+        "error": {"code": code, "message": message, "type": "invalid_request_error"},
+        "steer": returned,
+    }
+
+
+# What a response that stopped for the client owes, by the type of the item that asks for it.
+_STUBS = {
+    "function_call": "function_call_output",
+    "custom_tool_call": "custom_tool_call_output",
+    "shell_call": "shell_call_output",
+    "apply_patch_call": "apply_patch_call_output",
+    "tool_search_call": "tool_search_output",
+}
+
+
+def required_input(output: list[dict[str, Any]], open_calls: dict[str, str], pending_approvals: dict[str, Any]) -> list[dict[str, Any]]:
+    """The input stubs of the tool results and approvals a response waits for (only identifying fields)."""
+    stubs: list[dict[str, Any]] = []
+    for item in output:
+        kind = item.get("type")
+        if kind == "mcp_approval_request" and item.get("id") in pending_approvals:
+            stubs.append({"type": "mcp_approval_response", "approval_request_id": item["id"]})
+            continue
+        answer = _STUBS.get(str(kind))
+        if answer is None or item.get("call_id") not in open_calls:
+            continue
+        stub: dict[str, Any] = {"type": answer, "call_id": item["call_id"]}
+        if kind == "function_call":
+            stub["name"] = item.get("name")
+        if kind == "tool_search_call":
+            stub["execution"] = "client"
+        stubs.append(stub)
+    return stubs
