@@ -91,6 +91,7 @@ class EventType(enum.StrEnum):
     WEB_SEARCH_CALL_COMPLETED = "response.web_search_call.completed"
     WEB_SEARCH_CALL_IN_PROGRESS = "response.web_search_call.in_progress"
     WEB_SEARCH_CALL_SEARCHING = "response.web_search_call.searching"
+    COMPACTION_COMPACTING = "response.compaction.compacting"
     # The WebSocket mode's steering (responses/steering.py).
     STEER_ACCEPTED = "response.steer.accepted"
     STEER_PENDING = "response.steer.pending"

@@ -71,13 +71,26 @@ class Script:
         self._apply_faults(plan)
         return plan
 
+    def _progress(self, start: int, end: int) -> int:
+        """Tool results since message `start`, up to `end`: those a compaction summary counted
+        (`[[done K]]`, as this model writes its summaries), and those after it."""
+        done, since = 0, start
+        for index in range(start, end):
+            message = self.messages[index]
+            if message.author.role == Role.ASSISTANT and (found := re.search(r"\[\[done (\d+)\]\]", self._text_of(message))):
+                done, since = int(found.group(1)), index
+        return done + sum(1 for m in self.messages[since:end] if m.author.role == Role.TOOL)
+
     def _write(self) -> Plan:
         last = self.messages[-1]
         user_index = max(i for i, m in enumerate(self.messages) if m.author.role == Role.USER)
+        if self._text_of(self.messages[user_index]).startswith("Context compaction:"):  # asked to summarise
+            task = max((i for i, m in enumerate(self.messages[:user_index]) if m.author.role == Role.USER), default=0)
+            return Plan(f"<|channel|>final<|message|>[[done {self._progress(task, user_index)}]] The work goes on.<|return|>")
         # `[[python CODE]]` and `[[call RECIPIENT {json}]]` directives, in order: the k-th one is made
         # after k-1 tool results of this turn.
         steps = re.findall(r"\[\[(python|call|browser) (.*?)\]\]", self._text_of(self.messages[user_index]), re.DOTALL)
-        results = sum(1 for m in self.messages[user_index:] if m.author.role == Role.TOOL)
+        results = self._progress(user_index, len(self.messages))
         if results < len(steps):
             kind, text = steps[results]
             if kind == "python":

@@ -38,6 +38,7 @@ ITEM_EVENTS = {
     "local_shell_call": set(),
     "tool_search_call": set(),  # added and done only
     "tool_search_output": set(),
+    "compaction": {"response.compaction.compacting"},
     "code_interpreter_call": {
         "response.code_interpreter_call.in_progress",
         "response.code_interpreter_call_code.delta",

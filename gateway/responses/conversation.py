@@ -26,6 +26,7 @@ from .thread import ThreadMark, input_key, resent_prefix
 from .tool_declarations import LoadedTool, checked_definitions, loaded_record, loaded_text
 from .tool_search_models import TOOL_SEARCH_RECIPIENT, ToolSearchCallItem, ToolSearchOutputItem, loaded_recipients
 from .request import (
+    CompactionItem,
     CustomToolCallItem,
     CustomToolCallOutputItem,
     FunctionCallItem,
@@ -41,6 +42,7 @@ from .request import (
     WebSearchCallItem,
 )
 
+SUMMARY_HEAD = "Summary of the conversation so far (earlier turns were compacted):\n"
 _ROLES = {"user": Role.USER, "system": Role.DEVELOPER, "developer": Role.DEVELOPER}
 
 
@@ -128,6 +130,14 @@ class Dialog:
             loaded_tools=list(self.loaded_tools),
             loaded=set(self.loaded),
         )
+
+    def compact(self, summary: str) -> None:
+        """The dialog as the model reads it after compaction (compaction.py): the user's and developer's
+        messages, then the model's summary in place of everything else that came before."""
+        kept = [(message, owner) for message, owner in zip(self.messages, self.owners) if message.author.role in (Role.USER, Role.DEVELOPER)]
+        self.messages = [message for message, _ in kept]
+        self.owners = [owner for _, owner in kept]
+        self.append(Message.from_role_and_content(Role.ASSISTANT, SUMMARY_HEAD + summary).with_channel("final"))
 
     def load(self, tools: list[dict[str, Any]]) -> None:
         self.loaded_tools += tools
@@ -330,6 +340,9 @@ def _append_item(dialog: Dialog, index: int, item: InputItem, records: list[dict
         # What the browser showed is not kept with the item, and Harmony leaves a past turn's calls out of
         # the prompt anyway (they are analysis): the item is listed, the model reads the answer that cited it.
         records.append(item.model_dump(exclude_none=True) | {"id": item.id or new_id("ws")})
+    elif isinstance(item, CompactionItem):  # what it summarised is left out of what the model reads
+        dialog.compact(item._summary or "")
+        records.append(item.model_dump(exclude_none=True) | {"id": item.id or new_id("cmp")})
     elif isinstance(item, McpListToolsItem):
         if item.error is None and item.server_label not in dialog.mcp_listed:
             dialog.mcp_listed.append(item.server_label)

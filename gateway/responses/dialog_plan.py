@@ -14,7 +14,7 @@ from ..files.inputs import read_input_files
 from ..harmony import Prompt
 from ..store import RUNNING
 from .conversation import Dialog, append_input
-from .request import ReasoningItem, ReasoningText, ResponsesRequest
+from .request import CompactionItem, ReasoningItem, ReasoningText, ResponsesRequest
 from .sealed import Unsealable
 from ..core.services import Services
 
@@ -82,12 +82,12 @@ async def plan_dialog(services: Services, request: ResponsesRequest, tenant: str
 
 
 def unseal_reasoning(services: Services, request: ResponsesRequest) -> None:
-    """Reasoning items sent back with `encrypted_content` carry the text the gateway sealed: that text is
-    what the model reads (a blob that does not open is a 400)."""
+    """Reasoning and compaction items sent back with `encrypted_content` carry the text the gateway sealed:
+    that text is what the model reads (a blob that does not open is a 400)."""
     if isinstance(request.input, str):
         return
     for index, item in enumerate(request.input):
-        if isinstance(item, ReasoningItem) and item.encrypted_content is not None:
+        if isinstance(item, (ReasoningItem, CompactionItem)) and item.encrypted_content is not None:
             try:
                 text = services.sealer.open(item.encrypted_content)
             except Unsealable:
@@ -96,4 +96,7 @@ def unseal_reasoning(services: Services, request: ResponsesRequest) -> None:
                     param=f"input[{index}].encrypted_content",
                     code="invalid_encrypted_content",
                 ) from None
-            item.content = [ReasoningText(type="reasoning_text", text=text)]
+            if isinstance(item, CompactionItem):
+                item._summary = text
+            else:
+                item.content = [ReasoningText(type="reasoning_text", text=text)]

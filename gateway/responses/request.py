@@ -93,6 +93,16 @@ class MessageItem(StrictModel):
         return "".join(part.text for part in self.content)
 
 
+class CompactionItem(StrictModel):
+    """A summary of earlier turns (compaction.py), sealed: the model reads it in place of what it replaced."""
+
+    type: Literal["compaction"]
+    encrypted_content: str = Field(min_length=1)
+    id: str | None = None
+    created_by: str | None = None
+    _summary: str | None = PrivateAttr(None)  # the text, once unsealed (dialog_plan.py)
+
+
 class ReasoningItem(StrictModel):
     type: Literal["reasoning"]
     id: str | None = None
@@ -233,6 +243,7 @@ InputItem = Annotated[
         Annotated[ApplyPatchCallOutputItem, Tag("apply_patch_call_output")],
         Annotated[ToolSearchCallItem, Tag("tool_search_call")],
         Annotated[ToolSearchOutputItem, Tag("tool_search_output")],
+        Annotated[CompactionItem, Tag("compaction")],
     ],
     Discriminator(_item_type),
 ]
@@ -493,7 +504,6 @@ NOT_INCLUDABLE = {
 # carry their "off" value.
 UNSUPPORTED = {
     "prompt": "stored prompts are OpenAI's own",
-    "context_management": "server-side context management is not supported",
     "moderation": "moderation is OpenAI's own",
     "image": "gpt-oss reads no images",
     "access_programs": "access programs are OpenAI's own",
@@ -503,6 +513,13 @@ UNSUPPORTED = {
 
 
 Metadata = Annotated[dict[str, str], AfterValidator(lambda value: metadata_limits(value))]
+
+
+class ContextManagement(StrictModel):
+    """Compaction when the prompt passes `compact_threshold` tokens (default: 80% of the context)."""
+
+    type: Literal["compaction"]
+    compact_threshold: int | None = Field(None, ge=1000)
 
 
 class ConversationRef(StrictModel):
@@ -544,7 +561,7 @@ class ResponsesRequest(StrictModel):
     # The conversation the input and output are added to, and whose items the model reads first.
     conversation: Annotated[str, Field(min_length=1, max_length=128)] | ConversationRef | None = None
     prompt: Any = None
-    context_management: Any = None
+    context_management: list[ContextManagement] | None = Field(None, max_length=1)
     moderation: Any = None
     image: Any = None
     access_programs: Any = None
@@ -560,6 +577,8 @@ class ResponsesRequest(StrictModel):
                 param="conversation",
                 code="mutually_exclusive_parameters",
             )
+        if self.context_management and self.conversation is not None:
+            raise unsupported("context_management", "compaction of a conversation's items is not supported yet; use previous_response_id")
         if self.background and not self.store:
             raise bad_request("Background mode requires 'store' to be true.", param="background")
         return self

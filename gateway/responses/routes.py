@@ -20,6 +20,8 @@ from .tools.registry import check_include
 from ..store import RUNNING, StoredResponse
 from .follow import follow_stored
 from .log import sequence_number, sse_frame
+from .compaction import CompactRequest, compacted_response, summarize
+from .dialog_plan import plan_dialog
 from .run import ResponseRun
 from .socket import responses_socket
 from ..core.requests import include_query, refuse_while_draining, services_of, tenant_of
@@ -41,6 +43,20 @@ async def create_response(request: Request) -> Response:
     if run.failure is not None:
         raise run.failure
     return JSONResponse(run.response)
+
+
+async def compact(request: Request) -> Response:
+    """`POST /v1/responses/compact`: the conversation (input, or a stored response and input) as the user's
+    messages and one compaction item holding the model's summary, sealed."""
+    services = services_of(request)
+    refuse_while_draining(services)
+    body = await parse_body(request, CompactRequest, services.config.server.body_limits())
+    plan = await plan_dialog(services, body.as_request(), tenant_of(request))
+    messages = plan.dialog.messages
+    if not messages:
+        raise bad_request("There is nothing to compact: give input, or a previous_response_id.", param="input")
+    summary = await summarize(services, messages, plan.dialog.session_key, instructions=body.instructions)
+    return JSONResponse(compacted_response(messages, summary, services.sealer.seal(summary.text)))
 
 
 def event_stream(services: Services, run: ResponseRun, frames: AsyncIterator[bytes]) -> EventStream:
@@ -209,6 +225,7 @@ routes = [
     Route("/v1/responses", create_response, methods=["POST"]),
     WebSocketRoute("/v1/responses", responses_socket),
     Route("/v1/responses/input_tokens", count_input_tokens, methods=["POST"]),
+    Route("/v1/responses/compact", compact, methods=["POST"]),
     Route("/v1/responses/{response_id}", retrieve_response, methods=["GET"]),
     Route("/v1/responses/{response_id}", delete_response, methods=["DELETE"]),
     Route("/v1/responses/{response_id}/input_items", list_input_items, methods=["GET"]),

@@ -30,6 +30,7 @@ from ..store import StoredResponse, TooManyRunning
 from ..core.conversation_store import Conversation, DuplicateItem
 from .history import keep_state, new_items
 from .conversation import Dialog, tool_result
+from .compaction import CompactionOutput, summarize
 from .dialog_plan import DialogPlan, Remembered, plan_dialog
 from .items import Event
 from .journal import Journal
@@ -44,6 +45,7 @@ from .tools.registry import available_tools, check_include, offered_tools
 from .turn import AnswerOptions, Turn, TurnOutcome, Usage
 
 logger = logging.getLogger("gateway.responses")
+COMPACT_AT = 0.8  # of the context, where `context_management` names no threshold
 
 
 class ResponseRun:
@@ -89,6 +91,7 @@ class ResponseRun:
         # Steering input waits for this response (socket.py): it ends at its next safe boundary, after a
         # tool's output and before the next engine call, for a successor to go on with the input.
         self.steered = False
+        self._compacted_at = -1  # the dialog's length after the last compaction
 
     @property
     def dialog(self) -> Dialog:
@@ -177,6 +180,9 @@ class ResponseRun:
         self._prefill = self._forced_call_header()
         model = await self.services.engine.model()
         prompt = await self._render(model.max_model_len)
+        if self._compaction_due(len(prompt), model.max_model_len):
+            await self._compact()
+            prompt = await self._render(model.max_model_len)
         room = None if model.max_model_len is None else model.max_model_len - len(prompt)
         if room is not None and room <= 0:
             raise APIError(
@@ -205,6 +211,32 @@ class ResponseRun:
             logprobs=self.logprob_count,
         )
         return await self.services.engine.generate(prompt, sampling, self.dialog.session_key)
+
+    def _compaction_due(self, prompt_tokens: int, max_model_len: int | None) -> bool:
+        """`context_management` asks for compaction past a threshold; once per growth of the dialog, so a
+        summary that still does not fit ends as the context allows, not in a loop."""
+        settings = self.request.context_management
+        if not settings or self._compacted_at == len(self.dialog.messages):
+            return False
+        threshold = settings[0].compact_threshold or (int(max_model_len * COMPACT_AT) if max_model_len else None)
+        return threshold is not None and prompt_tokens > threshold
+
+    async def _compact(self) -> None:
+        """Replace the dialog's past with the model's summary of it, streamed as a `compaction` item; the
+        prompt is rendered anew from there, and the response is stored whole (its past was rewritten)."""
+        output, dialog = self.output, self.dialog
+        item = output.add(CompactionOutput)
+        output.emit(item.compacting(output.events))
+        effort = self.request.reasoning.effort if self.request.reasoning else None
+        summary = await summarize(self.services, dialog.messages, dialog.session_key, effort)
+        self.usage.input += summary.input_tokens
+        self.usage.output += summary.output_tokens
+        dialog.owner = item.id
+        dialog.compact(summary.text)
+        self._compacted_at = len(dialog.messages)
+        output.emit(item.sealed(output.events, self.services.sealer.seal(summary.text)))
+        self._growing = GrowingPrompt(self.services.renderer, self.services.metrics.prompt_tokens)
+        self.plan.parent_id, self.plan.parent_length, self.plan.new_messages_from = None, 0, 0
 
     # -- the run ------------------------------------------------------------------------------------------
 

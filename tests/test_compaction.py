@@ -1,0 +1,69 @@
+"""Compaction: `POST /v1/responses/compact` through the SDK's `responses.compact()`, its sealed item sent
+back as input, and `context_management` compacting a long agent loop that would not fit the context."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import openai
+import pytest
+
+from .conftest import MODEL, Process, emulator_stats, start_emulator, stream_sdk
+
+HEAD = "Summary of the conversation so far (earlier turns were compacted):\n"
+SEARCH = {"type": "tool_search"}
+HIDDEN = {"type": "function", "name": "hidden", "description": "Never found.", "parameters": {"type": "object", "properties": {}}, "defer_loading": True}
+
+
+def test_compact_returns_the_users_messages_and_a_sealed_summary(gateway: Any, emulator: Process) -> None:
+    client = gateway.client()
+    first = client.responses.create(model=MODEL, input="plan the trip")
+    second = client.responses.create(model=MODEL, input="book the train", previous_response_id=first.id)
+    compacted = client.responses.compact(model=MODEL, previous_response_id=second.id)
+    assert compacted.object == "response.compaction"
+    kinds = [(item.type, getattr(item, "role", None)) for item in compacted.output]
+    assert kinds == [("message", "user"), ("message", "user"), ("compaction", None)]
+    assert [item.content[0].text for item in compacted.output[:2]] == ["plan the trip", "book the train"]  # type: ignore[union-attr]
+    assert compacted.usage.input_tokens > 0 and compacted.usage.output_tokens > 0
+    sealed = compacted.output[-1].encrypted_content  # type: ignore[union-attr]
+    assert "done" not in sealed  # sealed, not readable
+    # Sent back, the summary is what the model reads in place of the turns it replaced.
+    items = [item.to_dict() for item in compacted.output]
+    again = client.responses.create(model=MODEL, input=[*items, {"role": "user", "content": "and now? [recall]"}], store=False)
+    prompt = emulator_stats(emulator)["last_prompt"]
+    assert HEAD + "[[done 0]] The work goes on." in prompt
+    assert "You said: plan the trip" not in prompt  # the answers it summarised are gone
+    assert "users=['plan the trip', 'book the train', 'and now? [recall]']" in again.output_text
+    tampered = dict(items[-1], encrypted_content=sealed[:-4] + ("AAAA" if not sealed.endswith("AAAA") else "BBBB"))
+    with pytest.raises(openai.BadRequestError) as err:
+        client.responses.create(model=MODEL, input=[tampered, {"role": "user", "content": "x"}], store=False)
+    assert err.value.body["code"] == "invalid_encrypted_content"
+
+
+def test_a_long_agent_loop_goes_on_past_the_context_with_compaction(workdir: Any, make_gateway: Any) -> None:
+    small = start_emulator(workdir, "--max-model-len", "4000")
+    try:
+        gateway = make_gateway(small.url, loop={"max_turns": 80})
+        client = gateway.client()
+        calls = " ".join(f'[[call tool_search.search {{"query": "nothing {number}"}}]]' for number in range(50))
+        task = f"{calls} [[answer all fifty done]]"
+        failed = client.responses.create(model=MODEL, input=task, tools=[SEARCH, HIDDEN])
+        # Without compaction the loop runs out of context before its fiftieth search.
+        assert failed.status == "incomplete" and len([item for item in failed.output if item.type == "tool_search_call"]) < 50
+        events = stream_sdk(client, input=task, tools=[SEARCH, HIDDEN], context_management=[{"type": "compaction", "compact_threshold": 2000}])
+        response = events[-1]["response"]
+        assert response["status"] == "completed" and response["output"][-1]["content"][0]["text"] == "all fifty done"
+        searches = [item for item in response["output"] if item["type"] == "tool_search_call"]
+        assert [item["arguments"]["query"] for item in searches] == [f"nothing {number}" for number in range(50)]
+        compactions = [item for item in response["output"] if item["type"] == "compaction"]
+        assert len(compactions) >= 2 and all(item["encrypted_content"] for item in compactions)
+        compacting = [event for event in events if event["type"] == "response.compaction.compacting"]
+        assert [event["item_id"] for event in compacting] == [item["id"] for item in compactions]
+        # What the model read last starts from the latest summary, not from the first turns.
+        prompt = emulator_stats(small)["last_prompt"]
+        assert HEAD in prompt and '"nothing 0"' not in prompt.split(HEAD)[-1]
+        # The stored response keeps the compacted dialog: it is continued from there.
+        later = client.responses.create(model=MODEL, input="what now? [recall]", previous_response_id=response["id"])
+        assert later.status == "completed" and "[[done" in emulator_stats(small)["last_prompt"]
+    finally:
+        small.stop()
