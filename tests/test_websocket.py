@@ -104,8 +104,15 @@ def test_keys_and_the_sockets_a_tenant_may_hold(make_gateway: Any, emulator: Pro
         assert too_many.value.response.status_code == 429
         connection.response.create(model=MODEL, input="hello")
         assert until_end(connection)[-1]["response"]["output"][-1]["content"][0]["text"] == "You said: hello"
-    time.sleep(0.3)  # the socket closed: the tenant may open another
-    with raw_connect(url, additional_headers={"Authorization": "Bearer sk-one"}) as socket:
+    deadline = time.monotonic() + 10  # the socket closed: the tenant may open another, once the server saw it go
+    while True:
+        try:
+            socket = raw_connect(url, additional_headers={"Authorization": "Bearer sk-one"})
+            break
+        except InvalidStatus:
+            assert time.monotonic() < deadline, "the closed socket was never given back"
+            time.sleep(0.1)
+    with socket:
         socket.send(json.dumps({"type": "response.create", "model": MODEL, "input": "again"}))
         assert json.loads(socket.recv(timeout=10))["type"] == "response.created"
 
