@@ -15,16 +15,9 @@ from websockets.sync.client import connect as raw_connect
 
 from .conftest import MODEL, Gateway, Process, emulator_stats
 from .stream_checker import check_response_stream
+from .test_tool_search import SEARCH, WEATHER
 
 ENDINGS = ("response.completed", "response.incomplete", "response.failed")
-SEARCH = {"type": "tool_search"}
-WEATHER = {
-    "type": "function",
-    "name": "get_weather",
-    "description": "Get the current weather for a city",
-    "parameters": {"type": "object", "properties": {"location": {"type": "string"}}, "required": ["location"]},
-    "defer_loading": True,
-}
 
 
 def until_end(connection: Any, stop: tuple[str, ...] = ENDINGS) -> list[dict[str, Any]]:
