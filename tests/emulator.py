@@ -102,7 +102,8 @@ class Script:
                 recipient, arguments = text.split(" ", 1)
                 call = f"<|channel|>commentary to={recipient} <|constrain|>json<|message|>{arguments}<|call|>"
             return Plan(f"<|channel|>analysis<|message|>I will make tool call {results + 1}.<|end|><|start|>assistant{call}")
-        if last.author.role == Role.TOOL:
+        # After the last tool result, or after a compaction summary that counted every step done.
+        if last.author.role == Role.TOOL or (steps and results >= len(steps)):
             result = self._text_of(last)
             # `[[answer TEXT]]`: what the model answers after its tool calls (citations, say).
             asked = self._text_of(self.messages[user_index])

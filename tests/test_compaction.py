@@ -34,6 +34,11 @@ def test_compact_returns_the_users_messages_and_a_sealed_summary(gateway: Any, e
     assert HEAD + "[[done 0]] The work goes on." in prompt
     assert "You said: plan the trip" not in prompt  # the answers it summarised are gone
     assert "users=['plan the trip', 'book the train', 'and now? [recall]']" in again.output_text
+    # After a stored response, too: the parent's turns are left out, the summary read in their place.
+    after = client.responses.create(model=MODEL, input=[items[-1], {"role": "user", "content": "go on [recall]"}], previous_response_id=second.id)
+    prompt = emulator_stats(emulator)["last_prompt"]
+    assert HEAD + "[[done 0]]" in prompt and "You said: plan the trip" not in prompt and "You said: book the train" not in prompt
+    assert "users=['plan the trip', 'book the train', 'go on [recall]']" in after.output_text
     tampered = dict(items[-1], encrypted_content=sealed[:-4] + ("AAAA" if not sealed.endswith("AAAA") else "BBBB"))
     with pytest.raises(openai.BadRequestError) as err:
         client.responses.create(model=MODEL, input=[tampered, {"role": "user", "content": "x"}], store=False)
@@ -67,3 +72,42 @@ def test_a_long_agent_loop_goes_on_past_the_context_with_compaction(workdir: Any
         assert later.status == "completed" and "[[done" in emulator_stats(small)["last_prompt"]
     finally:
         small.stop()
+
+
+def test_a_conversation_keeps_the_compaction_and_goes_on_from_it(workdir: Any, make_gateway: Any) -> None:
+    small = start_emulator(workdir, "--max-model-len", "4000")
+    try:
+        client = make_gateway(small.url, loop={"max_turns": 40}).client()
+        conversation = client.conversations.create(items=[{"type": "message", "role": "user", "content": "remember the plan"}])
+        calls = " ".join(f'[[call tool_search.search {{"query": "item {number}"}}]]' for number in range(20))
+        first = client.responses.create(
+            model=MODEL, input=f"{calls} [[answer twenty done]]", tools=[SEARCH, HIDDEN], conversation=conversation.id,
+            context_management=[{"type": "compaction", "compact_threshold": 1200}],
+        )  # fmt: skip
+        assert first.status == "completed" and first.output_text == "twenty done"
+        assert any(item.type == "compaction" for item in first.output)
+        kinds = [item.type for item in client.conversations.items.list(conversation.id, order="asc")]
+        assert "compaction" in kinds and kinds[-1] == "message"
+        # The conversation's next response reads the summary in place of the turns it replaced.
+        later = client.responses.create(model=MODEL, input="what now? [recall]", conversation=conversation.id)
+        prompt = emulator_stats(small)["last_prompt"]
+        assert HEAD in prompt and "[[done" in prompt and "matches 'item 0'" not in prompt  # the first search's answer is gone
+        assert "users=['remember the plan'," in later.output_text and "'what now? [recall]']" in later.output_text
+    finally:
+        small.stop()
+
+
+def test_a_compaction_item_added_to_a_conversation_replaces_what_came_before(gateway: Any, emulator: Process) -> None:
+    client = gateway.client()
+    conversation = client.conversations.create()
+    client.responses.create(model=MODEL, input="plan the trip", conversation=conversation.id)
+    items = [item.to_dict() for item in client.conversations.items.list(conversation.id, order="asc")]
+    compacted = client.responses.compact(model=MODEL, input=items)  # type: ignore[arg-type]
+    summary = compacted.output[-1].to_dict()
+    client.responses.create(model=MODEL, input=[summary, {"role": "user", "content": "book it"}], conversation=conversation.id)  # type: ignore[list-item]
+    assert "You said: plan the trip" not in emulator_stats(emulator)["last_prompt"]
+    # Read back from the conversation on the next turn, the compaction still stands in for the turns before it.
+    later = client.responses.create(model=MODEL, input="and now? [recall]", conversation=conversation.id)
+    prompt = emulator_stats(emulator)["last_prompt"]
+    assert "You said: plan the trip" not in prompt and HEAD + "[[done 0]]" in prompt
+    assert "users=['plan the trip', 'book it', 'and now? [recall]']" in later.output_text

@@ -46,7 +46,6 @@ def test_unknown_parameters_are_refused_by_name(gateway, body, param):
     [
         ({"background_options": {"x": 1}}, "background_options"),
         ({"prompt": {"id": "pmpt_1"}}, "prompt"),
-        ({"context_management": [{"type": "compaction"}], "conversation": "conv_1"}, "context_management"),
         ({"include": ["message.input_image.image_url"]}, "include[0]"),
         ({"include": ["reasoning.encrypted_content", "file_search_call.results"]}, "include[1]"),
         ({"tools": [{"type": "web_search"}]}, "tools[0]"),

@@ -134,10 +134,14 @@ class Dialog:
     def compact(self, summary: str) -> None:
         """The dialog as the model reads it after compaction (compaction.py): the user's and developer's
         messages, then the model's summary in place of everything else that came before."""
+        self.forget_all_but_user_turns()
+        self.append(Message.from_role_and_content(Role.ASSISTANT, SUMMARY_HEAD + summary).with_channel("final"))
+
+    def forget_all_but_user_turns(self) -> None:
+        """What a compaction keeps of what came before it: the user's and the developer's messages."""
         kept = [(message, owner) for message, owner in zip(self.messages, self.owners) if message.author.role in (Role.USER, Role.DEVELOPER)]
         self.messages = [message for message, _ in kept]
         self.owners = [owner for _, owner in kept]
-        self.append(Message.from_role_and_content(Role.ASSISTANT, SUMMARY_HEAD + summary).with_channel("final"))
 
     def load(self, tools: list[dict[str, Any]]) -> None:
         self.loaded_tools += tools

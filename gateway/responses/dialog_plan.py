@@ -76,6 +76,11 @@ async def plan_dialog(services: Services, request: ResponsesRequest, tenant: str
     if not isinstance(request.input, str):
         await read_input_files(request.input, services.files, tenant)
     plan.input_items = append_input(plan.dialog, request.input, resent_thread=request.previous_response_id is not None)
+    if not isinstance(request.input, str) and any(isinstance(item, CompactionItem) for item in request.input):
+        # A compaction item rewrote the past: nothing of the parent's messages or tokens lines up any more.
+        # The response is stored whole and rendered anew; its items take their messages by owner.
+        plan.parent_id, plan.parent_length, plan.new_messages_from = None, 0, 0
+        plan.parent_tokens, plan.parent_prompts = [], None
     if plan.conversation is not None:
         refuse_known_ids(plan.input_items, known, "input")
     return plan

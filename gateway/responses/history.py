@@ -14,7 +14,8 @@ from ..core.conversation_store import Conversation, ConversationItem, Conversati
 async def open_conversation(
     store: ConversationStore, conversation_id: str, tenant: str, param: str, max_items: int, adding: int
 ) -> tuple[Conversation, Dialog, set[str]]:
-    """The conversation, its items' messages as a dialog (each message owned by its item), and its item ids.
+    """The conversation, its items' messages as a dialog (each message owned by its item; a compaction item
+    in place of what it summarised), and its item ids.
     A conversation that would pass `max_items` with `adding` more is a 400: reading it costs time in
     proportion to its length, and the model's context holds far fewer items anyway."""
     conversation = await store.get(conversation_id, tenant)
@@ -30,6 +31,8 @@ async def open_conversation(
     items = await store.all_items(conversation_id)
     dialog = Dialog.from_json([], conversation.open_calls, conversation.state)
     for entry in items:
+        if entry.item.get("type") == "compaction":  # it holds the summary of what came before it
+            dialog.forget_all_but_user_turns()
         for message in entry.messages:
             dialog.messages.append(Message.from_dict(message))
             dialog.owners.append(entry.id)

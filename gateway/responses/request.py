@@ -577,8 +577,6 @@ class ResponsesRequest(StrictModel):
                 param="conversation",
                 code="mutually_exclusive_parameters",
             )
-        if self.context_management and self.conversation is not None:
-            raise unsupported("context_management", "compaction of a conversation's items is not supported yet; use previous_response_id")
         if self.background and not self.store:
             raise bad_request("Background mode requires 'store' to be true.", param="background")
         return self

@@ -50,10 +50,19 @@ COMPACT_AT = 0.8  # of the context, where `context_management` names no threshol
 
 class ResponseRun:
     def __init__(
-        self, services: Services, request: ResponsesRequest, tenant: str, chat: "ChatOptions | None" = None, remembered: Remembered | None = None
+        self,
+        services: Services,
+        request: ResponsesRequest,
+        tenant: str,
+        chat: "ChatOptions | None" = None,
+        remembered: Remembered | None = None,
+        generate: bool = True,
     ) -> None:
         self.services = services
         self.remembered = remembered  # the response before it on its WebSocket, in memory
+        # False: the request's state is prepared (dialog, tools) and the response completes with no output,
+        # for a later one to continue (the WebSocket's `generate: false`, a warm-up).
+        self.generate = generate
         self.request = request
         self.chat = chat or ChatOptions()
         self.tenant = tenant
@@ -110,7 +119,7 @@ class ResponseRun:
         self.model_id = model.id
         self.response = skeleton(self.request, self.model_id, self.echoed_tools, self.echoed_choice)
         # Listings and approved calls come first; the engine is called after them, in _loop().
-        if not self.toolset.work_before_engine:
+        if not self.toolset.work_before_engine and self.generate:
             self._stream = await self._open_stream()
         await self._begin()
         if self.journal is not None:
@@ -359,6 +368,8 @@ class ResponseRun:
     async def _loop(self) -> tuple[ResponseStatus, dict[str, str] | None]:
         """Engine calls and tool calls, until the model answers or a limit is reached: the status."""
         await self.toolset.before_engine()
+        if not self.generate:
+            return ResponseStatus.COMPLETED, None
         if self._stream is None:
             self._stream = await self._open_stream()
         while True:

@@ -44,7 +44,7 @@ class CreateEvent(ResponsesRequest):
 
     type: Literal["response.create"]
     stream_id: str | None = Field(None, min_length=1, max_length=128)  # the lane its events carry
-    generate: bool | None = None
+    generate: bool | None = None  # false: prepare the response's state, generate nothing (a warm-up)
 
     def request(self, **changes: Any) -> ResponsesRequest:
         """The request to run, apart from the event (a run changes its request's tools as it prepares)."""
@@ -145,8 +145,6 @@ class ResponsesSocket:
             return
         if isinstance(event, SteerEvent):
             await self._steer(event)
-        elif event.generate is False:
-            await self._error(APIError(400, "'generate: false' is not supported by this gateway.", param="generate", code="unsupported_parameter"), event.stream_id)
         elif self.queued > self.config.max_queued:
             await self._error(APIError(429, f"At most {self.config.max_queued} responses may wait on one socket.", code="too_many_queued_responses"), event.stream_id)
         else:
@@ -178,7 +176,7 @@ class ResponsesSocket:
         carried = steers or waiting
         try:
             refuse_while_draining(self.services)
-            run = ResponseRun(self.services, request, self.tenant, remembered=self.remembered)
+            run = ResponseRun(self.services, request, self.tenant, remembered=self.remembered, generate=event.generate is not False)
             await run.launch()
         except APIError as exc:
             await self._error(exc, event.stream_id)
@@ -217,7 +215,7 @@ class ResponsesSocket:
             return None
         messages = [message for steer in steers for message in steer.messages]
         # The successor inherits the steered response's settings and continues it with the input.
-        return event.model_copy(update={"input": messages, "previous_response_id": response_id, "conversation": None}), steers
+        return event.model_copy(update={"input": messages, "previous_response_id": response_id, "conversation": None, "generate": None}), steers
 
     # -- steering ------------------------------------------------------------------------------------------
 
