@@ -9,7 +9,9 @@ connection, continued from the socket's memory (`store: false`, and `store: true
 written to the store). Reported per turn: the gateway process's CPU (from /proc, idle CPU taken out) and
 the wall time from sending the turn to its terminal event.
 
-Run: .venv/bin/python bench/socket_turns.py [--turns 20] [--agents 4] [--context 2000]
+Run: .venv/bin/python bench/socket_turns.py [--turns 20] [--agents 4] [--context 2000] [--profile DIR]
+(--profile: a py-spy profile of each mode's round, its top entries printed; the CPU figures then include
+the sampler's cost.)
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import openai
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.long_context import cpu_seconds, filler, idle_rate, pin  # noqa: E402
+from bench.profiling import profiled, top  # noqa: E402
 from tests.conftest import Gateway, gateway_config, start_emulator  # noqa: E402
 
 MODEL = "openai/gpt-oss-20b"
@@ -114,6 +117,7 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=20)
     parser.add_argument("--agents", type=int, default=4)
     parser.add_argument("--context", type=int, default=2000)
+    parser.add_argument("--profile", type=Path, default=None, help="a folder for py-spy profiles of each mode")
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="bench-socket-"))
     emulator = start_emulator(tmp)
@@ -127,7 +131,11 @@ def main() -> None:
             first = asyncio.run(first_turns(gateway, args.agents, args.turns, args.context, idle)) / (args.agents * args.turns)
             figures: dict[str, Any] = {}
             for mode in ("http", "socket", "socket, stored"):
-                cpu, wall = asyncio.run(measure(gateway, mode, args.agents, args.turns, args.context, idle))
+                profile = None if args.profile is None else args.profile / (mode.replace(", ", "-") + ".txt")
+                with profiled(gateway.proc.pid, profile):
+                    cpu, wall = asyncio.run(measure(gateway, mode, args.agents, args.turns, args.context, idle))
+                if profile is not None:
+                    print(f"== {mode}\n{top(profile)}")
                 figures[mode] = {"cpu_ms": 1000 * (cpu - first), "wall_ms": 1000 * wall}
         finally:
             gateway.stop()

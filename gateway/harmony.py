@@ -234,6 +234,19 @@ def dropped_analysis(dialog: list[Message]) -> set[int]:
     return {index for index, channel in assistant if index < first_final and channel == "analysis"}
 
 
+@dataclass(frozen=True)
+class PromptState:
+    """A run's prompt as it ended, for a run that continues it in the same process (a WebSocket's next
+    response): each message's tokens, and the prompt up to the run's last engine call with what it was
+    decided from (the preamble, the analysis dropped)."""
+
+    pieces: list[Prompt | None]
+    preamble: Preamble | None = None
+    history: Prompt | None = None
+    rendered: int = 0
+    dropped: frozenset[int] = frozenset()
+
+
 class GrowingPrompt:
     """The prompt of one run, turn after turn, from each message's tokens.
 
@@ -256,26 +269,32 @@ class GrowingPrompt:
         self._history: Prompt | None = None  # the prompt without its closing `<|start|>assistant`
         self._preamble: Preamble | None = None
         self._rendered = 0  # dialog messages in `_history`
+        self._dropped: frozenset[int] = frozenset()  # the analysis `_history` leaves out
+        self._carried: PromptState | None = None  # the prompt of the run this one continues, in memory
 
     def seed(self, pieces: list[str | None]) -> None:
         """The tokens (as `Prompt.json`) of the dialog's first messages, where known."""
         self._pieces = [None if piece is None else Prompt(piece, piece.count(",") + 1 if piece else 0) for piece in pieces]
 
-    def adopt(self, prompts: list[Prompt | None]) -> None:
-        """The tokens of the dialog's first messages, kept in memory as `prompts` gives them."""
-        self._pieces = prompts
+    def adopt(self, state: PromptState) -> None:
+        """The prompt of the run this one continues, kept in memory (`state()`): its messages' tokens, and
+        its whole prompt, which the first render goes on from when nothing it was decided from changed."""
+        self._pieces, self._carried = list(state.pieces), state
 
-    def prompts(self) -> list[Prompt | None]:
-        """The tokens of every dialog message, for a run that continues this one in the same process."""
-        return list(self._pieces)
+    def state(self) -> PromptState:
+        """This run's prompt, for a run that continues it in the same process."""
+        return PromptState(list(self._pieces), self._preamble, self._history, self._rendered, self._dropped)
 
     def pieces(self, start: int) -> list[str | None]:
         """The tokens of the dialog's messages from `start` on, as `seed` takes them (None: not rendered)."""
         return [None if piece is None else piece.json for piece in self._pieces[start:]]
 
     async def render(self, preamble: Preamble, dialog: list[Message]) -> Prompt:
+        if self._carried is not None:
+            self._go_on_from(self._carried, preamble, dialog)
         if self._history is None or preamble is not self._preamble or len(dialog) < self._rendered:
             dropped = dropped_analysis(dialog)
+            self._dropped = frozenset(dropped)
             self._align(dialog)
             missing = [index for index, piece in enumerate(self._pieces) if piece is None and index not in dropped]
             reused = sum(piece.length for index, piece in enumerate(self._pieces) if piece is not None and index not in dropped)
@@ -294,6 +313,18 @@ class GrowingPrompt:
             self._counted("rendered", sum(piece.length for piece in added if piece is not None))
         self._rendered = len(dialog)
         return self._history + list(ASSISTANT_START)
+
+    def _go_on_from(self, carried: PromptState, preamble: Preamble, dialog: list[Message]) -> None:
+        """The carried prompt, as this run's first, where a render from scratch would give the same tokens:
+        the same preamble (and so the same date in it: a socket's session keeps the date it started
+        with, as one run does) and the same analysis dropped; then only the new messages are added."""
+        self._carried = None
+        if carried.history is None or carried.preamble != preamble or carried.rendered > len(dialog):
+            return
+        if dropped_analysis(dialog) != carried.dropped:
+            return
+        self._history, self._preamble, self._rendered, self._dropped = carried.history, preamble, carried.rendered, carried.dropped
+        self._counted("reused", carried.history.length)
 
     async def complete(self, dialog: list[Message], start: int) -> None:
         """Render what no turn did (the last turn's answer) from `start` on, so that a response stores
@@ -350,6 +381,7 @@ def _render_head_dicts(messages: list[dict[str, Any]]) -> Prompt:
 
 __all__ = [
     "GrowingPrompt",
+    "PromptState",
     "Message",
     "Preamble",
     "Prompt",

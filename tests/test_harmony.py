@@ -87,6 +87,15 @@ def test_a_prompt_from_each_messages_tokens_is_harmonys_render(seed):
             head = await renderer.preamble(later)
             assert counted["rendered"] == head.length + sum(piece.length for piece in fresh)
             assert counted["rendered"] + counted["reused"] + 2 == len(prompt)
+            # Its continuation from memory (a WebSocket's next response): the same prompt; with the same
+            # preamble and the same analysis dropped, only the new messages are rendered.
+            same = rng.random() < 0.5
+            carried: Counter[str] = Counter()
+            third = GrowingPrompt(renderer, lambda source, count: carried.update({source: count}))
+            third.adopt(first.state())
+            assert (await third.render(preamble if same else later, dialog + more)).ids() == _whole(preamble if same else later, dialog + more)
+            if same and dropped == dropped_analysis(dialog):
+                assert carried["rendered"] == sum(piece.length for piece in await renderer.each(more))
             # A later turn of the run appends to it: the past stays as the first turn rendered it.
             turn = _conversation(rng, 2)
             extended = await second.render(later, dialog + more + turn)

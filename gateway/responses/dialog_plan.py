@@ -11,7 +11,7 @@ from .history import open_conversation, refuse_known_ids
 from ..core.conversation_store import Conversation
 from ..errors import APIError, bad_request
 from ..files.inputs import read_input_files
-from ..harmony import Prompt
+from ..harmony import PromptState
 from ..store import RUNNING
 from .conversation import Dialog, append_input
 from .request import CompactionItem, ReasoningItem, ReasoningText, ResponsesRequest
@@ -29,7 +29,7 @@ class DialogPlan:
     parent_id: str | None = None
     parent_length: int = 0
     parent_tokens: list[str | None] = field(default_factory=list)
-    parent_prompts: list[Prompt | None] | None = None  # the same, kept in memory (a WebSocket's last response)
+    parent_prompt: PromptState | None = None  # the same, kept in memory (a WebSocket's last response)
 
 
 @dataclass(frozen=True)
@@ -39,14 +39,14 @@ class Remembered:
 
     response_id: str
     dialog: Dialog
-    prompts: list[Prompt | None]  # its messages' tokens
+    prompt: PromptState  # its messages' tokens, and its prompt
     stored: bool
 
 
 async def plan_dialog(services: Services, request: ResponsesRequest, tenant: str, remembered: Remembered | None = None) -> DialogPlan:
     plan = DialogPlan()
     if remembered is not None and request.previous_response_id == remembered.response_id:
-        plan.dialog, plan.parent_prompts = remembered.dialog.copy(), list(remembered.prompts)
+        plan.dialog, plan.parent_prompt = remembered.dialog.copy(), remembered.prompt
         if remembered.stored:  # what this response stores continues the stored one
             plan.parent_id, plan.parent_length = remembered.response_id, len(plan.dialog.messages)
     elif request.previous_response_id:
@@ -80,7 +80,7 @@ async def plan_dialog(services: Services, request: ResponsesRequest, tenant: str
         # A compaction item rewrote the past: nothing of the parent's messages or tokens lines up any more.
         # The response is stored whole and rendered anew; its items take their messages by owner.
         plan.parent_id, plan.parent_length, plan.new_messages_from = None, 0, 0
-        plan.parent_tokens, plan.parent_prompts = [], None
+        plan.parent_tokens, plan.parent_prompt = [], None
     if plan.conversation is not None:
         refuse_known_ids(plan.input_items, known, "input")
     return plan

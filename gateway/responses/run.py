@@ -136,8 +136,8 @@ class ResponseRun:
 
     async def _plan(self, provision: bool) -> None:
         self.plan = await plan_dialog(self.services, self.request, self.tenant, self.remembered)
-        if self.plan.parent_prompts is not None:
-            self._growing.adopt(self.plan.parent_prompts)
+        if self.plan.parent_prompt is not None:
+            self._growing.adopt(self.plan.parent_prompt)
         else:
             self._growing.seed(self.plan.parent_tokens)
         await self.toolset.prepare(self.dialog, provision)
@@ -411,7 +411,7 @@ class ResponseRun:
         if self.response["status"] not in (ResponseStatus.COMPLETED, ResponseStatus.INCOMPLETE) or self.plan.conversation is not None:
             return None
         await self._growing.complete(self.dialog.messages, self.plan.new_messages_from)
-        return Remembered(self.response["id"], self.dialog, self._growing.prompts(), bool(self.request.store))
+        return Remembered(self.response["id"], self.dialog, self._growing.state(), bool(self.request.store))
 
     # -- the Response object ------------------------------------------------------------------------------
 

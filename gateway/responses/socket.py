@@ -29,7 +29,7 @@ from ..protocol import ResponseStatus
 from ..core.requests import refuse_while_draining
 from ..core.services import Services
 from .dialog_plan import Remembered
-from .log import sse_frame
+from .items import Delta, Event
 from .request import MessageItem, ResponsesRequest
 from .run import ResponseRun
 from .steering import Steer, SteerError, SteerEvent, accepted, failed, pending, required_input
@@ -186,8 +186,7 @@ class ResponsesSocket:
         self.active = run
         try:
             async for batch in run.log.follow():
-                for item in batch:
-                    await self._send(_message(sse_frame(item), event.stream_id))
+                await self._send(*(_message(item, event.stream_id) for item in batch))
         finally:
             self.active = None
             if not run.log.closed and not run.background:  # the client left: stop it, aborting its engine request
@@ -258,18 +257,26 @@ class ResponsesSocket:
         self.numbers += 1
         await self._send(dumps(event))
 
-    async def _send(self, text: str) -> None:
-        """One message; a client that reads nothing for `send_timeout_s` is disconnected."""
+    async def _send(self, *texts: str) -> None:
+        """Messages, one per event, in order (a batch of a response's events under one lock and one
+        deadline, as an SSE stream writes a batch at once); a client that reads nothing for
+        `send_timeout_s` is disconnected."""
         if self.websocket.application_state is not WebSocketState.CONNECTED:
             raise WebSocketDisconnect()
         async with self._send_lock:
             with anyio.fail_after(self.services.config.server.send_timeout_s):
-                await self.websocket.send_text(text)
+                for text in texts:
+                    await self.websocket.send_text(text)
 
 
-def _message(frame: bytes, stream_id: str | None) -> str:
-    """An SSE frame's event as one WebSocket message: its JSON, with the lane it belongs to."""
-    data = frame[frame.index(b"\ndata: ") + 7 : -2].decode()
+def _message(event: Event | Delta, stream_id: str | None) -> str:
+    """An event as one WebSocket message: its JSON (a delta's from its prebuilt SSE frame), with the lane
+    it belongs to."""
+    if isinstance(event, Delta):
+        frame = event.frame()
+        data = frame[frame.index(b"\ndata: ") + 7 : -2].decode()
+    else:
+        data = dumps(event)
     if stream_id is None:
         return data
     return '{"stream_id":' + dumps(stream_id) + "," + data[1:]
