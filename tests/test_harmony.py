@@ -10,7 +10,7 @@ import anyio
 import pytest
 from openai_harmony import Author, Conversation, DeveloperContent, Message, Role
 
-from gateway.harmony import GrowingPrompt, Preamble, PromptRenderer, ToolDescription, dropped_analysis, encoding
+from gateway.harmony import GrowingPrompt, Preamble, PromptRenderer, ToolDescription, dropped_analysis, encoding, render_message
 
 
 def _assistant(channel: str, text: str, recipient: str | None = None) -> Message:
@@ -106,3 +106,23 @@ def test_a_prompt_from_each_messages_tokens_is_harmonys_render(seed):
         anyio.run(check)
     finally:
         renderer.close()
+
+
+PIECES = ["record 3", " ", "", "<|end|>", "<|start|>assistant", "héllo 🌍 世界", "\n\n", '{"id": "3"}', "  x", "\u00e9", "word " * 5, "\t"]
+
+
+def test_a_message_renders_as_harmony_renders_it():
+    rng = random.Random(7)
+    authors = [Author.new(Role.TOOL, "functions.lookup"), Author.new(Role.TOOL, "python"), Author.new(Role.USER, None)] + [Author.new(Role.ASSISTANT, None)] * 3
+    for _ in range(600):
+        text = "".join(rng.choice(PIECES) for _ in range(rng.randint(0, 6)))
+        author = rng.choice(authors)
+        message = Message.from_author_and_content(author, text)
+        if author.role != Role.USER:
+            message = message.with_channel(rng.choice(["analysis", "commentary", "final"]))
+        if author.role == Role.TOOL:
+            message = message.with_recipient("assistant")
+        elif author.role == Role.ASSISTANT and rng.random() < 0.5:
+            recipient = rng.choice(["functions.lookup", "python", "browser.search", "mcp.x-y.z"])
+            message = message.with_recipient(recipient).with_content_type(rng.choice(["<|constrain|>json", "code", None]))
+        assert render_message(message) == encoding().render(message), message.to_dict()
