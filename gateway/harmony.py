@@ -229,9 +229,10 @@ def dropped_analysis(dialog: list[Message]) -> set[int]:
     """The analysis messages Harmony leaves out of a rendered conversation (`auto_drop_analysis`), by index:
     when the last assistant message is a final answer, those before the first final answer; else none.
     (Measured on openai-harmony's renderer; tests/test_harmony.py checks it on random conversations.)"""
-    assistant = [(index, message.channel) for index, message in enumerate(dialog) if message.author.role == Role.ASSISTANT]
-    if not assistant or assistant[-1][1] != "final":
+    last = next((message for message in reversed(dialog) if message.author.role == Role.ASSISTANT), None)
+    if last is None or last.channel != "final":  # found near the end: a turn in progress costs nothing here
         return set()
+    assistant = [(index, message.channel) for index, message in enumerate(dialog) if message.author.role == Role.ASSISTANT]
     first_final = next(index for index, channel in assistant if channel == "final")
     return {index for index, channel in assistant if index < first_final and channel == "analysis"}
 

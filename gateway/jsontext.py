@@ -4,6 +4,10 @@ The three are valid raw inside JSON strings, but `str.splitlines()` breaks lines
 SSE readers built on it (httpx's `iter_lines`, many hand-written clients): a raw one cuts an event in
 two. Escaped as `\\u2028` they read back the same in any JSON parser. Finding them is one regex scan of the
 text, and the replacement runs only when one is there.
+
+Every event of every stream is written here: by orjson (a fifth of the standard encoder's time), and by
+the standard encoder for what orjson refuses (integers past 64 bits, which a client's JSON schema may
+hold and gets back as it sent them).
 """
 
 from __future__ import annotations
@@ -11,6 +15,8 @@ from __future__ import annotations
 import json
 import re
 from typing import Any
+
+import orjson
 
 from starlette.responses import JSONResponse as _StarletteJSONResponse
 
@@ -29,7 +35,11 @@ def escape_line_separators(text: str) -> str:
 
 
 def dumps(value: Any) -> str:
-    return escape_line_separators(_encode(value))
+    try:
+        text = orjson.dumps(value).decode()
+    except TypeError:  # orjson.JSONEncodeError: an integer past 64 bits, a type only the standard encoder takes
+        text = _encode(value)
+    return escape_line_separators(text)
 
 
 class JSONResponse(_StarletteJSONResponse):
