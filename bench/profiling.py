@@ -5,6 +5,7 @@ the most samples, by their own time and with what they call."""
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import signal
 import subprocess
@@ -21,7 +22,8 @@ def profiled(pid: int, path: Path | None, rate: int = 1000) -> Iterator[None]:
         yield
         return
     spy = shutil.which("py-spy") or str(Path(__file__).resolve().parent.parent / ".venv/bin/py-spy")
-    command = [spy, "record", "--pid", str(pid), "--format", "raw", "--rate", str(rate), "--nonblocking", "-o", str(path)]
+    native = ["--native"] if os.environ.get("PROFILE_NATIVE") else []
+    command = [spy, "record", "--pid", str(pid), "--format", "raw", "--rate", str(rate), "--nonblocking", *native, "-o", str(path)]
     recorder = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     time.sleep(0.5)  # attached before the round starts
     try:
