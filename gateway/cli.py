@@ -88,6 +88,7 @@ def _serve(config: GatewayConfig, host: str | None, port: int | None) -> int:
         # A Responses WebSocket message larger than the body limit is an error event (socket.py); one past
         # twice that is not even buffered: the socket is closed (1009).
         ws_max_size=2 * config.server.max_body_bytes,
+        ws_per_message_deflate=config.server.websocket.per_message_deflate,
     )
     Server(uvicorn_config).run()
     return 0

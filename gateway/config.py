@@ -58,6 +58,9 @@ class SocketConfig(_Section):
     idle_timeout_s: float = Field(600.0, gt=0, description="A socket with nothing received and nothing running this long is closed")
     max_queued: int = Field(8, ge=1, description="response.create events waiting behind the running one; more are errors")
     max_pending_steers: int = Field(8, ge=1, description="Steering inputs queued for one response; more fail")
+    # permessage-deflate compresses every event (one per token) on its own: ~50 µs a message, a sixth of a
+    # socket turn's CPU (bench/socket_turns.py), for events of a few hundred bytes. For slow links only.
+    per_message_deflate: bool = Field(False, description="Offer permessage-deflate compression to clients that ask for it")
 
 
 class ServerConfig(_Section):

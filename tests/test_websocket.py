@@ -136,6 +136,7 @@ def test_an_idle_socket_is_closed(make_gateway: Any, emulator: Process) -> None:
     gateway = make_gateway(emulator.url, server={"websocket": {"idle_timeout_s": 0.5}})
     with raw_connect(gateway.url.replace("http://", "ws://") + "/v1/responses") as socket:
         socket.ping().wait(5)  # pings are answered
+        assert "Sec-WebSocket-Extensions" not in socket.response.headers  # no compression offered by default
         started = time.monotonic()
         with pytest.raises(Exception):
             socket.recv(timeout=10)
