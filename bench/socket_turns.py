@@ -9,7 +9,7 @@ connection, continued from the socket's memory (`store: false`, and `store: true
 written to the store). Reported per turn: the gateway process's CPU (from /proc, idle CPU taken out) and
 the wall time from sending the turn to its terminal event.
 
-Run: .venv/bin/python bench/socket_turns.py [--turns 20] [--agents 4] [--context 2000] [--profile DIR]
+Run: .venv/bin/python bench/socket_turns.py [--turns 20] [--agents 4] [--context 2000] [--rounds 3] [--profile DIR]
 (--profile: a py-spy profile of each mode's round, its top entries printed; the CPU figures then include
 the sampler's cost.)
 """
@@ -20,6 +20,7 @@ import argparse
 import asyncio
 import json
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -41,6 +42,7 @@ TOOL = {
     "description": "Look a record up.",
     "parameters": {"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"]},
 }
+MODES = ("http", "socket", "socket, stored")
 ENDINGS = ("response.completed", "response.incomplete", "response.failed", "error")
 
 
@@ -117,6 +119,7 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=20)
     parser.add_argument("--agents", type=int, default=4)
     parser.add_argument("--context", type=int, default=2000)
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of every mode; the medians are reported")
     parser.add_argument("--profile", type=Path, default=None, help="a folder for py-spy profiles of each mode")
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="bench-socket-"))
@@ -129,19 +132,26 @@ def main() -> None:
             pin(gateway.proc.pid, [os.getpid(), emulator.proc.pid])
             idle = asyncio.run(idle_rate(gateway))
             first = asyncio.run(first_turns(gateway, args.agents, args.turns, args.context, idle)) / (args.agents * args.turns)
+            rounds: dict[str, list[tuple[float, float]]] = {mode: [] for mode in MODES}
+            for number in range(args.rounds):  # the modes interleaved, so that the machine's drift hits all alike
+                for mode in MODES:
+                    profile = None if args.profile is None or number else args.profile / (mode.replace(", ", "-") + ".txt")
+                    with profiled(gateway.proc.pid, profile):
+                        rounds[mode].append(asyncio.run(measure(gateway, mode, args.agents, args.turns, args.context, idle)))
+                    if profile is not None:
+                        print(f"== {mode}\n{top(profile)}")
             figures: dict[str, Any] = {}
-            for mode in ("http", "socket", "socket, stored"):
-                profile = None if args.profile is None else args.profile / (mode.replace(", ", "-") + ".txt")
-                with profiled(gateway.proc.pid, profile):
-                    cpu, wall = asyncio.run(measure(gateway, mode, args.agents, args.turns, args.context, idle))
-                if profile is not None:
-                    print(f"== {mode}\n{top(profile)}")
+            for mode, measured in rounds.items():
+                cpu, wall = statistics.median(cpu for cpu, _ in measured), statistics.median(wall for _, wall in measured)
                 figures[mode] = {"cpu_ms": 1000 * (cpu - first), "wall_ms": 1000 * wall}
         finally:
             gateway.stop()
     finally:
         emulator.stop()
-    print(f"{args.agents} agents x {args.turns} client-function turns, first prompt ~{args.context:,} tokens of context:")
+    print(
+        f"{args.agents} agents x {args.turns} client-function turns, first prompt ~{args.context:,} tokens of context "
+        f"(medians of {args.rounds} rounds):"
+    )
     for mode, figure in figures.items():
         print(f"  {mode:15s} gateway CPU {figure['cpu_ms']:.2f} ms/turn, wall {figure['wall_ms']:.1f} ms/turn")
     ratio = figures["socket"]["cpu_ms"] / figures["http"]["cpu_ms"]

@@ -23,7 +23,7 @@ from .log import sequence_number, sse_frame
 from .compaction import CompactRequest, compacted_response, summarize
 from .dialog_plan import plan_dialog
 from .run import ResponseRun
-from .socket import responses_socket
+from .socket import ResponsesSocketApp
 from ..core.requests import include_query, refuse_while_draining, services_of, tenant_of
 from ..core.services import Services
 
@@ -223,7 +223,7 @@ def _missing(response_id: str) -> APIError:
 
 routes = [
     Route("/v1/responses", create_response, methods=["POST"]),
-    WebSocketRoute("/v1/responses", responses_socket),
+    WebSocketRoute("/v1/responses", ResponsesSocketApp()),
     Route("/v1/responses/input_tokens", count_input_tokens, methods=["POST"]),
     Route("/v1/responses/compact", compact, methods=["POST"]),
     Route("/v1/responses/{response_id}", retrieve_response, methods=["GET"]),

@@ -20,6 +20,7 @@ from typing import Annotated, Any, Literal, Union
 
 import anyio
 from pydantic import Field, RootModel
+from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
 from ..body import parse_json
@@ -74,27 +75,34 @@ class TenantSockets:
             del self.open[tenant]
 
 
-async def responses_socket(websocket: WebSocket) -> None:
-    services: Services = websocket.app.state.services
-    tenant: str = websocket.scope["state"]["tenant"]  # the middleware checked the key
-    config = services.config.server.websocket
-    if services.drain.draining:
-        await refuse_websocket(websocket, APIError(503, "The gateway is shutting down.", type="server_error", code="server_shutting_down"))
-        return
-    if not services.sockets.take(tenant, config.max_per_tenant):
-        refusal = f"This project has {config.max_per_tenant} Responses WebSockets open, as many as this gateway allows; close one first."
-        await refuse_websocket(websocket, APIError(429, refusal, code="too_many_websockets"))
-        return
-    try:
-        await websocket.accept()
-        await ResponsesSocket(websocket, services, tenant).serve()
-    finally:
-        services.sockets.give_back(tenant)
+class ResponsesSocketApp:
+    """The route's ASGI app (an object, so that Starlette hands it the ASGI `send` itself rather than a
+    `WebSocket`): events go out through `send`, not `WebSocket.send`, since a response sends a message
+    per token and each layer on the way costs every one of them."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        websocket = WebSocket(scope, receive, send)
+        services: Services = websocket.app.state.services
+        tenant: str = websocket.scope["state"]["tenant"]  # the middleware checked the key
+        config = services.config.server.websocket
+        if services.drain.draining:
+            await refuse_websocket(websocket, APIError(503, "The gateway is shutting down.", type="server_error", code="server_shutting_down"))
+            return
+        if not services.sockets.take(tenant, config.max_per_tenant):
+            refusal = f"This project has {config.max_per_tenant} Responses WebSockets open, as many as this gateway allows; close one first."
+            await refuse_websocket(websocket, APIError(429, refusal, code="too_many_websockets"))
+            return
+        try:
+            await websocket.accept()
+            await ResponsesSocket(websocket, send, services, tenant).serve()
+        finally:
+            services.sockets.give_back(tenant)
 
 
 class ResponsesSocket:
-    def __init__(self, websocket: WebSocket, services: Services, tenant: str) -> None:
+    def __init__(self, websocket: WebSocket, send: Send, services: Services, tenant: str) -> None:
         self.websocket, self.services, self.tenant = websocket, services, tenant
+        self._asgi_send = send
         self.config = services.config.server.websocket
         self.limits = services.config.server.body_limits()
         self.creates_in, self.creates = anyio.create_memory_object_stream[CreateEvent](self.config.max_queued)
@@ -263,10 +271,14 @@ class ResponsesSocket:
         `send_timeout_s` is disconnected."""
         if self.websocket.application_state is not WebSocketState.CONNECTED:
             raise WebSocketDisconnect()
+        send = self._asgi_send
         async with self._send_lock:
             with anyio.fail_after(self.services.config.server.send_timeout_s):
-                for text in texts:
-                    await self.websocket.send_text(text)
+                try:
+                    for text in texts:
+                        await send({"type": "websocket.send", "text": text})
+                except OSError:  # the server's word for a client that is gone
+                    raise WebSocketDisconnect(1006) from None
 
 
 def _message(event: Event | Delta, stream_id: str | None) -> str:
