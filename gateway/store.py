@@ -149,21 +149,21 @@ class ResponseStore:
 
         await self._db.transaction(work)
 
-    async def progress(self, response_id: str, owner: str, response: Mapping[str, Any] | None, frames: list[tuple[int, bytes]]) -> None:
+    async def progress(self, response_id: str, owner: str, response: Mapping[str, Any], frames: list[tuple[int, bytes]]) -> bool:
         """A running background response's new events, and what it looks like now, written by the
-        replica that runs it (only while it still owns it: a run whose lease was taken writes nothing)."""
+        replica that runs it; False, and nothing written, once it no longer owns it (its lease was taken)."""
 
-        async def work(tx: Tx) -> None:
-            if response is not None:
-                changed = await tx.execute(
-                    "UPDATE responses SET response = ?, status = ? WHERE id = ? AND owner = ?",
-                    json.dumps(response), response["status"], response_id, owner,
-                )
-                if not changed:
-                    return
+        async def work(tx: Tx) -> bool:
+            changed = await tx.execute(
+                "UPDATE responses SET response = ?, status = ? WHERE id = ? AND owner = ?",
+                json.dumps(response), response["status"], response_id, owner,
+            )
+            if not changed:
+                return False
             await self._insert_events(tx, response_id, frames)
+            return True
 
-        await self._db.transaction(work)
+        return await self._db.transaction(work)
 
     async def get(self, response_id: str, tenant: str, *, dialog: bool = True) -> StoredResponse | None:
         """The tenant's stored response; another tenant's is as absent as one that never existed. With

@@ -124,6 +124,28 @@ def test_a_killed_replicas_runs_are_failed_by_another(cluster):
     assert cluster.client().responses.create(model=MODEL, input="still there?").status == "completed"
 
 
+def test_a_killed_replica_never_has_its_sequence_numbers_given_again(cluster):
+    """A client follows a background response on the replica running it, which is killed: resuming on
+    another replica after the last event it saw, it gets the rest and exactly one terminal event, and
+    no number it saw ever stands for another event (its replica showed only what it had journaled)."""
+    seen: list[dict[str, Any]] = []
+    body = {"model": MODEL, "input": "[long 400] [slow 10]", "background": True, "stream": True}
+    with httpx.stream("POST", f"{cluster.replicas[0].url}/v1/responses", json=body, timeout=30) as answer:
+        for line in answer.iter_lines():
+            if line.startswith("data: "):
+                seen.append(json.loads(line[6:]))
+                if len(seen) == 40:
+                    cluster.replicas[0].proc.kill()  # SIGKILL: no last write
+                    break
+    response_id, last = seen[0]["response"]["id"], seen[-1]["sequence_number"]
+    rest = _read_events(cluster.replicas[1].url, response_id, after=last)
+    assert [event["sequence_number"] for event in rest] == list(range(last + 1, last + 1 + len(rest)))
+    assert [event["type"] for event in rest].count("response.failed") == 1 and rest[-1]["type"] == "response.failed"
+    # Read from the start, the stream is the one the client was shown, then the rest.
+    whole = _read_events(cluster.replicas[1].url, response_id)
+    assert whole[: len(seen)] == seen and whole[len(seen) :] == rest
+
+
 def test_a_client_reconnects_to_another_replica_mid_stream(cluster):
     first: list[dict[str, Any]] = []
     body = {"model": MODEL, "input": SLOW, "background": True, "stream": True}

@@ -6,22 +6,26 @@ Writes are batched: every FLUSH_INTERVAL_S at most, one transaction with the new
 Response object as it is now. The last write, with the terminal event, is the response's final record:
 one transaction, so a reader never sees the end of the stream without the stored result, or the
 reverse.
+
+Readers here see an event only once it is written (`follow`): a replica that takes the run over goes on
+after the last event written, so no sequence number a client may have seen is ever given to another
+event. A stream read here lags the run by one write at most (FLUSH_INTERVAL_S and the write itself).
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Any, Awaitable, Callable, Mapping
+from typing import Any, AsyncIterator, Awaitable, Callable, Mapping
 
 import anyio
 
 from ..storage import StorageError
 from ..store import ResponseStore
-from .log import EventLog, numbered_frames
+from .log import MAX_MERGED_BATCHES, Batch, EventLog, numbered_frames
 
 logger = logging.getLogger("gateway.responses")
 
-FLUSH_INTERVAL_S = 0.1
+FLUSH_INTERVAL_S = 0.05
 RETRY_FINAL_S = 2.0  # a final record that could not be written is tried again this often
 
 Frames = list[tuple[int, bytes]]
@@ -37,6 +41,9 @@ class Journal:
         self._written = 0  # batches of the log written so far
         self._lock = anyio.Lock()
         self._finished = False
+        self._settled = False  # the final record is written, or the run was taken over: nothing more to read
+        self.taken_over = False  # another replica ended the run (this one was thought gone)
+        self._wakeup: anyio.Event | None = None  # made only while a reader waits
 
     async def run(self) -> None:
         """Follow the log, writing what is new, until the run's end hands the rest to `finish`."""
@@ -50,11 +57,17 @@ class Journal:
                     return
                 end = len(self._log.batches)
                 try:
-                    await self._store.progress(self._id, self._owner, self._snapshot(), self._frames(end))
+                    owned = await self._store.progress(self._id, self._owner, self._snapshot(), self._frames(end))
                 except StorageError as exc:  # tried again with the next events; the final write has them all
                     logger.warning("progress of response %s not stored: %s", self._id, exc)
                     continue
+                if not owned:
+                    logger.warning("response %s was taken over by another replica: its events are no longer written here", self._id)
+                    self.taken_over = self._finished = True
+                    self._settle()
+                    return
                 self._written = end
+                self._wake()
 
     async def finish(self, save: Callable[[Frames], Awaitable[bool]]) -> None:
         """Write the final record with the events not yet written, by `save(frames)`; while the database
@@ -63,15 +76,48 @@ class Journal:
         async with self._lock:
             self._finished = True
             frames = self._frames(len(self._log.batches))
+        if self.taken_over:
+            return
         while True:
             try:
                 with anyio.CancelScope(shield=True):
-                    if not await save(frames):
+                    if await save(frames):
+                        self._written = len(self._log.batches)
+                    else:
                         logger.warning("response %s was ended by another replica before its own end was stored", self._id)
+                        self.taken_over = True
+                self._settle()
                 return
             except StorageError as exc:
                 logger.error("response %s could not be stored (%s); trying again", self._id, exc)
             await anyio.sleep(RETRY_FINAL_S)
+
+    async def follow(self) -> AsyncIterator[Batch]:
+        """The log's batches as they are written, until the last; merged when a reader is behind. After a
+        take-over the rest of the stream is the other replica's, in the store (`taken_over`)."""
+        read = 0
+        while True:
+            written = self._written
+            if read < written:
+                end = min(written, read + MAX_MERGED_BATCHES)
+                batches = self._log.batches[read:end]
+                yield batches[0] if len(batches) == 1 else [event for batch in batches for event in batch]
+                read = end
+            elif self._settled:
+                return
+            else:
+                if self._wakeup is None:
+                    self._wakeup = anyio.Event()
+                await self._wakeup.wait()
+
+    def _settle(self) -> None:
+        self._settled = True
+        self._wake()
+
+    def _wake(self) -> None:
+        if self._wakeup is not None:
+            self._wakeup.set()
+            self._wakeup = None
 
     def _frames(self, end: int) -> Frames:
         return numbered_frames(self._log.batches[self._written : end])

@@ -36,7 +36,7 @@ async def create_response(request: Request) -> Response:
     run = ResponseRun(services, body, tenant_of(request))
     await run.launch()
     if body.stream:
-        return event_stream(services, run, _frames(run))
+        return event_stream(services, run, _frames(services, run))
     if run.background:  # answered at once; the client polls, resumes or cancels
         return JSONResponse(run.snapshot())
     await wait_for_run(request, run)
@@ -88,13 +88,18 @@ async def _reading(services: Services, run: ResponseRun, frames: AsyncIterator[b
             run.cancel()
 
 
-async def _frames(run: ResponseRun, after: int = -1) -> AsyncIterator[bytes]:
-    """The run's events as SSE frames, from the one after sequence number `after` on."""
-    async for batch in run.log.follow():
+async def _frames(services: Services, run: ResponseRun, after: int = -1) -> AsyncIterator[bytes]:
+    """The run's events as SSE frames, from the one after sequence number `after` on; if another replica
+    took the run over meanwhile, the rest as that replica stored it."""
+    async for batch in run.follow():
         if after >= 0:
             batch = [event for event in batch if sequence_number(event) > after]
         if batch:
+            after = sequence_number(batch[-1])
             yield b"".join(map(sse_frame, batch))
+    if run.journal is not None and run.journal.taken_over:
+        async for frame in follow_stored(services.store, run.response["id"], after):
+            yield frame
 
 
 async def wait_for_run(request: Request, run: ResponseRun) -> None:
@@ -134,7 +139,7 @@ async def retrieve_response(request: Request) -> Response:
     if not stream:
         return JSONResponse(run.snapshot() if run is not None else (await _stored(request)).response)
     if run is not None:
-        return event_stream(services, run, _frames(run, after))
+        return event_stream(services, run, _frames(services, run, after))
     stored = await _stored(request)
     if not stored.response.get("background"):
         raise bad_request("Only responses created with background=true can be streamed again.", param="stream")

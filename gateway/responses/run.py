@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
+from typing import AsyncIterator
 
 import anyio
 from openai_harmony import Role
@@ -34,6 +35,7 @@ from .compaction import CompactionOutput, summarize
 from .dialog_plan import DialogPlan, Remembered, plan_dialog
 from .items import Event
 from .journal import Journal
+from .log import Batch
 from .logprobs import load_vocabulary
 from .output import ResponseOutput
 from .request import ResponsesRequest
@@ -271,6 +273,10 @@ class ResponseRun:
                     await self._stream.aclose()
             raise
         self.journal = Journal(services.store, self.response["id"], services.replicas.id, self.output.log, self.snapshot)
+
+    def follow(self) -> AsyncIterator[Batch]:
+        """The run's events as a reader here may see them: a background run's once journaled (journal.py)."""
+        return self.journal.follow() if self.journal is not None else self.log.follow()
 
     def cancel(self) -> None:
         """The client went away or stopped reading: stop the run, which aborts its engine request."""

@@ -193,12 +193,15 @@ class ResponsesSocket:
             return None
         self.active = run
         try:
-            async for batch in run.log.follow():
+            async for batch in run.follow():
                 await self._send(*(_message(item, event.stream_id) for item in batch))
         finally:
             self.active = None
             if not run.log.closed and not run.background:  # the client left: stop it, aborting its engine request
                 run.cancel()
+        if run.journal is not None and run.journal.taken_over:  # its last events are another replica's, stored
+            message = "Another replica took this response over: retrieve it, or resume its stream over HTTP."
+            await self._error(APIError(503, message, type="server_error", code="response_taken_over"), event.stream_id)
         response_id = run.response["id"]
         self.ended.add(response_id)
         self.remembered = await run.remember()

@@ -34,6 +34,9 @@ _TRANSIENT = (
     asyncpg.exceptions.CrashShutdownError,
     asyncpg.exceptions.PostgresConnectionError,
     asyncpg.exceptions.InterfaceError,
+    # A connection left mid-operation when the server went away ("another operation is in progress"):
+    # the pool replaces it, and the attempt is made again on another.
+    asyncpg.exceptions.InternalClientError,
     asyncpg.exceptions.TooManyConnectionsError,
     TimeoutError,
 )
