@@ -8,7 +8,8 @@ Starts the engine emulator (streaming as fast as it can) and the gateway as sepa
     the engine, p50 and p95, at 1 and at 64 concurrent streams.
 With `--logprobs N`, every Responses stream asks for the answer's logprobs with N alternatives (the
 slower per-token path that feeds the parser one token at a time).
-Run: .venv/bin/python bench/stream_overhead.py [--tokens 2000] [--rounds 3] [--logprobs N]
+Run: .venv/bin/python bench/stream_overhead.py [--tokens 2000] [--rounds 3] [--logprobs N] [--profile DIR]
+(--profile: a py-spy profile of each concurrency's Responses round, its top entries printed.)
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from gateway.harmony import MESSAGE, Preamble, render_prompt  # noqa: E402
 from openai_harmony import Message, Role  # noqa: E402
 from tests.conftest import Gateway, gateway_config, start_emulator  # noqa: E402
+from bench.profiling import profiled, top  # noqa: E402
 
 TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -142,6 +144,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 64])
     parser.add_argument("--logprobs", type=int, default=None, help="ask for logprobs with this many alternatives")
+    parser.add_argument("--profile", type=Path, default=None, help="a folder for py-spy profiles")
     args = parser.parse_args()
     if args.logprobs is not None:
         EXTRA_BODY.update(include=["message.output_text.logprobs"], top_logprobs=args.logprobs)
@@ -153,7 +156,11 @@ def main() -> None:
         for streams in args.concurrency:
             tokens = args.tokens if streams == 1 else max(200, args.tokens // 8)
             rounds = args.rounds * (10 if streams == 1 else 1)
-            result = asyncio.run(measure(gateway, emulator.url, gateway.proc.pid, streams, tokens, rounds))
+            profile = None if args.profile is None else args.profile / f"responses-{streams}.txt"
+            with profiled(gateway.proc.pid, profile):
+                result = asyncio.run(measure(gateway, emulator.url, gateway.proc.pid, streams, tokens, rounds))
+            if profile is not None:
+                print(top(profile))
             chat = asyncio.run(measure(gateway, emulator.url, gateway.proc.pid, streams, tokens, rounds, "chat"))
             print(
                 f"{streams:>3} streams: {result['tokens']:>7} tokens, gateway CPU {result['cpu_us_per_token']:.1f} µs/token; "
