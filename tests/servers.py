@@ -1,5 +1,5 @@
-"""Real PostgreSQL and HAProxy servers on loopback for the tests, from Debian's packages (scripts/test
-installs them when missing): no images, no network."""
+"""Real PostgreSQL, HAProxy and Prometheus servers on loopback for the tests, from Debian's packages
+(scripts/test installs them when missing): no images, no network."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
+from typing import IO
 
 from .conftest import free_port, wait_for_port
 
@@ -140,3 +141,45 @@ backend replicas
         if self._proc is not None and self._proc.poll() is None:
             self._proc.terminate()
             self._proc.wait(10)
+
+
+class Prometheus:
+    """Prometheus scraping one target's /metrics every half second, its API on loopback."""
+
+    def __init__(self, target_port: int, workdir: Path) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.dir = workdir / f"prometheus-{self.port}"
+        self.dir.mkdir()
+        self.config = self.dir / "prometheus.yml"
+        self.config.write_text(
+            f"""global:
+  scrape_interval: 500ms
+  scrape_timeout: 400ms
+scrape_configs:
+  - job_name: gateway
+    static_configs:
+      - targets: ["127.0.0.1:{target_port}"]
+"""
+        )
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._log: IO[bytes] | None = None
+
+    def start(self) -> "Prometheus":
+        binary = shutil.which("prometheus")
+        if binary is None:
+            raise RuntimeError("Prometheus is not installed (Debian's prometheus package; scripts/test installs it)")
+        self._log = open(self.dir / "prometheus.log", "wb")
+        self._proc = subprocess.Popen(
+            [binary, f"--config.file={self.config}", f"--storage.tsdb.path={self.dir / 'data'}", f"--web.listen-address=127.0.0.1:{self.port}"],
+            stdout=subprocess.DEVNULL, stderr=self._log,
+        )  # fmt: skip
+        wait_for_port(self.port, timeout=30)
+        return self
+
+    def stop(self) -> None:
+        if self._proc is not None and self._proc.poll() is None:
+            self._proc.terminate()
+            self._proc.wait(20)
+        if self._log is not None:
+            self._log.close()

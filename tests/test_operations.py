@@ -19,6 +19,7 @@ import openai
 import pytest
 
 from .conftest import MODEL, ROOT, Process, free_port, metric as _metric, open_stream, sandbox_containers, sandbox_section
+from .servers import Prometheus
 from .stream_checker import check_response_stream, parse_sse
 
 KEY = "sk-test-0b1c5e9f7d"
@@ -106,6 +107,32 @@ def test_metrics(make_gateway: Any, emulator: Process) -> None:
     assert _metric(text, "gateway_tool_call_seconds_count", kind="python") == 1
     assert _metric(text, "gateway_sandbox_sessions") == 1
     assert _metric(text, "gateway_mcp_server_up", server="local") == 1
+
+
+def test_prometheus_scrapes_the_metrics(make_gateway: Any, emulator: Process, tmp_path: Path) -> None:
+    """The exposition checked by the consumer that reads it: a real Prometheus scrapes /metrics, and its
+    API returns the gateway's series with their labels and values."""
+    gateway = make_gateway(emulator.url)
+    gateway.client().responses.create(model=MODEL, input="hi")
+    prometheus = Prometheus(gateway.port, tmp_path).start()
+    try:
+        query = 'gateway_requests_total{endpoint="/v1/responses",status="200"}'
+        deadline = time.monotonic() + 30
+        while True:
+            result = httpx.get(f"{prometheus.url}/api/v1/query", params={"query": query}, timeout=5).json()["data"]["result"]
+            if result or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        assert result and float(result[0]["value"][1]) == 1, result
+        (target,) = httpx.get(f"{prometheus.url}/api/v1/targets", timeout=5).json()["data"]["activeTargets"]
+        assert target["health"] == "up" and target["lastError"] == ""
+        names = set(httpx.get(f"{prometheus.url}/api/v1/label/__name__/values", timeout=5).json()["data"])
+        wanted = {"gateway_requests_total", "gateway_tokens_total", "gateway_active_streams", "gateway_time_to_first_token_seconds_bucket"}
+        assert wanted <= names, wanted - names
+        tokens = httpx.get(f"{prometheus.url}/api/v1/query", params={"query": 'gateway_tokens_total{direction="out"}'}, timeout=5).json()
+        assert float(tokens["data"]["result"][0]["value"][1]) > 0
+    finally:
+        prometheus.stop()
 
 
 def _stream_in_thread(url: str, body: dict[str, Any], results: list[Any]) -> threading.Thread:
