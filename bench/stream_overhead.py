@@ -8,7 +8,7 @@ Starts the engine emulator (streaming as fast as it can) and the gateway as sepa
     the engine, p50 and p95, at 1 and at 64 concurrent streams.
 With `--logprobs N`, every Responses stream asks for the answer's logprobs with N alternatives (the
 slower per-token path that feeds the parser one token at a time).
-Run: .venv/bin/python bench/stream_overhead.py [--tokens 2000] [--rounds 3] [--logprobs N] [--profile DIR]
+Run: .venv/bin/python bench/stream_overhead.py [--tokens 2000] [--rounds 3] [--logprobs N] [--profile DIR] [--tracing]
 (--profile: a py-spy profile of each concurrency's Responses round, its top entries printed.)
 """
 
@@ -21,7 +21,9 @@ import os
 import statistics
 import sys
 import tempfile
+import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import httpx
@@ -138,6 +140,16 @@ async def measure(
     }
 
 
+class _Sink(BaseHTTPRequestHandler):
+    def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+        self.rfile.read(int(self.headers["Content-Length"]))
+        self.send_response(200)
+        self.end_headers()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--tokens", type=int, default=2000, help="output tokens per stream")
@@ -145,12 +157,18 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 64])
     parser.add_argument("--logprobs", type=int, default=None, help="ask for logprobs with this many alternatives")
     parser.add_argument("--profile", type=Path, default=None, help="a folder for py-spy profiles")
+    parser.add_argument("--tracing", action="store_true", help="with OpenTelemetry tracing on (spans to a local sink)")
     args = parser.parse_args()
     if args.logprobs is not None:
         EXTRA_BODY.update(include=["message.output_text.logprobs"], top_logprobs=args.logprobs)
     work = Path(tempfile.mkdtemp(prefix="bench-"))
     emulator = start_emulator(work)
-    gateway = Gateway(gateway_config(emulator.url, work), work).start()
+    sections: dict = {}
+    if args.tracing:  # spans exported to a sink here that reads and drops them
+        sink = ThreadingHTTPServer(("127.0.0.1", 0), _Sink)
+        threading.Thread(target=sink.serve_forever, daemon=True).start()
+        sections["tracing"] = {"enabled": True, "endpoint": f"http://127.0.0.1:{sink.server_address[1]}/v1/traces"}
+    gateway = Gateway(gateway_config(emulator.url, work, **sections), work).start()
     try:
         assert gateway.proc is not None
         for streams in args.concurrency:

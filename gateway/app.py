@@ -27,6 +27,7 @@ from .engine import EngineClient
 from .errors import APIError, handle_api_error, handle_storage_error, handle_unexpected, handle_unstorable_value
 from .metrics import Metrics
 from .middleware import GatewayMiddleware
+from .tracing import Tracing
 from .shutdown import Drain
 from .chat.routes import routes as chat_routes
 from .responses.routes import routes as response_routes
@@ -123,11 +124,13 @@ def create_app(config: GatewayConfig, drain: Drain | None = None) -> Starlette:
     """The app; `drain` is shared with the server so that SIGTERM can start the graceful shutdown."""
     drain = drain or Drain(config.server.shutdown_grace_s)
     app_metrics = Metrics()
+    tracing = Tracing(config.tracing)
     isolation.configure(config.isolation.workers, memory_bytes(config.isolation.memory))
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         harmony.encoding()  # load the vocabulary before the first request, not during it
+        tracing.start()
         engine = EngineClient(config.engine)
         storage = config.storage
         database = open_database(storage.database_url(), retry_s=storage.retry_s, pool_size=storage.pool_size)
@@ -178,6 +181,7 @@ def create_app(config: GatewayConfig, drain: Drain | None = None) -> Starlette:
                 renderer.close()
                 await replicas.leave()
                 await database.close()
+                tracing.shutdown()
                 tasks.cancel_scope.cancel()
 
     return Starlette(
@@ -201,5 +205,5 @@ def create_app(config: GatewayConfig, drain: Drain | None = None) -> Starlette:
             Exception: handle_unexpected,
         },
         lifespan=lifespan,
-        middleware=[Middleware(GatewayMiddleware, auth=config.auth, metrics=app_metrics, log_access=config.logging.access_log)],
+        middleware=[Middleware(GatewayMiddleware, auth=config.auth, metrics=app_metrics, log_access=config.logging.access_log, traced=tracing.enabled)],
     )

@@ -225,6 +225,21 @@ class IsolationConfig(_Section):
     schema_timeout_s: float = Field(2.0, gt=0, le=60, description="One check of a call's arguments")
 
 
+class TracingConfig(_Section):
+    """OpenTelemetry traces (gateway/tracing.py), sent over OTLP/HTTP. Also on without this section when
+    OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set, as OpenTelemetry's own
+    configuration has it (and off with OTEL_SDK_DISABLED=true); the exporter reads the other OTEL_*
+    variables (headers, timeout) itself."""
+
+    enabled: bool = False
+    # The traces endpoint (`http://collector:4318/v1/traces`); unset: the OTEL_* variables, then the default.
+    endpoint: str | None = None
+    service_name: str = Field("harmony-gateway", min_length=1, max_length=128)
+    # Prompt and output text in spans; off, spans carry names, ids, counts and timings only.
+    capture_content: bool = False
+    export_delay_s: float = Field(2.0, gt=0, le=60, description="How long finished spans wait to be sent in a batch")
+
+
 class GatewayConfig(_Section):
     engine: EngineConfig
     server: ServerConfig = ServerConfig()
@@ -241,6 +256,7 @@ class GatewayConfig(_Section):
     mcp: MCPConfig = MCPConfig()
     # No section: the web_search tools are refused with a 400.
     browser: BrowserConfig | None = None
+    tracing: TracingConfig = TracingConfig()
 
     def files_directory(self) -> str:
         return self.files.directory or str(Path(self.storage.path).parent / "files")

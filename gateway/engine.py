@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Mapping
 
 import httpx
 import orjson
@@ -119,9 +119,12 @@ class EngineClient:
             return False
         return response.status_code == 200
 
-    async def generate(self, prompt: Prompt, sampling: Sampling, session_key: str | None = None) -> "EngineStream":
+    async def generate(
+        self, prompt: Prompt, sampling: Sampling, session_key: str | None = None, trace: Mapping[str, str] | None = None
+    ) -> "EngineStream":
         """Start a streamed completion; engine errors before the first chunk raise here. `session_key`
-        names the conversation to a session-aware router (`engine.session_header`)."""
+        names the conversation to a session-aware router (`engine.session_header`); `trace` is the
+        trace context's headers (`traceparent`), which vLLM continues when it traces."""
         model = await self.model()
         body = {
             "model": model.id,
@@ -139,7 +142,7 @@ class EngineClient:
         if sampling.logprobs is not None:
             # Tokens named by id ("token_id:N"): the gateway maps ids to Harmony's tokens itself.
             body |= {"logprobs": sampling.logprobs, "return_tokens_as_token_ids": True}
-        headers = {"content-type": "application/json"}
+        headers = {"content-type": "application/json", **(trace or {})}
         if self.config.session_header and session_key:
             headers[self.config.session_header] = session_key
         # The prompt's JSON is spliced in as it is: made once per run, never rebuilt id by id on the loop.

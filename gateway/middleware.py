@@ -17,6 +17,7 @@ from starlette.websockets import WebSocket
 
 from .config import OPEN_TENANT, AuthConfig
 from .errors import APIError, refuse_websocket
+from . import tracing
 from .metrics import Metrics, endpoint_label
 
 request_id_var: ContextVar[str | None] = ContextVar("request_id", default=None)
@@ -24,17 +25,30 @@ access_log = logging.getLogger("gateway.access")
 
 _VALID_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 _OPEN_PATHS = {"/health", "/ready"}
+_TRACE_HEADERS = (b"traceparent", b"tracestate")
 
 
 class GatewayMiddleware:
-    def __init__(self, app: ASGIApp, auth: AuthConfig, metrics: Metrics, log_access: bool) -> None:
+    def __init__(self, app: ASGIApp, auth: AuthConfig, metrics: Metrics, log_access: bool, traced: bool = False) -> None:
         self.app = app
+        self.traced = traced  # a request's `traceparent` is the parent of what it starts (tracing.py)
         self.keys = [(entry.key.encode(), entry.tenant_id()) for entry in auth.api_keys]
         self.open_paths = _OPEN_PATHS if auth.metrics_need_key else _OPEN_PATHS | {"/metrics"}
         self.metrics = metrics
         self.log_access = log_access
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if not self.traced or scope["type"] not in ("http", "websocket"):
+            await self._serve(scope, receive, send)
+            return
+        carrier = {name.decode("latin-1"): value.decode("latin-1") for name, value in scope["headers"] if name in _TRACE_HEADERS}
+        token = tracing.attach(tracing.extract(carrier))
+        try:
+            await self._serve(scope, receive, send)
+        finally:
+            tracing.detach(token)
+
+    async def _serve(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "websocket":  # the same keys as HTTP; a refusal is the handshake's answer
             tenant = self._tenant(scope)
             if isinstance(tenant, APIError):

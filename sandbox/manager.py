@@ -20,6 +20,7 @@ from typing import Any, Awaitable, Callable, Coroutine, Protocol, TypeVar
 import anyio
 import docker.errors
 from anyio.abc import TaskGroup
+from opentelemetry import trace
 
 from runtime.quota import AllBusy, to_evict
 
@@ -33,6 +34,7 @@ from .shell_output import CharacterLimit
 from .transfer import FilesState
 
 log = logging.getLogger("sandbox")
+_tracer = trace.get_tracer("harmony-gateway")
 
 # Past the timeout, how long the kernel has to answer (its supervisor kills a stuck worker after 2 s)
 # before the whole kernel is replaced.
@@ -432,7 +434,9 @@ class SandboxManager:
         self._refill.set()
         if self._pool:
             return self._pool.pop()
-        return await self.backend.create()
+        # Started on demand: the call waits for it, so it is a span of its own under the call's (tracing).
+        with _tracer.start_as_current_span("sandbox.start", attributes={"sandbox.backend": type(self.backend).__name__}):
+            return await self.backend.create()
 
     async def _keep_pool_full(self) -> None:
         while not self._closed:

@@ -40,6 +40,13 @@ def build(name: str) -> MCPServer:
         return f"headers={sorted(seen.items())}"
 
     @server.tool()
+    def traceparent(ctx: Context) -> str:
+        """The W3C trace context the call's request carried in `_meta` (the client's tracing)."""
+        meta = ctx.request_context.meta or {}
+        headers = {key.lower(): value for key, value in (ctx.headers or {}).items()}
+        return f"traceparent={meta.get('traceparent')} header={headers.get('traceparent')}"
+
+    @server.tool()
     def fail(message: str) -> str:
         """Fail on purpose with the given message."""
         raise ToolError(message)

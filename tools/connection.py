@@ -25,6 +25,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.client.subscriptions import ListenNotSupportedError
 from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT, CallToolResult, Tool, ToolListChangedNotification
+from opentelemetry import propagate
 
 log = logging.getLogger("tools.mcp")
 
@@ -181,7 +182,7 @@ class MCPConnection:
         assert spec.url is not None
         if spec.transport == "sse":
             return sse_client(spec.url, headers=headers, timeout=spec.timeout_s)
-        client = httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(spec.timeout_s))
+        client = httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(spec.timeout_s), event_hooks={"request": [_carry_trace_context]})
         return streamable_http_client(spec.url, http_client=client)
 
     async def wait_attempt(self, timeout: float) -> bool:
@@ -243,3 +244,10 @@ def _describe(exc: BaseException) -> str:
         return "; ".join(_describe(inner) for inner in exc.exceptions)
     text = str(exc) or type(exc).__name__
     return text if len(text) < 300 else text[:300] + "…"
+
+
+async def _carry_trace_context(request: httpx2.Request) -> None:
+    """The calling span's W3C trace context (`traceparent`) in the request's headers, besides the `_meta`
+    the mcp SDK writes it into: the SDK posts each request in its caller's context. Without tracing, or
+    outside a span, nothing is added."""
+    propagate.inject(request.headers)

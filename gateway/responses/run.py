@@ -39,6 +39,7 @@ from .log import Batch
 from .logprobs import load_vocabulary
 from .output import ResponseOutput
 from .request import ResponsesRequest
+from .run_trace import RunTrace
 from .response_object import ResponseObject, echo_tool, ended, skeleton
 from ..core.services import Services
 from .tool_call import CallKind
@@ -103,6 +104,7 @@ class ResponseRun:
         # tool's output and before the next engine call, for a successor to go on with the input.
         self.steered = False
         self._compacted_at = -1  # the dialog's length after the last compaction
+        self.trace = RunTrace(services.config.tracing.capture_content)  # its spans, when tracing is on
 
     @property
     def dialog(self) -> Dialog:
@@ -120,10 +122,15 @@ class ResponseRun:
         model = await self.services.engine.model()
         self.model_id = model.id
         self.response = skeleton(self.request, self.model_id, self.echoed_tools, self.echoed_choice)
-        # Listings and approved calls come first; the engine is called after them, in _loop().
-        if not self.toolset.work_before_engine and self.generate:
-            self._stream = await self._open_stream()
-        await self._begin()
+        self.trace.begin(self.model_id, self.request.instructions)
+        try:
+            # Listings and approved calls come first; the engine is called after them, in _loop().
+            if not self.toolset.work_before_engine and self.generate:
+                self._stream = await self._open_stream()
+            await self._begin()
+        except BaseException as exc:
+            self.trace.end(self.response, getattr(exc, "message", None) or type(exc).__name__)
+            raise
         if self.journal is not None:
             self.services.runs.background[self.response["id"]] = self
             self.services.runs.start(self.journal.run)
@@ -221,7 +228,12 @@ class ResponseRun:
             logit_bias=self.chat.logit_bias,
             logprobs=self.logprob_count,
         )
-        return await self.services.engine.generate(prompt, sampling, self.dialog.session_key)
+        headers = self.trace.engine_call(self.model_id or model.id, len(prompt), sampling.max_tokens)
+        try:
+            return await self.services.engine.generate(prompt, sampling, self.dialog.session_key, headers)
+        except BaseException as exc:
+            self.trace.engine_done(0, None, getattr(exc, "message", None) or type(exc).__name__)
+            raise
 
     def _compaction_due(self, prompt_tokens: int, max_model_len: int | None) -> bool:
         """`context_management` asks for compaction past a threshold; once per growth of the dialog, so a
@@ -290,6 +302,7 @@ class ResponseRun:
         finally:
             self._count_tokens()  # also when the app cancels the task at a hard shutdown
             self.log.close()
+            self.trace.end(self.response, self.failure.message if self.failure is not None else None)
 
     async def _execute(self) -> None:
         log, emit = self.output.events, self.output.emit
@@ -365,7 +378,8 @@ class ResponseRun:
         """Store the response; if the database stays unreachable beyond its retry window, the response
         fails (a client told `completed` would find nothing to continue from)."""
         try:
-            await self._save()
+            with self.trace.storage("save"):
+                await self._save()
         except StorageError as exc:
             logger.error("response %s could not be stored: %s", self.response["id"], exc)
             self.failure = APIError(503, "The response could not be stored.", type="server_error", code="storage_unavailable")
@@ -385,7 +399,8 @@ class ResponseRun:
             call = outcome.call
             if call is None or call.kind.ends_response:
                 return ResponseStatus.COMPLETED, None
-            await self.toolset.run(call)
+            with self.trace.tool(call):
+                await self.toolset.run(call)
             if call.kind is CallKind.HOSTED:
                 self._tool_called = True
             # The tool's output, or what went wrong (no such tool, bad arguments), goes to the model.
@@ -400,8 +415,20 @@ class ResponseRun:
         """Stream one engine call into the output."""
         assert self._stream is not None
         turn = Turn(self.output, self.dialog, self.toolset, self.answer_options)
-        first_token = None if self._first_token_seen else self._first_token
-        return await turn.stream(self._stream, self._prefill, self.usage, len(self._prompt), first_token)
+        written = self.usage.output
+        try:
+            outcome = await turn.stream(self._stream, self._prefill, self.usage, len(self._prompt), self._first_chunk)
+        except BaseException as exc:
+            self.trace.engine_done(self.usage.output - written, None, getattr(exc, "message", None) or type(exc).__name__)
+            raise
+        self.trace.engine_done(self.usage.output - written, outcome.finish_reason)
+        return outcome
+
+    def _first_chunk(self) -> None:
+        """An engine call's first tokens: for its span, and for the metrics the response's first ones."""
+        self.trace.first_token()
+        if not self._first_token_seen:
+            self._first_token()
 
     def _first_token(self) -> None:
         self._first_token_seen = True
