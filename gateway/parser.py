@@ -23,6 +23,7 @@ from openai_harmony import HarmonyError, Message, Role, StreamableParser
 from . import harmony
 from .harmony import CALL, END, MESSAGE, RETURN, START
 
+
 class MalformedHarmony(Exception):
     """The model wrote something that is not Harmony; the response fails with this message."""
 
