@@ -15,6 +15,9 @@ from typing import Any, Iterator
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
+from gateway.config import TracingConfig
+from gateway.tracing import Tracing
+
 from .conftest import MODEL, ROOT, Process, emulator_stats, sandbox_section
 from .test_mcp import MCPProcess
 
@@ -124,3 +127,14 @@ def _check_the_tree(gateway: Any, emulator: Process, receiver: Receiver) -> None
     assert f"traceparent=00-{TRACE_ID}-" in calls["remote"] and f"header=00-{TRACE_ID}-" in calls["remote"]  # HTTP: headers too
     # No prompt or output text in any span, unless content capture is on.
     assert not any("6 * 7" in str(value) or "done" == value for span in ours for value in span["attributes"].values())
+
+
+def test_tracing_is_on_as_opentelemetry_configures_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_SDK_DISABLED"):
+        monkeypatch.delenv(name, raising=False)
+    assert not Tracing(TracingConfig()).enabled  # off by default
+    assert Tracing(TracingConfig(enabled=True)).enabled
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318")
+    assert Tracing(TracingConfig()).enabled  # the standard variable alone turns it on
+    monkeypatch.setenv("OTEL_SDK_DISABLED", "true")
+    assert not Tracing(TracingConfig(enabled=True)).enabled
