@@ -21,7 +21,7 @@ import anyio
 
 from ..storage import StorageError
 from ..store import ResponseStore
-from .log import MAX_MERGED_BATCHES, Batch, EventLog, numbered_frames
+from .log import Batch, EventLog, Wakeup, follow_batches, numbered_frames
 
 logger = logging.getLogger("gateway.responses")
 
@@ -43,7 +43,7 @@ class Journal:
         self._finished = False
         self._settled = False  # the final record is written, or the run was taken over: nothing more to read
         self.taken_over = False  # another replica ended the run (this one was thought gone)
-        self._wakeup: anyio.Event | None = None  # made only while a reader waits
+        self._wakeup = Wakeup()  # readers here, waiting for the next write
 
     async def run(self) -> None:
         """Follow the log, writing what is new, until the run's end hands the rest to `finish`."""
@@ -67,7 +67,7 @@ class Journal:
                     self._settle()
                     return
                 self._written = end
-                self._wake()
+                self._wakeup.set()
 
     async def finish(self, save: Callable[[Frames], Awaitable[bool]]) -> None:
         """Write the final record with the events not yet written, by `save(frames)`; while the database
@@ -92,32 +92,14 @@ class Journal:
                 logger.error("response %s could not be stored (%s); trying again", self._id, exc)
             await anyio.sleep(RETRY_FINAL_S)
 
-    async def follow(self) -> AsyncIterator[Batch]:
+    def follow(self) -> AsyncIterator[Batch]:
         """The log's batches as they are written, until the last; merged when a reader is behind. After a
         take-over the rest of the stream is the other replica's, in the store (`taken_over`)."""
-        read = 0
-        while True:
-            written = self._written
-            if read < written:
-                end = min(written, read + MAX_MERGED_BATCHES)
-                batches = self._log.batches[read:end]
-                yield batches[0] if len(batches) == 1 else [event for batch in batches for event in batch]
-                read = end
-            elif self._settled:
-                return
-            else:
-                if self._wakeup is None:
-                    self._wakeup = anyio.Event()
-                await self._wakeup.wait()
+        return follow_batches(self._log.batches, lambda: self._written, lambda: self._settled, self._wakeup)
 
     def _settle(self) -> None:
         self._settled = True
-        self._wake()
-
-    def _wake(self) -> None:
-        if self._wakeup is not None:
-            self._wakeup.set()
-            self._wakeup = None
+        self._wakeup.set()
 
     def _frames(self, end: int) -> Frames:
         return numbered_frames(self._log.batches[self._written : end])

@@ -26,59 +26,73 @@ Batch = Sequence[Event | Delta]
 MAX_MERGED_BATCHES = 256  # a reader that fell behind gets several batches in one write, up to this many
 
 
+class Wakeup:
+    """Readers waiting for something new; an event is made only while one waits."""
+
+    def __init__(self) -> None:
+        self._event: anyio.Event | None = None
+
+    def set(self) -> None:
+        if self._event is not None:
+            self._event.set()
+            self._event = None
+
+    async def wait(self) -> None:
+        if self._event is None:
+            self._event = anyio.Event()
+        await self._event.wait()
+
+
+async def follow_batches(
+    batches: Sequence[Batch], readable: Callable[[], int], ended: Callable[[], bool], wakeup: Wakeup, start: int = 0
+) -> AsyncIterator[Batch]:
+    """The batches from `start` on as `readable()` lets them be read, until `ended()` and all are read. A
+    reader that is behind gets what is waiting merged into one batch, so a slow client costs fewer writes."""
+    read = start
+    while True:
+        available = readable()
+        if read < available:
+            end = min(available, read + MAX_MERGED_BATCHES)
+            if end - read == 1:
+                yield batches[read]
+            else:
+                yield [event for batch in batches[read:end] for event in batch]
+            read = end
+        elif ended():
+            return
+        else:
+            await wakeup.wait()
+
+
 class EventLog:
     def __init__(self) -> None:
         self.batches: list[Batch] = []
         self.closed = False
-        self._wakeup: anyio.Event | None = None  # made only while a reader waits
+        self._wakeup = Wakeup()
 
     def append(self, batch: Batch) -> None:
         """Add the events one step of the run gave rise to; readers waiting for more wake up."""
         if batch:
             self.batches.append(batch)
-            self._wake()
+            self._wakeup.set()
 
     def close(self) -> None:
         """No more events: readers finish once they have read everything."""
         self.closed = True
-        self._wake()
-
-    def _wake(self) -> None:
-        if self._wakeup is not None:
-            self._wakeup.set()
-            self._wakeup = None
+        self._wakeup.set()
 
     async def wait_closed(self) -> None:
         while not self.closed:
-            await self._wait()
+            await self._wakeup.wait()
 
     async def wait_beyond(self, count: int) -> None:
         """Wait until the log holds more than `count` batches, or is closed."""
         while len(self.batches) <= count and not self.closed:
-            await self._wait()
+            await self._wakeup.wait()
 
-    async def _wait(self) -> None:
-        if self._wakeup is None:
-            self._wakeup = anyio.Event()
-        await self._wakeup.wait()
-
-    async def follow(self, start: int = 0) -> AsyncIterator[Batch]:
-        """Every batch from `start` on, as soon as it is appended, until the log is closed. A reader
-        that is behind gets what is waiting merged into one batch, so a slow client costs fewer writes."""
-        read = start
-        while True:
-            available = len(self.batches)
-            if read < available:
-                end = min(available, read + MAX_MERGED_BATCHES)
-                if end - read == 1:
-                    yield self.batches[read]
-                else:
-                    yield [event for batch in self.batches[read:end] for event in batch]
-                read = end
-            elif self.closed:
-                return
-            else:
-                await self._wait()
+    def follow(self, start: int = 0) -> AsyncIterator[Batch]:
+        """Every batch from `start` on, as soon as it is appended, until the log is closed."""
+        return follow_batches(self.batches, lambda: len(self.batches), lambda: self.closed, self._wakeup, start)
 
 
 class Runs:

@@ -82,6 +82,10 @@ class RunTrace:
             yield
 
     def end(self, response: Mapping[str, Any], error: str | None) -> None:
+        """The response's span, and an engine call's still open (the run stopped between opening it and
+        reading it), ended."""
+        if self._engine is not INVALID_SPAN:
+            self.engine_done(0, None, error or "the response ended before the engine call was read")
         span = self._response
         if span.is_recording():
             usage = response.get("usage") or {}
