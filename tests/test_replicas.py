@@ -5,6 +5,7 @@ a client that reconnects to another replica mid-stream loses nothing."""
 from __future__ import annotations
 
 import json
+import signal
 import threading
 import time
 from typing import Any, Iterator
@@ -144,6 +145,35 @@ def test_a_killed_replica_never_has_its_sequence_numbers_given_again(cluster):
     # Read from the start, the stream is the one the client was shown, then the rest.
     whole = _read_events(cluster.replicas[1].url, response_id)
     assert whole[: len(seen)] == seen and whole[len(seen) :] == rest
+
+
+def test_a_replica_that_stalled_past_its_lease_hands_its_readers_to_the_store(cluster):
+    """Replica A stops (SIGSTOP) while a client follows its background response; B ends the response once
+    A's lease runs out. When A comes back it finds the run taken: it writes nothing more, and the client's
+    stream on A goes on from the store, ending with B's one terminal event, no number given twice."""
+    followed: dict[str, Any] = {}
+
+    def follow() -> None:
+        body = {"model": MODEL, "input": "[long 400] [slow 20]", "background": True, "stream": True}
+        with httpx.Client(timeout=60) as client:
+            followed["events"] = parse_sse(client.post(f"{cluster.replicas[0].url}/v1/responses", json=body).content)
+
+    reader = threading.Thread(target=follow)
+    reader.start()
+    time.sleep(1.0)
+    paused = cluster.replicas[0].proc
+    paused.send_signal(signal.SIGSTOP)
+    try:
+        time.sleep(4 * LEASE_S)  # B's reaper ends the run once A's lease has run out
+    finally:
+        paused.send_signal(signal.SIGCONT)
+    reader.join(30)
+    events = followed["events"]
+    assert [event["sequence_number"] for event in events] == list(range(len(events)))
+    assert [event["type"] for event in events].count("response.failed") == 1 and events[-1]["type"] == "response.failed"
+    assert "replica" in events[-1]["response"]["error"]["message"]
+    stored = cluster.client(1).responses.retrieve(events[0]["response"]["id"])
+    assert stored.status == "failed"  # A, back, did not overwrite B's ending
 
 
 def test_a_client_reconnects_to_another_replica_mid_stream(cluster):
