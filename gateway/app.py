@@ -36,6 +36,7 @@ from .responses.log import Runs
 from .responses.sealed import Sealer
 from .core.services import Services
 from .replicas import Replicas
+from .responses.adoption import adopt
 from .sandbox_sessions import SessionDirectory
 from .storage import Database, StorageError, UnstorableValue, open_database
 from .store import ResponseStore, expire_responses
@@ -165,6 +166,7 @@ def create_app(config: GatewayConfig, drain: Drain | None = None) -> Starlette:
                 runs=runs, replicas=replicas, sealer=Sealer(config.server.reasoning_key), sandbox=sandbox, mcp=mcp, browser=browser,
                 files=files, skills=SkillService(SkillStore(database), files.blobs), sockets=TenantSockets(),
             )
+            replicas.on_adopt(lambda orphan: adopt(app.state.services, orphan))
             # What start-up made (vocabulary tables, schemas, modules) lives as long as the process: kept out
             # of the cyclic garbage collector's sweeps, whose full passes would otherwise stall the loop.
             gc.freeze()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, AsyncIterator, Mapping
+from typing import Any, AsyncIterator, Mapping, Protocol
 
 import httpx
 import orjson
@@ -171,6 +171,16 @@ class EngineClient:
         if response.status_code != 200:
             raise status_error(response)
         return response
+
+
+class Chunks(Protocol):
+    """What a turn reads: an engine call's chunks (EngineStream), or chunks parsed again (adoption.py)."""
+
+    usage: EngineUsage
+
+    def __aiter__(self) -> AsyncIterator[EngineChunk]: ...
+
+    async def aclose(self) -> None: ...
 
 
 class EngineStream:

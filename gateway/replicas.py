@@ -2,8 +2,9 @@
 
 Each replica holds a lease it renews every `lease_s / 3`. A background response is stored as it starts
 with the replica running it as its owner; when a replica stops renewing (killed, cut off), another
-replica ends its responses as failed, with a last event that ends every stream following them, so no
-response stays `in_progress` forever. A cancel that reaches a replica not running the response is
+replica adopts its responses and goes on with them from their last written event
+(responses/adoption.py). One that cannot be gone on with is ended as failed, with a last event that
+ends every stream following it, so no response stays `in_progress` forever. A cancel that reaches a replica not running the response is
 sent to the one that is (PostgreSQL's NOTIFY); if that one is gone, the cancel is carried out here.
 """
 
@@ -15,18 +16,19 @@ import os
 import socket
 import time
 import uuid
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable
 
 import anyio
 
 from .config import StorageConfig
 from .protocol import EventType, ending_event, event_frame
 from .storage import Database, StorageError
-from .store import RUNNING, ResponseStore, Stalled, StoredResponse
+from .store import RUNNING, Orphan, ResponseStore, Stalled, StoredResponse
 
 log = logging.getLogger("gateway.replicas")
 
 CANCEL_CHANNEL = "gateway_cancel"
+_STOPPED = {"code": "server_error", "message": "The gateway replica running this response stopped before it finished."}
 _RESEND_CANCEL_S = 1.0
 
 
@@ -37,11 +39,16 @@ class Replicas:
         self.lease_s = config.lease_s
         self.id = config.replica_id or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self._cancel_handlers: list[Callable[[str], None]] = []
+        self._adopt: Callable[[Orphan], Awaitable[None]] | None = None
         db.listen(CANCEL_CHANNEL, self._on_cancel)
 
     def on_cancel(self, handler: Callable[[str], None]) -> None:
         """Call `handler(response_id)` when any replica asks for a response to be cancelled."""
         self._cancel_handlers.append(handler)
+
+    def on_adopt(self, adopt: Callable[[Orphan], Awaitable[None]]) -> None:
+        """Go on here with the runs of replicas whose lease ran out, by `adopt(orphan)`."""
+        self._adopt = adopt
 
     def _on_cancel(self, response_id: str) -> None:
         for handler in self._cancel_handlers:
@@ -79,14 +86,32 @@ class Replicas:
                 pass
 
     async def reap(self) -> int:
-        """End, as failed, the responses of replicas whose lease ran out; how many."""
+        """Adopt the responses of replicas whose lease ran out, or end as failed those that cannot be gone
+        on with; how many."""
         ended = 0
         for stalled in await self.store.stalled(time.time() - self.lease_s):
-            error = {"code": "server_error", "message": "The gateway replica running this response stopped before it finished."}
-            if await self._end(stalled, "failed", error):
+            if await self._adopted(stalled):
+                ended += 1
+                continue
+            if await self._end(stalled, "failed", _STOPPED):
                 log.warning("response %s failed: its replica %s stopped renewing its lease", stalled.id, stalled.owner)
                 ended += 1
         return ended
+
+    async def _adopted(self, stalled: Stalled) -> bool:
+        """Take the run over and go on with it here; False if it cannot be (no checkpoint, or another
+        replica took it first). One that fails to start again here is ended as failed."""
+        if self._adopt is None:
+            return False
+        orphan = await self.store.adopt(stalled, self.id)
+        if orphan is None:
+            return False
+        try:
+            await self._adopt(orphan)
+        except Exception:
+            log.exception("response %s could not be adopted from replica %s; it fails", stalled.id, stalled.owner)
+            await self._end(Stalled(stalled.id, self.id), "failed", _STOPPED)
+        return True
 
     async def cancel(self, stored: StoredResponse, wait_s: float) -> None:
         """Cancel a background response another replica runs: ask it (again every second, notifications

@@ -61,6 +61,18 @@ class Stalled:
     owner: str
 
 
+@dataclass(frozen=True)
+class Orphan:
+    """A running response adopted from a replica whose lease ran out: what it was at its last write."""
+
+    stalled: Stalled
+    response: dict[str, Any]
+    request: str  # sealed
+    checkpoint: str
+    tenant: str
+    next_sequence_number: int
+
+
 class ResponseStore:
     def __init__(self, db: Database) -> None:
         self._db = db
@@ -97,7 +109,8 @@ class ResponseStore:
                 VALUES (?,?,?,?,?,?,?,?,?,NULL,?,?)
                 ON CONFLICT (id) DO UPDATE SET response = excluded.response, input_items = excluded.input_items,
                     dialog = excluded.dialog, open_calls = excluded.open_calls, state = excluded.state,
-                    status = excluded.status, owner = NULL, parent_id = excluded.parent_id, tokens = excluded.tokens{only_if_owned}
+                    status = excluded.status, owner = NULL, parent_id = excluded.parent_id, tokens = excluded.tokens,
+                    request = NULL, checkpoint = NULL{only_if_owned}
                 """,
                 record.response["id"],
                 float(record.response["created_at"]),
@@ -126,9 +139,12 @@ class ResponseStore:
             [(response_id, number, frame) for number, frame in frames],
         )
 
-    async def begin(self, response: Mapping[str, Any], input_items: list[dict[str, Any]], tenant: str, owner: str, max_running: int) -> None:
-        """A background response, stored as it starts, so that any replica finds it while it runs; raises
-        TooManyRunning when the tenant has `max_running` running already (on any replica)."""
+    async def begin(
+        self, response: Mapping[str, Any], input_items: list[dict[str, Any]], tenant: str, owner: str, max_running: int, request: str | None
+    ) -> None:
+        """A background response, stored as it starts, so that any replica finds it while it runs, with the
+        request it runs (sealed), for a replica that adopts it; raises TooManyRunning when the tenant has
+        `max_running` running already (on any replica)."""
 
         async def work(tx: Tx) -> None:
             await tx.lock(f"background:{tenant}")
@@ -140,23 +156,26 @@ class ResponseStore:
                 raise TooManyRunning(max_running)
             await tx.execute(
                 """
-                INSERT INTO responses (id, created_at, response, input_items, dialog, open_calls, state, tenant, status, owner)
-                VALUES (?,?,?,?,'[]','{}','{}',?,?,?)
+                INSERT INTO responses (id, created_at, response, input_items, dialog, open_calls, state, tenant, status, owner, request)
+                VALUES (?,?,?,?,'[]','{}','{}',?,?,?,?)
                 """,
                 response["id"], float(response["created_at"]), json.dumps(response), json.dumps(input_items), tenant,
-                response["status"], owner,
+                response["status"], owner, request,
             )  # fmt: skip
 
         await self._db.transaction(work)
 
-    async def progress(self, response_id: str, owner: str, response: Mapping[str, Any], frames: list[tuple[int, bytes]]) -> bool:
-        """A running background response's new events, and what it looks like now, written by the
-        replica that runs it; False, and nothing written, once it no longer owns it (its lease was taken)."""
+    async def progress(
+        self, response_id: str, owner: str, response: Mapping[str, Any], frames: list[tuple[int, bytes]], checkpoint: str | None
+    ) -> bool:
+        """A running background response's new events, what it looks like now and where another replica
+        would go on from, written by the replica that runs it; False, and nothing written, once it no
+        longer owns it (its lease ran out and another replica took it: the owner is the fence)."""
 
         async def work(tx: Tx) -> bool:
             changed = await tx.execute(
-                "UPDATE responses SET response = ?, status = ? WHERE id = ? AND owner = ?",
-                json.dumps(response), response["status"], response_id, owner,
+                "UPDATE responses SET response = ?, status = ?, checkpoint = ? WHERE id = ? AND owner = ?",
+                json.dumps(response), response["status"], checkpoint, response_id, owner,
             )
             if not changed:
                 return False
@@ -262,6 +281,25 @@ class ResponseStore:
             live_since,
         )
         return [Stalled(id, owner) for id, owner in rows]
+
+    async def adopt(self, stalled: Stalled, owner: str) -> Orphan | None:
+        """Make `owner` the replica running a stalled response, if it still is the stalled replica's and
+        can be gone on with (it has a checkpoint): a compare-and-set, so two replicas never both adopt it."""
+
+        async def work(tx: Tx) -> Orphan | None:
+            changed = await tx.execute(
+                "UPDATE responses SET owner = ? WHERE id = ? AND owner = ? AND request IS NOT NULL AND checkpoint IS NOT NULL",
+                owner, stalled.id, stalled.owner,
+            )  # fmt: skip
+            if not changed:
+                return None
+            rows = await tx.fetch("SELECT response, request, checkpoint, tenant FROM responses WHERE id = ?", stalled.id)
+            last = await tx.fetch("SELECT MAX(sequence_number) FROM response_events WHERE response_id = ?", stalled.id)
+            response, request, checkpoint, tenant = rows[0]
+            following = last[0][0] + 1 if last and last[0][0] is not None else 0
+            return Orphan(stalled, json.loads(response), request, checkpoint, tenant, following)
+
+        return await self._db.transaction(work)
 
     async def take_over(self, stalled: Stalled, response: dict[str, Any], event: Callable[[int], bytes]) -> bool:
         """End a stalled response as `response` says, with `event(sequence_number)` as its last event;

@@ -67,9 +67,20 @@ class Script:
         return "".join(getattr(part, "text", "") for part in message.content)
 
     def plan(self) -> Plan:
-        plan = self._continue_prefill() if self.prefill else self._write()
+        plan = (self._continue_turn() or self._continue_prefill()) if self.prefill else self._write()
         self._apply_faults(plan)
         return plan
+
+    def _continue_turn(self) -> Plan | None:
+        """The prompt ends with part of what this model writes for it (the gateway continues a call it had
+        begun, on another replica): the rest of it."""
+        try:
+            whole = self._write().text
+        except ValueError:  # no user message to answer
+            return None
+        if not whole.startswith(self.prefill):
+            return None
+        return Plan(whole[len(self.prefill) :])
 
     def _progress(self, start: int, end: int) -> int:
         """Tool results since message `start`, up to `end`: those a compaction summary counted
@@ -199,6 +210,33 @@ class Script:
         return Plan(f"{name} <|constrain|>json<|message|>{arguments}<|call|>")
 
 
+def _turn_start(prompt: list[int], continued: bool) -> int | None:
+    """Where the assistant's writing begins: the last `<|start|>assistant`, or with `continued`, the first
+    one after the last message of another author."""
+    found = None
+    for index in range(len(prompt) - 2, -1, -1):
+        if prompt[index] != harmony.START:
+            continue
+        if prompt[index + 1] != ASSISTANT_START[1]:
+            return found
+        found = index
+        if not continued:
+            return found
+    return found
+
+
+def _continues(encoding, prompt: list[int], start: int) -> bool:
+    """The prompt ends with part of the turn the scripted model writes for it."""
+    tail = prompt[start + 2 :]
+    if harmony.END not in tail and harmony.START not in tail:
+        return False  # nothing but (part of) one message: a forced call's header, handled as before
+    try:
+        messages = encoding.parse_messages_from_completion_tokens(prompt[:start], None)
+    except Exception:
+        return False
+    return Script(messages, encoding.decode(tail))._continue_turn() is not None
+
+
 def raw_json(value: object) -> str:
     """JSON as vLLM writes its stream chunks: raw UTF-8, so U+2028 and friends arrive unescaped."""
     return json.dumps(value, ensure_ascii=False)
@@ -252,15 +290,15 @@ def create_emulator(max_model_len: int = 131072, chunk_delay: float = 0.0) -> St
             return vllm_error(404, f"The model `{body.get('model')}` does not exist.", "model")
         if not isinstance(prompt, list) or not all(isinstance(t, int) for t in prompt):
             return vllm_error(400, "The emulator expects the prompt as a list of Harmony token ids.", "prompt")
-        # The prompt ends with `<|start|>assistant`, possibly followed by the start of the assistant's message.
-        # The last one, searched from the end (a long prompt is not scanned whole).
-        last_start = next((i for i in range(len(prompt) - 2, -1, -1) if prompt[i : i + 2] == ASSISTANT_START), None)
-        starts = [] if last_start is None else [last_start]
-        if not starts:
-            return vllm_error(400, "Harmony prompt must end with <|start|>assistant", "prompt")
-        history, prefill = prompt[: starts[-1]], prompt[starts[-1] + 2 :]
-        if harmony.END in prefill or harmony.START in prefill:
-            return vllm_error(400, "Harmony prompt must end with <|start|>assistant", "prompt")
+        # The prompt ends with `<|start|>assistant`, possibly followed by the start of the assistant's message;
+        # or, in a call the gateway continues (a run adopted by another replica), by what the model wrote of
+        # its turn so far, whole messages and part of one. Searched from the end: a long prompt is not scanned whole.
+        last_start = _turn_start(prompt, continued=True)
+        if last_start is None or not _continues(encoding, prompt, last_start):
+            last_start = _turn_start(prompt, continued=False)
+            if last_start is None or harmony.END in prompt[last_start + 2 :] or harmony.START in prompt[last_start + 2 :]:
+                return vllm_error(400, "Harmony prompt must end with <|start|>assistant", "prompt")
+        history, prefill = prompt[:last_start], prompt[last_start + 2 :]
         try:
             messages = encoding.parse_messages_from_completion_tokens(history, None)
         except Exception as exc:  # a malformed prompt

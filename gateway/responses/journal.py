@@ -32,12 +32,24 @@ Frames = list[tuple[int, bytes]]
 
 
 class Journal:
-    def __init__(self, store: ResponseStore, response_id: str, owner: str, log: EventLog, snapshot: Callable[[], Mapping[str, Any]]) -> None:
+    def __init__(
+        self,
+        store: ResponseStore,
+        response_id: str,
+        owner: str,
+        log: EventLog,
+        snapshot: Callable[[], Mapping[str, Any]],
+        checkpoint: Callable[[], str | None],
+        on_taken_over: Callable[[], None],
+    ) -> None:
         self._store = store
         self._id = response_id
         self._owner = owner
         self._log = log
         self._snapshot = snapshot
+        # Where another replica would go on from, taken in the same instant as the events written with it.
+        self._checkpoint = checkpoint
+        self._on_taken_over = on_taken_over  # the run stops: another replica runs it now
         self._written = 0  # batches of the log written so far
         self._lock = anyio.Lock()
         self._finished = False
@@ -52,22 +64,29 @@ class Journal:
             if self._log.closed or self._finished:
                 return
             await anyio.sleep(FLUSH_INTERVAL_S)  # events of the next moments go in the same write
-            async with self._lock:
-                if self._finished:
-                    return
-                end = len(self._log.batches)
-                try:
-                    owned = await self._store.progress(self._id, self._owner, self._snapshot(), self._frames(end))
-                except StorageError as exc:  # tried again with the next events; the final write has them all
-                    logger.warning("progress of response %s not stored: %s", self._id, exc)
-                    continue
+            try:
+                await self.flush()
+            except StorageError as exc:  # tried again with the next events; the final write has them all
+                logger.warning("progress of response %s not stored: %s", self._id, exc)
+
+    async def flush(self) -> bool:
+        """Write what is new now (before a tool call runs, so that the call is never made twice: an adopter
+        goes on after it); False once the run is another replica's, which also stops it here."""
+        async with self._lock:
+            if self._finished:
+                return not self.taken_over
+            end = len(self._log.batches)
+            if end > self._written:
+                owned = await self._store.progress(self._id, self._owner, self._snapshot(), self._frames(end), self._checkpoint())
                 if not owned:
                     logger.warning("response %s was taken over by another replica: its events are no longer written here", self._id)
                     self.taken_over = self._finished = True
                     self._settle()
-                    return
+                    self._on_taken_over()
+                    return False
                 self._written = end
                 self._wakeup.set()
+            return True
 
     async def finish(self, save: Callable[[Frames], Awaitable[bool]]) -> None:
         """Write the final record with the events not yet written, by `save(frames)`; while the database

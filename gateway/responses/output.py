@@ -4,13 +4,17 @@ log the events go to.
 Whatever adds an item (the run loop for the model's messages, a tool for its call) asks `add()` for the
 item's place, and whatever has events to send hands them to `emit()`: no one else appends to the output
 or counts it, so indices and sequence numbers can neither repeat nor skip.
+
+It also keeps what another replica needs to adopt the run at the last event sent (adoption.py): the
+tokens of the engine call in progress whose events are out, in step with them.
 """
 
 from __future__ import annotations
 
-from typing import Callable, TypeVar
+from typing import Any, Callable, TypeVar
 
-from .items import Events, OutputItem
+from ..core.ids import derived_ids
+from .items import Event, Events, OutputItem
 from .log import Batch, EventLog
 
 ItemT = TypeVar("ItemT", bound=OutputItem)
@@ -21,16 +25,55 @@ class ResponseOutput:
         self.items: list[OutputItem] = []
         self.events = Events()  # hands out the sequence numbers
         self.log = EventLog()
+        self.seed = ""  # the response's id, once known: items' ids follow from it and their index
+        # The engine call in progress: its tokens whose events were emitted, and whether the call's own
+        # events are all out (the model's turn ended; a tool call may run).
+        self.generated: list[int] = []
+        self.finish_reason: str | None = None
+        self.call_ended = False
+        self._muted = False  # adoption: the events of tokens parsed again were sent before
+        self._resume_at = 0
 
     def add(self, make: Callable[[int], ItemT]) -> ItemT:
         """A new item at the end of the output; `make` builds it for its index."""
-        item = make(len(self.items))
+        index = len(self.items)
+        with derived_ids(f"{self.seed}/{index}"):
+            item = make(index)
         self.items.append(item)
         return item
 
     def emit(self, batch: Batch) -> None:
         """Send the events of one step of the run to every reader."""
-        self.log.append(batch)
+        if not self._muted:
+            self.log.append(batch)
+
+    def emit_tokens(self, batch: Batch, tokens: list[int], finish_reason: str | None) -> None:
+        """The events of one engine chunk, and its tokens noted as out with them."""
+        if not self._muted:
+            self.log.append(batch)
+        self.generated += tokens
+        if finish_reason is not None:
+            self.finish_reason = finish_reason
+
+    def new_call(self) -> None:
+        self.generated = []
+        self.finish_reason = None
+        self.call_ended = False
+
+    # -- adoption ------------------------------------------------------------------------------------------
+
+    def restore(self, items: list[dict[str, Any]], resume_at: int) -> None:
+        """The output of a run adopted from another replica: its ended items as they were stored; what it
+        emits next is muted (parsed again, sent before) until `unmute()`, which goes on at `resume_at`."""
+        self.items = [StoredItem(index, item) for index, item in enumerate(items)]
+        self._muted, self._resume_at = True, resume_at
+
+    def unmute(self) -> None:
+        if self._muted:
+            self._muted = False
+            self.events.sequence_number = self._resume_at
+
+    # ------------------------------------------------------------------------------------------------------
 
     def unfinished(self) -> list[OutputItem]:
         """The items whose `output_item.done` was not sent: those a failure or cancellation cuts off."""
@@ -38,3 +81,20 @@ class ResponseOutput:
 
     def as_dicts(self) -> list[dict[str, object]]:
         return [item.as_dict() for item in self.items]
+
+
+class StoredItem(OutputItem):
+    """An ended item of a run adopted from another replica, as that replica stored it."""
+
+    type = "stored"
+    id_prefix = "item"
+
+    def __init__(self, output_index: int, stored: dict[str, Any]) -> None:
+        self.id = str(stored.get("id", ""))
+        self.output_index = output_index
+        self.status = str(stored.get("status", "completed"))
+        self.done_sent = True
+        self._stored = stored
+
+    def as_dict(self) -> Event:
+        return self._stored

@@ -16,12 +16,12 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from typing import AsyncIterator
+from typing import Any, AsyncIterator, cast
 
 import anyio
 from openai_harmony import Role
 
-from ..engine import EngineStream, Sampling
+from ..engine import Chunks, EngineStream, Sampling
 from ..errors import APIError, bad_request
 from ..harmony import GrowingPrompt, Preamble, Prompt, encoding
 from ..parser import MalformedHarmony
@@ -34,6 +34,7 @@ from .conversation import Dialog, tool_result
 from .compaction import CompactionOutput, summarize
 from .dialog_plan import DialogPlan, Remembered, plan_dialog
 from .items import Event
+from .adoption import INTERRUPTED, WHOLE, Checkpoint, ReplayStream, turn_start
 from .journal import Journal
 from .log import Batch
 from .logprobs import load_vocabulary
@@ -42,9 +43,10 @@ from .request import ResponsesRequest
 from .run_trace import RunTrace
 from .response_object import ResponseObject, echo_tool, ended, skeleton
 from ..core.services import Services
-from .tool_call import CallKind
+from .tool_call import CallKind, ToolCall
 from .tools import CallBudget, ToolContext, Toolset
 from .tools.registry import available_tools, check_include, offered_tools
+from .tools.web_search import WebSearch
 from .turn import AnswerOptions, Turn, TurnOutcome, Usage
 
 logger = logging.getLogger("gateway.responses")
@@ -62,6 +64,8 @@ class ResponseRun:
         generate: bool = True,
     ) -> None:
         self.services = services
+        # A background run's request as it came, for a replica that adopts the run (adoption.py).
+        self._request_json = request.model_dump_json(by_alias=True, exclude_unset=True) if request.background else None
         self.remembered = remembered  # the response before it on its WebSocket, in memory
         # False: the request's state is prepared (dialog, tools) and the response completes with no output,
         # for a later one to continue (the WebSocket's `generate: false`, a warm-up).
@@ -87,7 +91,7 @@ class ResponseRun:
         self.usage = Usage()
         self.model_id = ""
         self.response: ResponseObject  # made by launch()
-        self._stream: EngineStream | None = None
+        self._stream: Chunks | None = None
         self._prompt = Prompt("", 0)
         self._growing = GrowingPrompt(services.renderer, services.metrics.prompt_tokens)  # this run's prompt, turn after turn
         self._turns = 0
@@ -105,6 +109,12 @@ class ResponseRun:
         self.steered = False
         self._compacted_at = -1  # the dialog's length after the last compaction
         self.trace = RunTrace(services.config.tracing.capture_content)  # its spans, when tracing is on
+        # Adoption (adoption.py): the engine call in progress as it began, encoded; the checkpoint a run
+        # adopted here goes on from; the tokens a continued call's prompt ends with.
+        self._turn_start: str | None = None
+        self._planned_length = 0  # the planned dialog's messages: those before the run's own
+        self._adopted: Checkpoint | None = None
+        self._continuing: list[int] = []
 
     @property
     def dialog(self) -> Dialog:
@@ -122,6 +132,7 @@ class ResponseRun:
         model = await self.services.engine.model()
         self.model_id = model.id
         self.response = skeleton(self.request, self.model_id, self.echoed_tools, self.echoed_choice)
+        self.output.seed = self.response["id"]
         self.trace.begin(self.model_id, self.request.instructions)
         try:
             # Listings and approved calls come first; the engine is called after them, in _loop().
@@ -143,8 +154,14 @@ class ResponseRun:
         self._prefill = self._forced_call_header()
         return len(await self._render(max_model_len=None))
 
-    async def _plan(self, provision: bool) -> None:
+    async def _plan(self, provision: bool, adopted: Checkpoint | None = None) -> None:
         self.plan = await plan_dialog(self.services, self.request, self.tenant, self.remembered)
+        self._planned_length = len(self.plan.dialog.messages)
+        if adopted is not None:  # the dialog as the adopted run's engine call began
+            self.plan.dialog = adopted.dialog(self.plan.dialog)
+            if adopted.turn.base == WHOLE:  # compacted: its past was rewritten, as in _compact
+                self.plan.parent_id, self.plan.parent_length, self.plan.new_messages_from = None, 0, 0
+                self.plan.parent_tokens = []
         if self.plan.parent_prompt is not None:
             self._growing.adopt(self.plan.parent_prompt)
         else:
@@ -167,7 +184,7 @@ class ResponseRun:
     async def _render(self, max_model_len: int | None) -> Prompt:
         """The prompt; with `truncation: "auto"`, without as many of the oldest turns as it takes to fit
         the context (the preamble, developer messages and the turn in progress are always kept)."""
-        prompt = await self._growing.render(self.preamble, self.dialog.messages) + self._prefill
+        prompt = await self._growing.render(self.preamble, self.dialog.messages) + self._prefill + self._continuing
         if max_model_len is None or len(prompt) < max_model_len or self.request.truncation != "auto":
             return prompt
         return Prompt.of(await self._truncated(max_model_len, prompt.ids()))
@@ -182,7 +199,7 @@ class ResponseRun:
             middle = (low + high) // 2
             cut = cuts[middle]
             kept = [m for m in messages[:cut] if m.author.role == Role.DEVELOPER] + messages[cut:]
-            candidate = await render(self.preamble, kept) + self._prefill
+            candidate = await render(self.preamble, kept) + self._prefill + self._continuing
             if len(candidate) < max_model_len:
                 best, high = candidate, middle - 1
             else:
@@ -192,13 +209,15 @@ class ResponseRun:
         return best  # still too long when even the turn in progress does not fit: the caller says so
 
     async def _open_stream(self) -> EngineStream:
+        if self._turn_start is None:  # the run's first engine call
+            self._mark_turn()
         self._turns += 1
         # Harmony cannot force a tool call, but the prompt is ours: a forced `tool_choice` starts the
         # assistant's message with the call's header (tools/base.py, `forced_header`).
         self._prefill = self._forced_call_header()
         model = await self.services.engine.model()
         prompt = await self._render(model.max_model_len)
-        if self._compaction_due(len(prompt), model.max_model_len):
+        if not self._continuing and self._compaction_due(len(prompt), model.max_model_len):
             await self._compact()
             prompt = await self._render(model.max_model_len)
         room = None if model.max_model_len is None else model.max_model_len - len(prompt)
@@ -248,6 +267,7 @@ class ResponseRun:
         """Replace the dialog's past with the model's summary of it, streamed as a `compaction` item; the
         prompt is rendered anew from there, and the response is stored whole (its past was rewritten)."""
         output, dialog = self.output, self.dialog
+        self._turn_start = None  # no adoption in the middle of a compaction: the run fails if its replica stops here
         item = output.add(CompactionOutput)
         output.emit(item.compacting(output.events))
         effort = self.request.reasoning.effort if self.request.reasoning else None
@@ -260,6 +280,7 @@ class ResponseRun:
         output.emit(item.sealed(output.events, self.services.sealer.seal(summary.text)))
         self._growing = GrowingPrompt(self.services.renderer, self.services.metrics.prompt_tokens)
         self.plan.parent_id, self.plan.parent_length, self.plan.new_messages_from = None, 0, 0
+        self._mark_turn(self._turns - 1)
 
     # -- the run ------------------------------------------------------------------------------------------
 
@@ -272,7 +293,8 @@ class ResponseRun:
         try:
             try:
                 await services.store.begin(
-                    self.snapshot(), self.plan.input_items, self.tenant, services.replicas.id, services.config.loop.max_background_per_tenant
+                    self.snapshot(), self.plan.input_items, self.tenant, services.replicas.id, services.config.loop.max_background_per_tenant,
+                    services.sealer.seal(self._request_json or ""),
                 )
             except TooManyRunning as exc:
                 raise APIError(
@@ -284,7 +306,11 @@ class ResponseRun:
                 if self._stream is not None:
                     await self._stream.aclose()
             raise
-        self.journal = Journal(services.store, self.response["id"], services.replicas.id, self.output.log, self.snapshot)
+        self._start_journal()
+
+    def _start_journal(self) -> None:
+        services = self.services
+        self.journal = Journal(services.store, self.response["id"], services.replicas.id, self.output.log, self.snapshot, self.checkpoint, self.cancel)
 
     def follow(self) -> AsyncIterator[Batch]:
         """The run's events as a reader here may see them: a background run's once journaled (journal.py)."""
@@ -306,12 +332,13 @@ class ResponseRun:
 
     async def _execute(self) -> None:
         log, emit = self.output.events, self.output.emit
-        opening = [log.make(EventType.CREATED, response=self.snapshot())]
-        if self.background:
-            opening.append(log.make(EventType.QUEUED, response=self.snapshot()))
-            self.response["status"] = ResponseStatus.IN_PROGRESS
-        opening.append(log.make(EventType.IN_PROGRESS, response=self.snapshot()))
-        emit(opening)
+        if self._adopted is None:  # an adopted run's opening events were sent by the replica that began it
+            opening = [log.make(EventType.CREATED, response=self.snapshot())]
+            if self.background:
+                opening.append(log.make(EventType.QUEUED, response=self.snapshot()))
+                self.response["status"] = ResponseStatus.IN_PROGRESS
+            opening.append(log.make(EventType.IN_PROGRESS, response=self.snapshot()))
+            emit(opening)
         status: ResponseStatus = ResponseStatus.COMPLETED
         error: dict[str, str] | None = None
         incomplete: dict[str, str] | None = None
@@ -387,29 +414,55 @@ class ResponseRun:
 
     async def _loop(self) -> tuple[ResponseStatus, dict[str, str] | None]:
         """Engine calls and tool calls, until the model answers or a limit is reached: the status."""
-        await self.toolset.before_engine()
-        if not self.generate:
-            return ResponseStatus.COMPLETED, None
-        if self._stream is None:
-            self._stream = await self._open_stream()
+        adopted, self._adopted = self._adopted, None
+        if adopted is not None:
+            self._stream = await self._go_on(adopted)
+        else:
+            await self.toolset.before_engine()
+            if not self.generate:
+                return ResponseStatus.COMPLETED, None
+            if self._stream is None:
+                self._stream = await self._open_stream()
         while True:
             outcome = await self._turn()
+            self.output.unmute()
             if outcome.finish_reason == "length":
                 return ResponseStatus.INCOMPLETE, {"reason": "max_output_tokens"}
             call = outcome.call
             if call is None or call.kind.ends_response:
                 return ResponseStatus.COMPLETED, None
-            with self.trace.tool(call):
-                await self.toolset.run(call)
+            if adopted is not None and adopted.ended and not isinstance(call.tool, WebSearch):
+                self._interrupted(call)  # it was running when its replica stopped: never made twice
+            else:
+                await self._run_tool(call)
+            adopted = None
             if call.kind is CallKind.HOSTED:
                 self._tool_called = True
             # The tool's output, or what went wrong (no such tool, bad arguments), goes to the model.
             self.dialog.append(tool_result(call.recipient, call.channel, call.output or ""))
+            self._mark_turn()
             if self.steered:
                 return ResponseStatus.INCOMPLETE, {"reason": "steered"}
             if self._turns >= self.services.config.loop.max_turns:
                 return ResponseStatus.INCOMPLETE, {"reason": "max_messages"}
             self._stream = await self._open_stream()
+
+    async def _run_tool(self, call: ToolCall) -> None:
+        # A background run's events, the call's among them, are written first: a replica that adopts the run
+        # then finds the call made, and does not make it again.
+        if self.journal is not None and call.kind is CallKind.HOSTED:
+            try:
+                if not await self.journal.flush():
+                    raise anyio.get_cancelled_exc_class()  # another replica runs the response now (journal.py)
+            except StorageError as exc:
+                logger.warning("response %s: the call's checkpoint was not written (%s); running it anyway", self.response["id"], exc)
+        with self.trace.tool(call):
+            await self.toolset.run(call)
+
+    def _interrupted(self, call: ToolCall) -> None:
+        call.output = INTERRUPTED
+        if call.item is not None and not call.item.done_sent:
+            self.output.emit(call.item.closed(self.output.events, ItemStatus.INCOMPLETE))
 
     async def _turn(self) -> TurnOutcome:
         """Stream one engine call into the output."""
@@ -445,6 +498,55 @@ class ResponseRun:
             return None
         await self._growing.complete(self.dialog.messages, self.plan.new_messages_from)
         return Remembered(self.response["id"], self.dialog, self._growing.state(), bool(self.request.store))
+
+    # -- adoption: going on with a background run on another replica (adoption.py) -------------------------
+
+    def _mark_turn(self, turns: int | None = None) -> None:
+        """An engine call begins (or will, once a tool's output is in the dialog): what an adopter puts back."""
+        self.output.new_call()
+        if self.background:
+            base = WHOLE if self._compacted_at >= 0 else self._planned_length
+            turns = self._turns if turns is None else turns
+            self._turn_start = turn_start(self.dialog, base, len(self.output.items), self.usage, turns, self._tool_called, self._compacted_at)
+
+    def checkpoint(self) -> str | None:
+        """Where another replica would go on from, as of the events emitted so far; None where it cannot (in
+        the work before the first engine call, in a compaction, in a conversation, whose items can change)."""
+        if self._turn_start is None or self.plan.conversation is not None:
+            return None
+        return Checkpoint.encode(self._turn_start, self.output)
+
+    async def resume(self, response: dict[str, Any], checkpoint: Checkpoint, next_sequence_number: int) -> None:
+        """Adopt a background run another replica began, at its checkpoint, and go on with it here."""
+        await self._plan(provision=True, adopted=checkpoint)
+        turn = checkpoint.turn
+        if self.logprob_count is not None:
+            await anyio.to_thread.run_sync(load_vocabulary)
+        self.model_id = (await self.services.engine.model()).id
+        self.response = cast(ResponseObject, response)
+        self.output.seed = response["id"]
+        self.output.restore(list(response.get("output") or [])[: turn.items], next_sequence_number)
+        self.usage, self._turns, self._tool_called, self._compacted_at = checkpoint.usage(), turn.turns, turn.tool_called, turn.compacted_at
+        self._turn_start, self._adopted = turn.encode(), checkpoint
+        self.trace.begin(self.model_id, self.request.instructions)
+        self._start_journal()
+        self.services.runs.background[response["id"]] = self
+        assert self.journal is not None
+        self.services.runs.start(self.journal.run)
+        self.services.runs.start(self.execute)
+
+    async def _go_on(self, checkpoint: Checkpoint) -> Chunks:
+        """The engine call the adopted run was in: its tokens parsed again, then, if the engine had not
+        finished it, the engine's continuation of the prompt that ends with them."""
+        if checkpoint.finish_reason is not None:
+            self._turns += 1
+            self._prefill = self._forced_call_header()
+            return ReplayStream(self.output, checkpoint, None)
+        self._continuing = checkpoint.generated
+        try:
+            return ReplayStream(self.output, checkpoint, await self._open_stream())
+        finally:
+            self._continuing = []
 
     # -- the Response object ------------------------------------------------------------------------------
 

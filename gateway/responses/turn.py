@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ..engine import EngineStream
+from ..engine import Chunks
 from ..errors import APIError
 from ..parser import HarmonyStreamParser, MessageFinished, MessageStarted, TextDelta
 from .citations import CitationRewriter, Piece, container_file_citations
@@ -59,13 +59,13 @@ class Turn:
         self.outcome = TurnOutcome()
 
     async def stream(
-        self, stream: EngineStream, prefill: list[int], usage: Usage, prompt_length: int, first_token: Callable[[], None] | None
+        self, stream: Chunks, prefill: list[int], usage: Usage, prompt_length: int, first_token: Callable[[], None] | None
     ) -> TurnOutcome:
         """Stream one engine call until the engine stops (or a stop sequence does); `first_token` is
         called when its first tokens arrive."""
         outcome, options, dialog = self.outcome, self.options, self.dialog
         parser = HarmonyStreamParser()
-        events, emit = self.output.events, self.output.emit
+        events, emit, emit_tokens = self.output.events, self.output.emit, self.output.emit_tokens
         item: OutputItem | None = None
         stopper: StopMatcher | None = None  # the open message's stop sequences, when the request has any
         rewriter: CitationRewriter | None = None  # the open message's citations, when the browser is on
@@ -77,6 +77,7 @@ class Turn:
                     first_token()
                     first_token = None
                 batch: list[Event | Delta] = []
+                generated = chunk.token_ids  # the model's own: without a prefill put before them
                 if prefill:  # a forced call's header goes through the parser as if the model had written it
                     chunk.token_ids = prefill + chunk.token_ids
                     if chunk.logprobs is not None:
@@ -117,7 +118,7 @@ class Turn:
                         item = stopper = rewriter = None
                 if chunk.finish_reason is not None:
                     outcome.finish_reason = chunk.finish_reason
-                emit(batch)
+                emit_tokens(batch, generated, chunk.finish_reason)
                 if outcome.stopped:
                     break  # a stop sequence: the engine request is aborted when the stream closes
         finally:
@@ -133,6 +134,7 @@ class Turn:
         partial = parser.partial_message()
         if partial is not None:
             dialog.append(partial)
+        self.output.call_ended = True
         if outcome.finish_reason is None:
             outcome.finish_reason = "stop"
         elif outcome.finish_reason == "abort":

@@ -193,12 +193,21 @@ _V5 = _both(
     """,
 )
 
+# Version 6: background runs that outlive their replica (gateway/responses/adoption.py): the request the
+# run was started with (sealed with the gateway's key: it may hold MCP credentials), and the run's
+# checkpoint, written with its events, from which another replica goes on.
+_V6 = _both(
+    "ALTER TABLE responses ADD COLUMN request TEXT",
+    "ALTER TABLE responses ADD COLUMN checkpoint TEXT",
+)
+
 MIGRATIONS = (
     Migration(1, tuple(s.format(**_SQLITE_TYPES) for s in _V1), tuple(s.format(**_POSTGRES_TYPES) for s in _V1)),
     Migration(2, _V2, _V2),
     Migration(3, _V3, _V3),
     Migration(4, _V4, _V4),
     Migration(5, _V5, _V5),
+    Migration(6, _V6, _V6),
 )
 
 VERSION_TABLE = "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)"

@@ -1,0 +1,131 @@
+"""Background runs that outlive their replica: the checkpoint a run writes with its events, and how
+another replica goes on from it.
+
+A running background response writes, in the same transaction as its events (journal.py), where it
+stands: the dialog as it was when the engine call in progress began, the output items ended by then, and
+the tokens of that call whose events are out. When its replica's lease runs out, another replica takes
+the run over (a compare-and-set on its owner, store.py) and goes on from there: it plans the request
+again, puts the dialog back, parses the call's tokens again with its events muted (they were sent; the
+items' ids follow from the response's id, so they are the ones the client saw), and asks the engine to
+continue the prompt that ends with those tokens. Its events go on at the next sequence number.
+
+A tool call is never made twice: its tokens are written before it runs (`Journal.flush`), and a call an
+adopter finds in flight is not made again. The model is told it was interrupted, except for the browser,
+which only reads and is asked again.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+from typing import Any, AsyncIterator
+
+from ..core.services import Services
+from ..engine import Chunks, EngineChunk, EngineUsage
+from ..jsontext import dumps
+from ..store import Orphan
+from .conversation import Dialog
+from .output import ResponseOutput
+from .turn import Usage
+
+logger = logging.getLogger("gateway.adoption")
+
+INTERRUPTED = (
+    "[This call was interrupted: the gateway process running it stopped while it ran. It may or may not "
+    "have taken effect; check before making it again.]"
+)
+WHOLE = -1  # `base` of a dialog written whole (after a compaction rewrote its past)
+
+
+@dataclass
+class TurnStart:
+    """The run as an engine call begins: what another replica puts back before parsing the call's tokens."""
+
+    base: int  # where `messages` start in the dialog the request plans (WHOLE: they are all of it)
+    messages: list[dict[str, Any]]
+    open_calls: dict[str, str]
+    state: dict[str, Any]
+    items: int  # the output items ended before the call
+    usage: dict[str, int]
+    turns: int  # engine calls made, this one included
+    tool_called: bool
+    compacted_at: int
+
+    def encode(self) -> str:
+        return dumps(self.__dict__)
+
+
+@dataclass
+class Checkpoint:
+    turn: TurnStart
+    generated: list[int] = field(default_factory=list)  # the call's tokens whose events were sent
+    finish_reason: str | None = None  # the engine finished the call
+    ended: bool = False  # the call's own events are all out: a tool call it ended with may be running
+
+    @staticmethod
+    def encode(turn: str, output: ResponseOutput) -> str:
+        """The checkpoint in JSON, the turn's part encoded once per call (it is written many times)."""
+        return (
+            f'{{"turn":{turn},"generated":{dumps(output.generated)},"finish_reason":{dumps(output.finish_reason)},'
+            f'"ended":{"true" if output.call_ended else "false"}}}'
+        )
+
+    @classmethod
+    def decode(cls, text: str) -> "Checkpoint":
+        data = json.loads(text)
+        return cls(TurnStart(**data["turn"]), list(data["generated"]), data["finish_reason"], bool(data["ended"]))
+
+    def dialog(self, planned: Dialog) -> Dialog:
+        """The dialog as the call began, from the one the request plans (which holds what came before the run)."""
+        turn = self.turn
+        kept = [] if turn.base == WHOLE else planned.to_json()[: turn.base]
+        dialog = Dialog.from_json(kept + turn.messages, turn.open_calls, turn.state)
+        dialog.owners = planned.owners[: len(kept)] + [None] * len(turn.messages)
+        return dialog
+
+    def usage(self) -> Usage:
+        return Usage(**self.turn.usage)
+
+
+def turn_start(dialog: Dialog, base: int, items: int, usage: Usage, turns: int, tool_called: bool, compacted_at: int) -> str:
+    messages = [message.to_dict() for message in dialog.messages[max(base, 0) :]]
+    return TurnStart(base, messages, dialog.open_calls, dialog.state(), items, usage.__dict__, turns, tool_called, compacted_at).encode()
+
+
+class ReplayStream:
+    """The engine call an adopter goes on with: first the tokens the other replica had sent the events of
+    (their events muted: the client has them), then the engine's continuation, if the call had not ended."""
+
+    def __init__(self, output: ResponseOutput, checkpoint: Checkpoint, engine: Chunks | None) -> None:
+        self._output = output
+        self._checkpoint = checkpoint
+        self._engine = engine
+        self.usage = engine.usage if engine is not None else EngineUsage()
+
+    async def __aiter__(self) -> AsyncIterator[EngineChunk]:
+        checkpoint = self._checkpoint
+        yield EngineChunk(list(checkpoint.generated), checkpoint.finish_reason)
+        if not checkpoint.ended:
+            self._output.unmute()  # what comes next was never sent
+        if self._engine is not None:
+            async for chunk in self._engine:
+                yield chunk
+
+    async def aclose(self) -> None:
+        if self._engine is not None:
+            await self._engine.aclose()
+
+
+async def adopt(services: Services, orphan: Orphan) -> None:
+    """Go on with a run whose replica stopped; raises if it cannot be (the caller then ends it as failed)."""
+    from .request import ResponsesRequest
+    from .run import ResponseRun
+
+    request = ResponsesRequest.model_validate_json(services.sealer.open(orphan.request))
+    run = ResponseRun(services, request, orphan.tenant)
+    await run.resume(orphan.response, Checkpoint.decode(orphan.checkpoint), orphan.next_sequence_number)
+    logger.warning(
+        "response %s adopted by replica %s from replica %s, whose lease ran out; going on at event %d",
+        orphan.response["id"], services.replicas.id, orphan.stalled.owner, orphan.next_sequence_number,
+    )  # fmt: skip
