@@ -89,6 +89,13 @@ def build(name: str) -> MCPServer:
         return tallied[0]
 
     @server.tool()
+    async def slow_tally(seconds: float) -> int:
+        """Count one call, then take `seconds` to answer: a call with a side effect that is still running."""
+        tallied[0] += 1
+        await anyio.sleep(seconds)
+        return tallied[0]
+
+    @server.tool()
     def tally_count() -> int:
         """How many times `tally` ran."""
         return tallied[0]

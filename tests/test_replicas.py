@@ -17,6 +17,7 @@ import pytest
 
 from .conftest import MODEL, Gateway, emulator_stats, gateway_config
 from .servers import HAProxy, PostgresServer
+from .test_mcp import MCPProcess
 from .stream_checker import check_response_stream, parse_sse
 from .test_background import poll
 from .test_postgres import postgres  # noqa: F401  (the session's PostgreSQL server)
@@ -304,3 +305,36 @@ def test_python_state_follows_its_conversation_across_replicas(emulator, postgre
             if gateway is not None:
                 gateway.stop()
     assert _containers_by_owner(instance) == {}  # a clean shutdown removes what the replica holds
+
+
+def test_an_mcp_call_in_flight_when_its_replica_dies_is_not_made_again(emulator, postgres, tmp_path):  # noqa: F811
+    """SIGKILL of the replica while its MCP call runs: the adopter does not send the call again (it may
+    have had its effect); the model is told it was interrupted, and the response completes."""
+    server = MCPProcess("streamable-http", name="shared")
+    database = postgres.new_database()
+    replicas: list[Gateway] = []
+    try:
+        for _ in range(2):
+            config = gateway_config(
+                emulator.url, tmp_path, storage={"url": database, "lease_s": LEASE_S}, server={"reasoning_key": SHARED_KEY},
+                mcp={"allowed_urls": [f"http://127.0.0.1:{server.port}/"]},
+            )  # fmt: skip
+            config["tool_servers"] = [{"label": "shared", "transport": "streamable-http", "url": server.url}]
+            replicas.append(Gateway(config, tmp_path).start(timeout=60))
+        first, second = (openai.OpenAI(base_url=replica.url + "/v1", api_key="unused", max_retries=0) for replica in replicas)
+        tools: Any = [{"type": "mcp", "server_label": "shared", "require_approval": "never"}]
+        response = first.responses.create(model=MODEL, input='[[call shared.slow_tally {"seconds": 4}]]', tools=tools, background=True)
+        assert _wait_for(lambda: any(item.type == "mcp_call" for item in second.responses.retrieve(response.id).output), 10)
+        time.sleep(0.5)  # the call is running on the first replica
+        replicas[0].proc.kill()
+        ended = poll(second, response.id, timeout=30)
+        assert ended.status == "completed"
+        call = next(item for item in ended.output if item.type == "mcp_call")
+        assert call.status == "incomplete" and call.output is None
+        assert "interrupted" in ended.output_text
+        counted = second.responses.create(model=MODEL, input="[[call shared.tally_count {}]]", tools=tools)
+        assert counted.output_text == "The tool said: 1"  # the call ran once, on the replica that died
+    finally:
+        for replica in replicas:
+            replica.stop()
+        server.stop()
