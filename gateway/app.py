@@ -39,6 +39,7 @@ from .replicas import Replicas
 from .responses.adoption import adopt
 from .sandbox_sessions import SessionDirectory
 from .storage import Database, StorageError, UnstorableValue, open_database
+from .storage.database import Dialect
 from .store import ResponseStore, expire_responses
 from .core.conversation_store import ConversationStore
 from .conversations.routes import routes as conversation_routes
@@ -121,6 +122,12 @@ async def _start_sandbox(config: GatewayConfig, tasks: TaskGroup, replicas: Repl
     return sandbox
 
 
+def _hand_over(replicas: Replicas, runs: Runs) -> None:
+    """SIGTERM: take no runs from the others any more, and hand this replica's background runs over."""
+    replicas.draining = True
+    runs.hand_over()
+
+
 def create_app(config: GatewayConfig, drain: Drain | None = None) -> Starlette:
     """The app; `drain` is shared with the server so that SIGTERM can start the graceful shutdown."""
     drain = drain or Drain(config.server.shutdown_grace_s)
@@ -167,6 +174,9 @@ def create_app(config: GatewayConfig, drain: Drain | None = None) -> Starlette:
                 files=files, skills=SkillService(SkillStore(database), files.blobs), sockets=TenantSockets(),
             )
             replicas.on_adopt(lambda orphan: adopt(app.state.services, orphan))
+            shared = database.dialect is Dialect.POSTGRESQL
+            if shared:  # other replicas share the runs: hand them over at SIGTERM
+                drain.on_begin(lambda: _hand_over(replicas, runs))
             # What start-up made (vocabulary tables, schemas, modules) lives as long as the process: kept out
             # of the cyclic garbage collector's sweeps, whose full passes would otherwise stall the loop.
             gc.freeze()
@@ -174,6 +184,9 @@ def create_app(config: GatewayConfig, drain: Drain | None = None) -> Starlette:
             try:
                 yield
             finally:
+                if shared:  # the runs write their last events and let go before the database closes
+                    with anyio.move_on_after(config.server.shutdown_grace_s + 5):
+                        await runs.wait_gone()
                 mcp.close()
                 if browser is not None:
                     await browser.aclose()

@@ -28,6 +28,7 @@ from .store import RUNNING, Orphan, ResponseStore, Stalled, StoredResponse
 log = logging.getLogger("gateway.replicas")
 
 CANCEL_CHANNEL = "gateway_cancel"
+HANDOVER_CHANNEL = "gateway_handover"  # a replica let runs go: the others adopt them now, not at their next round
 _STOPPED = {"code": "server_error", "message": "The gateway replica running this response stopped before it finished."}
 _RESEND_CANCEL_S = 1.0
 
@@ -40,7 +41,10 @@ class Replicas:
         self.id = config.replica_id or f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self._cancel_handlers: list[Callable[[str], None]] = []
         self._adopt: Callable[[Orphan], Awaitable[None]] | None = None
+        self.draining = False  # shutting down: runs are handed over, none taken
+        self._reap_now = anyio.Event()
         db.listen(CANCEL_CHANNEL, self._on_cancel)
+        db.listen(HANDOVER_CHANNEL, lambda _: self._reap_now.set())
 
     def on_cancel(self, handler: Callable[[str], None]) -> None:
         """Call `handler(response_id)` when any replica asks for a response to be cancelled."""
@@ -55,14 +59,21 @@ class Replicas:
             handler(response_id)
 
     async def join(self) -> None:
-        """Take the lease before running anything, so no other replica mistakes this one's runs for orphans."""
+        """Take the lease before running anything, so no other replica mistakes this one's runs for orphans.
+        Runs held under this name already are a previous process's (a replica restarted with the same
+        `replica_id`): they are let go, to be adopted like any stalled run."""
         await self._renew()
+        released = await self.store.release_all(self.id)
+        if released:
+            log.warning("%d running responses of an earlier process named %s are let go, to be adopted", released, self.id)
 
     async def run(self) -> None:
         """For the app's lifetime: renew the lease, and end the runs of replicas whose lease ran out."""
         interval = self.lease_s / 3
         while True:
-            await anyio.sleep(interval)
+            with anyio.move_on_after(interval):
+                await self._reap_now.wait()
+            self._reap_now = anyio.Event()
             try:
                 await self._renew()
                 await self.reap()
@@ -77,6 +88,17 @@ class Replicas:
             time.time(),
         )
 
+    async def hand_over(self, response_id: str) -> bool:
+        """Let a run this replica stopped go (its last events and checkpoint are written): it is no longer
+        this replica's, and the others are told to adopt it now. False if it was not this replica's."""
+        if not await self.store.release(response_id, self.id):
+            return False
+        try:
+            await self.db.notify(HANDOVER_CHANNEL, response_id)
+        except StorageError:  # the others adopt it at their next round
+            pass
+        return True
+
     async def leave(self) -> None:
         """A clean shutdown: give the lease up (the runs here have ended by now)."""
         with anyio.move_on_after(2, shield=True):
@@ -89,6 +111,8 @@ class Replicas:
         """Adopt the responses of replicas whose lease ran out, or end as failed those that cannot be gone
         on with; how many."""
         ended = 0
+        if self.draining:
+            return ended
         for stalled in await self.store.stalled(time.time() - self.lease_s):
             if await self._adopted(stalled):
                 ended += 1

@@ -1,12 +1,13 @@
 """Graceful shutdown: on SIGTERM, running responses get `server.shutdown_grace_s` to finish; then each is
-stopped and ends with `response.failed`, so every client receives a terminal event."""
+stopped and ends with `response.failed`, so every client receives a terminal event. Where replicas share
+a database, background runs are handed over instead (`on_begin`: responses/adoption.py)."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import math
-from typing import Iterator
+from typing import Callable, Iterator
 
 import anyio
 
@@ -18,6 +19,11 @@ class Drain:
         self._deadline = math.inf
         self._scopes: set[anyio.CancelScope] = set()
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._on_begin: list[Callable[[], None]] = []
+
+    def on_begin(self, callback: Callable[[], None]) -> None:
+        """Call `callback()` in the loop as draining begins."""
+        self._on_begin.append(callback)
 
     def bind(self) -> None:
         """Remember the event loop, for a signal handler to reach it."""
@@ -36,6 +42,8 @@ class Drain:
         self._deadline = self._loop.time() + self.grace_s
         for scope in self._scopes:
             scope.deadline = min(scope.deadline, self._deadline)
+        for callback in self._on_begin:
+            callback()
 
     @contextlib.contextmanager
     def guard(self) -> Iterator[anyio.CancelScope]:

@@ -24,6 +24,7 @@ from .storage import Database, StorageError, Tx
 log = logging.getLogger("gateway.store")
 
 RUNNING = tuple(status.value for status in ResponseStatus if status.running)
+RELEASED = "/handed-over"  # after the owner's id: a run its replica let go, no replica's
 
 
 class TooManyRunning(Exception):
@@ -300,6 +301,18 @@ class ResponseStore:
             return Orphan(stalled, json.loads(response), request, checkpoint, tenant, following)
 
         return await self._db.transaction(work)
+
+    async def release(self, response_id: str, owner: str) -> bool:
+        """A running response's replica lets it go (it is shutting down): its owner becomes one that holds
+        no lease, so another replica adopts it as it would a stalled one."""
+        released = await self._db.execute(
+            "UPDATE responses SET owner = ? WHERE id = ? AND owner = ?", f"{owner}{RELEASED}", response_id, owner
+        )
+        return bool(released)
+
+    async def release_all(self, owner: str) -> int:
+        """Release every running response `owner` holds (see `release`); how many."""
+        return await self._db.execute("UPDATE responses SET owner = ? WHERE owner = ?", f"{owner}{RELEASED}", owner)
 
     async def take_over(self, stalled: Stalled, response: dict[str, Any], event: Callable[[int], bytes]) -> bool:
         """End a stalled response as `response` says, with `event(sequence_number)` as its last event;

@@ -111,6 +111,21 @@ class Journal:
                 logger.error("response %s could not be stored (%s); trying again", self._id, exc)
             await anyio.sleep(RETRY_FINAL_S)
 
+    async def hand_over(self, release: Callable[[], Awaitable[bool]]) -> bool:
+        """The run stopped here at a clean point (this replica shuts down): write what is new, then let
+        another replica have it (`release`). Readers here go on from the store, as after a take-over."""
+        try:
+            owned = await self.flush()
+            async with self._lock:
+                self._finished = True
+                released = owned and await release()
+        except StorageError as exc:  # its lease runs out as this replica leaves; another adopts it then
+            logger.warning("response %s not handed over (%s); another replica adopts it when this one's lease ends", self._id, exc)
+            released = False
+        self.taken_over = True
+        self._settle()
+        return released
+
     def follow(self) -> AsyncIterator[Batch]:
         """The log's batches as they are written, until the last; merged when a reader is behind. After a
         take-over the rest of the stream is the other replica's, in the store (`taken_over`)."""

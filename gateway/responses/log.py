@@ -107,6 +107,16 @@ class Runs:
     def start(self, execute: Callable[[], Coroutine[Any, Any, None]]) -> None:
         self._tasks.start_soon(execute)
 
+    def hand_over(self) -> None:
+        """This replica shuts down: each background run stops at its next clean point, for another to adopt."""
+        for run in list(self.background.values()):
+            run.hand_over()
+
+    async def wait_gone(self) -> None:
+        """Until no background run is left here (each ended, or was handed over)."""
+        while self.background:
+            await anyio.sleep(0.02)
+
     def cancel(self, response_id: str) -> None:
         """Cancel a background response if it runs here (asked by this replica or another)."""
         run = self.background.get(response_id)

@@ -115,6 +115,10 @@ class ResponseRun:
         self._planned_length = 0  # the planned dialog's messages: those before the run's own
         self._adopted: Checkpoint | None = None
         self._continuing: list[int] = []
+        # Shutting down (`hand_over`): the run stops at its next clean point and another replica goes on.
+        self._handover = anyio.CancelScope()
+        self._handing_over = False
+        self._in_tool = False
 
     @property
     def dialog(self) -> Dialog:
@@ -320,6 +324,25 @@ class ResponseRun:
         """The client went away or stopped reading: stop the run, which aborts its engine request."""
         self._cancel.cancel()
 
+    def hand_over(self) -> None:
+        """This replica shuts down: stop a background run at its next clean point (at once while the engine
+        streams, after the tool call in flight returns), for another replica to adopt and go on with."""
+        if self.journal is None or self.plan.conversation is not None:
+            return  # a run that cannot be adopted finishes here, within the grace period
+        self._handing_over = True
+        if not self._in_tool:
+            self._handover.cancel()
+
+    async def _hand_over(self) -> None:
+        assert self.journal is not None
+        response_id = self.response["id"]
+        try:
+            with anyio.CancelScope(shield=True):
+                if await self.journal.hand_over(lambda: self.services.replicas.hand_over(response_id)):
+                    logger.info("response %s handed over to another replica at event %d", response_id, self.output.events.sequence_number)
+        finally:
+            self.services.runs.background.pop(response_id, None)
+
     async def execute(self) -> None:
         """The run's task: every event goes to the log, which ends with exactly one terminal event
         (unless the run was cancelled, when nobody is left to read it)."""
@@ -342,10 +365,13 @@ class ResponseRun:
         status: ResponseStatus = ResponseStatus.COMPLETED
         error: dict[str, str] | None = None
         incomplete: dict[str, str] | None = None
+        handed_over = False
         try:
-            with self.services.drain.guard() as guard, self._cancel:
+            with self.services.drain.guard() as guard, self._cancel, self._handover:
                 status, incomplete = await self._loop()
-            if guard.cancelled_caught:
+            # Stopped for another replica to go on: at a clean point, or where the grace period cut it off.
+            handed_over = self._handing_over and (self._handover.cancelled_caught or guard.cancelled_caught)
+            if guard.cancelled_caught and not handed_over:
                 raise APIError(
                     503, "The gateway is shutting down; the response was stopped.", type="server_error", code="server_shutting_down"
                 )
@@ -364,6 +390,9 @@ class ResponseRun:
             with anyio.CancelScope(shield=True):
                 if self._stream is not None:
                     await self._stream.aclose()
+        if handed_over:
+            await self._hand_over()
+            return
         if status in (ResponseStatus.FAILED, ResponseStatus.CANCELLED):
             emit([event for item in self.output.unfinished() for event in item.closed(log, ItemStatus.INCOMPLETE)])
         if self.failure is not None:
@@ -441,6 +470,8 @@ class ResponseRun:
             # The tool's output, or what went wrong (no such tool, bad arguments), goes to the model.
             self.dialog.append(tool_result(call.recipient, call.channel, call.output or ""))
             self._mark_turn()
+            if self._handing_over:
+                self._handover.cancel()  # the tool's output is in: a clean point to stop at
             if self.steered:
                 return ResponseStatus.INCOMPLETE, {"reason": "steered"}
             if self._turns >= self.services.config.loop.max_turns:
@@ -456,8 +487,12 @@ class ResponseRun:
                     raise anyio.get_cancelled_exc_class()  # another replica runs the response now (journal.py)
             except StorageError as exc:
                 logger.warning("response %s: the call's checkpoint was not written (%s); running it anyway", self.response["id"], exc)
-        with self.trace.tool(call):
-            await self.toolset.run(call)
+        self._in_tool = True
+        try:
+            with self.trace.tool(call):
+                await self.toolset.run(call)
+        finally:
+            self._in_tool = False
 
     def _interrupted(self, call: ToolCall) -> None:
         call.output = INTERRUPTED
