@@ -8,6 +8,7 @@ carry replies.
 from __future__ import annotations
 
 import json
+import secrets
 import struct
 from dataclasses import dataclass
 from typing import Any, AsyncIterator, Literal
@@ -21,9 +22,10 @@ from .kernel import MAX_IMAGE_CHARS, MAX_IMAGES
 
 MAX_REPLY_BYTES = 40 * 1024 * 1024  # output is capped by the kernel; images (16 of 8 MiB at most) can be large
 INLINE_PARSE_BYTES = 256 * 1024  # larger replies are parsed in a worker thread
-STATUSES = {"ready", "ok", "error", "timeout", "restarted"}
+STATUSES = {"ready", "ok", "error", "timeout", "restarted", "unknown"}  # unknown: no result kept for a token
 REASONS = {"timeout", "killed", "exited", "out_of_memory", "invalid_reply"}
 MAX_SHELL_CHUNK_CHARS = 64 * 1024  # one progress line of a shell command: one read of its pipe, decoded
+MAX_STALE_LINES = 4096  # replies to an earlier connection's requests skipped before one to this connection's
 
 
 class KernelDied(Exception):
@@ -94,7 +96,9 @@ class KernelChannel:
         self._receive = BufferedByteReceiveStream(receive)
         self._multiplexed = multiplexed
         self._pending = bytearray()  # demultiplexed stdout not yet split into lines
-        self._next_id = 0
+        # Request ids start at random: a reply to another connection's request (a replica that stopped while
+        # its code ran, the kernel answering it now) is told apart from this one's, and skipped.
+        self._next_id = secrets.randbelow(1 << 48)
 
     async def request(self, max_output: int = 0, **fields: Any) -> dict[str, Any]:
         """Run code (or ping): the reply, checked as an execution's."""
@@ -129,14 +133,17 @@ class KernelChannel:
     async def _reply(self) -> dict[str, Any]:
         """The next line of the reply to the request last sent, parsed."""
         try:
-            raw = await self._read_line()
-            try:
-                reply = json.loads(raw) if len(raw) <= INLINE_PARSE_BYTES else await anyio.to_thread.run_sync(json.loads, raw)
-            except (ValueError, RecursionError):
-                raise KernelProtocolError("the kernel's reply is not JSON") from None
-            if not isinstance(reply, dict) or reply.get("id") != self._next_id:
-                raise KernelProtocolError("the kernel's reply has no valid id")
-            return reply
+            for _ in range(MAX_STALE_LINES + 1):
+                raw = await self._read_line()
+                try:
+                    reply = json.loads(raw) if len(raw) <= INLINE_PARSE_BYTES else await anyio.to_thread.run_sync(json.loads, raw)
+                except (ValueError, RecursionError):
+                    raise KernelProtocolError("the kernel's reply is not JSON") from None
+                if not isinstance(reply, dict) or not isinstance(reply.get("id"), int):
+                    break
+                if reply["id"] == self._next_id:
+                    return reply
+            raise KernelProtocolError("the kernel's reply has no valid id")
         except (anyio.EndOfStream, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
             raise KernelDied(str(exc) or type(exc).__name__) from exc
         except anyio.IncompleteRead as exc:

@@ -22,6 +22,7 @@ from .config import SandboxConfig
 
 from .build import sandbox_sha
 from .channel import KernelChannel, KernelDied
+from .kernel import KILL_GRACE_S
 from .directory import Directory, Placement
 
 log = logging.getLogger("sandbox.docker")
@@ -148,7 +149,8 @@ class DockerBackend:
         if sock is None:
             return None
         try:
-            return await self._kernel(container_id, sock, answer_within_s=10)
+            # The kernel may still be running code a replica that stopped had sent it: the ping waits for it.
+            return await self._kernel(container_id, sock, answer_within_s=self.config.timeout_s + KILL_GRACE_S + 10)
         except (KernelDied, TimeoutError) as exc:
             log.warning("sandbox container %s does not answer (%s): removed", container_id[:12], exc)
             return None

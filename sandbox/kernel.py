@@ -6,10 +6,12 @@ Runs inside the sandbox (container or bubblewrap), standard library only. The ho
 request per line and reads one JSON reply per line:
 
     {"id": 1, "op": "ping"}                                   -> {"id": 1, "status": "ready", "pid": ...}
-    {"id": 2, "code": "...", "timeout": 10, "max_output": N}  -> {"id": 2, "status": "ok" | "error" | "timeout"
-                                                                   | "restarted", "output": "...",
+    {"id": 2, "code": "...", "timeout": 10, "max_output": N,  -> {"id": 2, "status": "ok" | "error" | "timeout"
+     "token": "..." (optional)}                                   | "restarted", "output": "...",
                                                                    "images": [base64 PNG, ...],
                                                                    "reason": ... (restarted only)}
+    {"id": 8, "op": "result", "token": "..."}                 -> the reply of the last execution if it had this
+                                                                 token, else {"id": 8, "status": "unknown", ...}
     {"id": 3, "op": "files"}                                  -> {"id": 3, "status": "ok", "files": [[path, size,
                                                                    mtime_ns], ...], "truncated": bool}
     {"id": 4, "op": "write", "path": p, "data": base64,       -> {"id": 4, "status": "ok"} or {"status": "error",
@@ -23,6 +25,10 @@ request per line and reads one JSON reply per line:
      "max_output": N}                                             "stream": "stdout" | "stderr", "data": "..."},
                                                                  then {"id": 7, "status": "exit" | "timeout",
                                                                  "exit_code": n, "stdout": "...", "stderr": "..."}
+
+The last execution's reply is kept until the next one: a host that stopped while the code ran (its gateway
+replica died) leaves it to another, which asks for it by the token it was given ("result") instead of
+running the code again.
 
 The file operations copy the session's files in and out of /mnt/data between executions (DataFiles).
 A shell command runs in bash under /mnt/data, beside the Python worker (Shell): what it writes is sent as
@@ -122,6 +128,7 @@ class Supervisor:
         self.worker_pid = 0
         self.worker_sock: socket.socket | None = None
         self.capture_fd = -1
+        self.kept: tuple[str, dict[str, object]] | None = None  # the last execution's token and reply
         self._start_worker()
 
     def serve(self) -> None:
@@ -136,8 +143,14 @@ class Supervisor:
             elif request.get("op") == "shell":
                 shell = Shell(request["id"], self.replies, {self.pid, self.worker_pid}, int(request["max_output"]))
                 reply = {"id": request["id"], **shell.run(request["command"], float(request["timeout"]))}
+            elif request.get("op") == "result":
+                kept = self.kept if self.kept is not None and self.kept[0] == request.get("token") else None
+                reply = {"id": request["id"], **(kept[1] if kept is not None else {"status": "unknown", "output": "", "images": []})}
             else:
-                reply = {"id": request["id"], **self.execute(request["code"], float(request["timeout"]), int(request["max_output"]))}
+                result = self.execute(request["code"], float(request["timeout"]), int(request["max_output"]))
+                token = request.get("token")
+                self.kept = (token, result) if isinstance(token, str) else None
+                reply = {"id": request["id"], **result}
             self.replies.write(json.dumps(reply).encode() + b"\n")
             self.replies.flush()
 

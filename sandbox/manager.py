@@ -178,19 +178,49 @@ class SandboxManager:
             tasks.start_soon(task)
 
     async def execute(
-        self, container_id: str, code: str, resumed: bool, tenant: str, *, files: SessionFiles | None = None, idle_ttl_s: float | None = None
+        self, container_id: str, code: str, resumed: bool, tenant: str, *, files: SessionFiles | None = None, idle_ttl_s: float | None = None,
+        token: str | None = None,
     ) -> Execution:
         """Run code in the tenant's session named `container_id`, starting the session if it is not live.
 
         `resumed`: the conversation already ran code in this session, so a session that has to be
         started anew (it expired, was evicted, or the gateway restarted) means that its state was lost.
         `files` syncs the session's /mnt/data around the execution; `idle_ttl_s` is how long the session
-        lives unused (its container's expiry), never longer than the config's `idle_ttl_s`.
+        lives unused (its container's expiry), never longer than the config's `idle_ttl_s`. `token` names
+        the execution, for `collect` on another replica if this one stops while the code runs.
         """
-        result, started = await self._in_session(container_id, tenant, files, idle_ttl_s, lambda session: self._run(container_id, session, code))
+        result, started = await self._in_session(
+            container_id, tenant, files, idle_ttl_s, lambda session: self._run(container_id, session, code, token)
+        )
         if started and resumed:
             result.state_lost = True
         return result
+
+    async def collect(
+        self, container_id: str, token: str, tenant: str, *, files: SessionFiles | None = None, idle_ttl_s: float | None = None
+    ) -> Execution | None:
+        """The result of the execution named `token` that a replica which stopped had started in this session
+        (its kernel ran on, on the shared Docker daemon): taken over once the code ended (the session is
+        busy until then), never run again. None when the kernel does not have it: the session's kernel
+        is gone, or ran other code since."""
+        if self.directory is None:  # kernels live and die with their replica: nothing outlived it
+            return None
+
+        async def ask(session: _Session) -> Execution | None:
+            assert session.kernel is not None
+            try:
+                with anyio.fail_after(self.config.timeout_s + KILL_GRACE_S):
+                    reply = await session.kernel.channel.request(op="result", token=token, max_output=self.config.max_output_bytes)
+            except (TimeoutError, KernelDied):
+                return None
+            if reply["status"] == "unknown":
+                return None
+            if reply["status"] == "restarted":
+                return Execution("restarted", f"{self._restart_reason(reply['reason'])}.", state_lost=True)
+            return Execution(reply["status"], reply["output"], reply["images"])
+
+        result, started = await self._in_session(container_id, tenant, files, idle_ttl_s, ask)
+        return None if started else result
 
     async def shell(
         self, container_id: str, commands: list[ShellCommand], tenant: str, on_output: Callable[[int, ShellOutput], None], *,
@@ -334,14 +364,14 @@ class SandboxManager:
         log.info("sandbox session %s was taken over by replica %s", container_id, owner)
         self._tasks.start_soon(kernel.detach)
 
-    async def _run(self, container_id: str, session: _Session, code: str) -> Execution:
+    async def _run(self, container_id: str, session: _Session, code: str, token: str | None) -> Execution:
         timeout = self.config.timeout_s
         assert session.kernel is not None
         try:
             # The kernel's supervisor enforces the limit itself; this is the last resort if it cannot.
             with anyio.fail_after(timeout + KILL_GRACE_S):
                 reply = await session.kernel.channel.request(
-                    code=code, timeout=timeout, max_output=self.config.max_output_bytes
+                    code=code, timeout=timeout, max_output=self.config.max_output_bytes, **({"token": token} if token else {})
                 )
         except TimeoutError:
             reason = f"the code did not stop at the {timeout:g} s time limit and the kernel had to be killed"

@@ -385,3 +385,40 @@ def test_a_rolling_restart_hands_every_run_over(emulator, postgres, tmp_path):  
         for replica in replicas:
             replica.stop()
         server.stop()
+
+
+def test_a_python_call_in_flight_when_its_replica_dies_runs_once(emulator, postgres, tmp_path, sandbox_image):  # noqa: F811
+    """SIGKILL of the replica while its python call runs (the kernel is on the shared Docker daemon): the
+    adopter takes the session over and collects the result the kernel kept, without running the code
+    again; the response completes with the call's output, and the conversation goes on in the same
+    container, whose file shows one execution."""
+    from .conftest import sandbox_section
+    from .test_sandbox import CODE_TOOL
+
+    database = postgres.new_database()
+    instance = f"test-{time.monotonic_ns()}-adopt"
+    sections = {
+        "storage": {"url": database, "lease_s": LEASE_S}, "server": {"reasoning_key": SHARED_KEY},
+        "sandbox": sandbox_section("docker", instance, pool_size=1, timeout_s=15),
+    }  # fmt: skip
+    replicas = [Gateway(gateway_config(emulator.url, tmp_path, **sections), tmp_path).start(timeout=60) for _ in range(2)]
+    try:
+        first, second = (replica.client() for replica in replicas)
+        tools: Any = [CODE_TOOL]
+        code = "open('/mnt/data/runs.txt', 'a').write('ran\\n'); import time; time.sleep(3); print('slept once')"
+        response = first.responses.create(model=MODEL, input=f"[[python {code}]]", tools=tools, background=True)
+        assert _wait_for(lambda: any(item.type == "code_interpreter_call" for item in second.responses.retrieve(response.id).output), 20)
+        time.sleep(0.5)  # the code runs on the first replica's kernel
+        replicas[0].proc.kill()
+        ended = poll(second, response.id, timeout=60)
+        assert ended.status == "completed", ended.error
+        call = next(item for item in ended.output if item.type == "code_interpreter_call")
+        assert call.status == "completed" and "slept once" in ended.output_text
+        count = "print(open('/mnt/data/runs.txt').read().count('ran'))"
+        later = second.responses.create(model=MODEL, input=f"[[python {count}]]", tools=tools, previous_response_id=response.id)
+        assert later.output_text.endswith("The tool said: 1"), later.output_text
+        followed = next(item for item in later.output if item.type == "code_interpreter_call")
+        assert followed.container_id == call.container_id
+    finally:
+        for replica in replicas:
+            replica.stop()

@@ -10,8 +10,9 @@ items' ids follow from the response's id, so they are the ones the client saw), 
 continue the prompt that ends with those tokens. Its events go on at the next sequence number.
 
 A tool call is never made twice: its tokens are written before it runs (`Journal.flush`), and a call an
-adopter finds in flight is not made again. The model is told it was interrupted, except for the browser,
-which only reads and is asked again.
+adopter finds in flight is taken up by its tool (`Tool.resume`), not made again: python collects the
+result its kernel kept, the browser (which only reads) is asked again, and for any other the model is
+told the call was interrupted.
 """
 
 from __future__ import annotations
@@ -31,10 +32,6 @@ from .turn import Usage
 
 logger = logging.getLogger("gateway.adoption")
 
-INTERRUPTED = (
-    "[This call was interrupted: the gateway process running it stopped while it ran. It may or may not "
-    "have taken effect; check before making it again.]"
-)
 WHOLE = -1  # `base` of a dialog written whole (after a compaction rewrote its past)
 
 
@@ -51,6 +48,7 @@ class TurnStart:
     turns: int  # engine calls made, this one included
     tool_called: bool
     compacted_at: int
+    container_id: str | None  # the auto container the run's tools use, made or not yet
 
     def encode(self) -> str:
         return dumps(self.__dict__)
@@ -88,9 +86,12 @@ class Checkpoint:
         return Usage(**self.turn.usage)
 
 
-def turn_start(dialog: Dialog, base: int, items: int, usage: Usage, turns: int, tool_called: bool, compacted_at: int) -> str:
+def turn_start(
+    dialog: Dialog, base: int, items: int, usage: Usage, turns: int, tool_called: bool, compacted_at: int, container_id: str | None
+) -> str:
     messages = [message.to_dict() for message in dialog.messages[max(base, 0) :]]
-    return TurnStart(base, messages, dialog.open_calls, dialog.state(), items, usage.__dict__, turns, tool_called, compacted_at).encode()
+    state = dialog.state()
+    return TurnStart(base, messages, dialog.open_calls, state, items, usage.__dict__, turns, tool_called, compacted_at, container_id).encode()
 
 
 class ReplayStream:

@@ -137,6 +137,13 @@ async def retrieve_response(request: Request) -> Response:
     stream, after = _stream_query(request)
     run = _live(request)
     if not stream:
+        if run is not None and run.response["status"] not in RUNNING:
+            # Ended here, its final record being written: shown once stored, so that a client told it ended
+            # can continue it at once (a continuation reads the store).
+            with anyio.move_on_after(FINAL_WRITE_WAIT_S):
+                await run.log.wait_closed()
+            if run.log.closed:
+                run = None
         return JSONResponse(run.snapshot() if run is not None else (await _stored(request)).response)
     if run is not None:
         return event_stream(services, run, _frames(services, run, after))
@@ -166,6 +173,7 @@ async def cancel_response(request: Request) -> Response:
 
 
 CANCEL_WAIT_S = 30.0  # how long a cancel waits for another replica to stop the response
+FINAL_WRITE_WAIT_S = 5.0  # how long a retrieve waits for an ended response's final record
 
 
 def _live(request: Request) -> ResponseRun | None:

@@ -34,7 +34,7 @@ from .conversation import Dialog, tool_result
 from .compaction import CompactionOutput, summarize
 from .dialog_plan import DialogPlan, Remembered, plan_dialog
 from .items import Event
-from .adoption import INTERRUPTED, WHOLE, Checkpoint, ReplayStream, turn_start
+from .adoption import WHOLE, Checkpoint, ReplayStream, turn_start
 from .journal import Journal
 from .log import Batch
 from .logprobs import load_vocabulary
@@ -46,7 +46,6 @@ from ..core.services import Services
 from .tool_call import CallKind, ToolCall
 from .tools import CallBudget, ToolContext, Toolset
 from .tools.registry import available_tools, check_include, offered_tools
-from .tools.web_search import WebSearch
 from .turn import AnswerOptions, Turn, TurnOutcome, Usage
 
 logger = logging.getLogger("gateway.responses")
@@ -339,7 +338,7 @@ class ResponseRun:
         try:
             with anyio.CancelScope(shield=True):
                 if await self.journal.hand_over(lambda: self.services.replicas.hand_over(response_id)):
-                    logger.info("response %s handed over to another replica at event %d", response_id, self.output.events.sequence_number)
+                    logger.info("response %s handed over to another replica", response_id)
         finally:
             self.services.runs.background.pop(response_id, None)
 
@@ -460,10 +459,8 @@ class ResponseRun:
             call = outcome.call
             if call is None or call.kind.ends_response:
                 return ResponseStatus.COMPLETED, None
-            if adopted is not None and adopted.ended and not isinstance(call.tool, WebSearch):
-                self._interrupted(call)  # it was running when its replica stopped: never made twice
-            else:
-                await self._run_tool(call)
+            # A call an adopted run was making when its replica stopped is never made twice (tools/base.py).
+            await self._run_tool(call, resumed=adopted is not None and adopted.ended)
             adopted = None
             if call.kind is CallKind.HOSTED:
                 self._tool_called = True
@@ -478,26 +475,21 @@ class ResponseRun:
                 return ResponseStatus.INCOMPLETE, {"reason": "max_messages"}
             self._stream = await self._open_stream()
 
-    async def _run_tool(self, call: ToolCall) -> None:
+    async def _run_tool(self, call: ToolCall, resumed: bool) -> None:
         # A background run's events, the call's among them, are written first: a replica that adopts the run
         # then finds the call made, and does not make it again.
         if self.journal is not None and call.kind is CallKind.HOSTED:
             try:
-                if not await self.journal.flush():
-                    raise anyio.get_cancelled_exc_class()  # another replica runs the response now (journal.py)
+                if not await self.journal.flush():  # another replica runs the response now: this run was cancelled
+                    await anyio.lowlevel.checkpoint()  # and stops here, before the call
             except StorageError as exc:
                 logger.warning("response %s: the call's checkpoint was not written (%s); running it anyway", self.response["id"], exc)
         self._in_tool = True
         try:
             with self.trace.tool(call):
-                await self.toolset.run(call)
+                await self.toolset.run(call, resumed)
         finally:
             self._in_tool = False
-
-    def _interrupted(self, call: ToolCall) -> None:
-        call.output = INTERRUPTED
-        if call.item is not None and not call.item.done_sent:
-            self.output.emit(call.item.closed(self.output.events, ItemStatus.INCOMPLETE))
 
     async def _turn(self) -> TurnOutcome:
         """Stream one engine call into the output."""
@@ -542,7 +534,10 @@ class ResponseRun:
         if self.background:
             base = WHOLE if self._compacted_at >= 0 else self._planned_length
             turns = self._turns if turns is None else turns
-            self._turn_start = turn_start(self.dialog, base, len(self.output.items), self.usage, turns, self._tool_called, self._compacted_at)
+            containers = self.toolset.context.containers
+            self._turn_start = turn_start(
+                self.dialog, base, len(self.output.items), self.usage, turns, self._tool_called, self._compacted_at, containers.auto_id
+            )
 
     def checkpoint(self) -> str | None:
         """Where another replica would go on from, as of the events emitted so far; None where it cannot (in
@@ -553,8 +548,9 @@ class ResponseRun:
 
     async def resume(self, response: dict[str, Any], checkpoint: Checkpoint, next_sequence_number: int) -> None:
         """Adopt a background run another replica began, at its checkpoint, and go on with it here."""
-        await self._plan(provision=True, adopted=checkpoint)
         turn = checkpoint.turn
+        self.toolset.context.containers.adopted_auto = turn.container_id
+        await self._plan(provision=True, adopted=checkpoint)
         if self.logprob_count is not None:
             await anyio.to_thread.run_sync(load_vocabulary)
         self.model_id = (await self.services.engine.model()).id

@@ -92,6 +92,7 @@ class Toolset:
         """The call's message is complete (the engine stopped at `<|call|>`)."""
         return await call.tool.written(call, text) if call.tool is not None else []
 
-    async def run(self, call: ToolCall) -> None:
-        """Run a call the loop goes on after (one its tool runs here, or one refused), and count it."""
-        await run_call(call, self.context.services.metrics)
+    async def run(self, call: ToolCall, resumed: bool = False) -> None:
+        """Run a call the loop goes on after (one its tool runs here, or one refused), and count it;
+        `resumed`: one a replica that stopped was making (adoption), taken up here."""
+        await run_call(call, self.context.services.metrics, resumed)

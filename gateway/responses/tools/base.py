@@ -27,7 +27,7 @@ from pydantic import BaseModel
 
 from ...harmony import ToolDescription, ToolNamespaceConfig
 from ...metrics import Metrics
-from ...protocol import Include
+from ...protocol import Include, ItemStatus
 from ..conversation import Dialog
 from ..items import Event, OutputItem
 from ..output import ResponseOutput
@@ -35,6 +35,11 @@ from ..request import RequestTool, ResponsesRequest, ToolChoiceForm
 from ...core.services import Services
 from ..tool_call import CallKind, ToolCall
 from .containers import ResponseContainers
+
+INTERRUPTED = (
+    "[This call was interrupted: the gateway process running it stopped while it ran. It may or may not "
+    "have taken effect; check before making it again.]"
+)
 
 
 @dataclass
@@ -167,11 +172,21 @@ class Tool(Generic[DeclaredT]):
     async def run(self, call: ToolCall) -> None:
         """Run a call this tool claimed to run here; leave what the model reads in `call.output`."""
 
+    async def resume(self, call: ToolCall) -> None:
+        """A call of this tool was being made when its replica stopped, and the run was adopted here
+        (responses/adoption.py). It is never made again (it may have had its effect): the model is told it
+        was interrupted. A tool that can tell what became of it, or that only reads, does better."""
+        call.output = INTERRUPTED
+        if call.item is not None and not call.item.done_sent:
+            output = self.context.output
+            output.emit(call.item.closed(output.events, ItemStatus.INCOMPLETE))
 
-async def run_call(call: ToolCall, metrics: Metrics) -> None:
-    """Run a call its tool runs here (a call refused or found invalid runs nothing), and count it."""
+
+async def run_call(call: ToolCall, metrics: Metrics, resumed: bool = False) -> None:
+    """Run a call its tool runs here (a call refused or found invalid runs nothing), and count it;
+    `resumed`: take up one a replica that stopped was making (`Tool.resume`)."""
     started = time.perf_counter()
     if call.kind is CallKind.HOSTED and call.tool is not None:
-        await call.tool.run(call)
+        await (call.tool.resume(call) if resumed else call.tool.run(call))
     outcome = getattr(call.item, "status", "failed")
     metrics.tool_call(call.metric, outcome, time.perf_counter() - started)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Iterable
 
-from sandbox.manager import BACKEND_ERRORS, SandboxFull, SessionNotFound, describe_python_tool
+from sandbox.manager import BACKEND_ERRORS, Execution, SandboxFull, SessionNotFound, describe_python_tool
 
 from ...errors import bad_request
 from ...files.service import check_memory_limit
@@ -133,13 +133,37 @@ class CodeInterpreter(Tool[CodeInterpreterTool]):
         output = self.context.output
         output.emit(item.finished(output.events, status))
 
+    async def resume(self, call: ToolCall) -> None:
+        """The code was running when its replica stopped: its kernel, on the shared Docker daemon, ran on
+        and kept the result, which is collected here (once the code ended); it never runs twice."""
+        item, sandbox = call.item, self.context.services.sandbox
+        assert isinstance(item, CodeInterpreterCallOutput) and sandbox is not None and self.container is not None
+        self.dialog.container_id = item.container_id  # it ran, or runs, there: the conversation goes on in it
+        container = await self.container.made()
+        try:
+            collected = await sandbox.collect(
+                item.container_id, item.id, self.context.tenant, files=container, idle_ttl_s=container.container.idle_minutes * 60
+            )
+        except BACKEND_ERRORS + (SandboxFull, SessionNotFound) as exc:
+            log.warning("sandbox session %s: the result of %s could not be collected: %s", item.container_id, item.id, exc)
+            collected = None
+        if collected is None:  # the kernel is gone, or does not have it: what became of the code is not known
+            await super().resume(call)
+            return
+        status, item.outputs, call.output = _described(collected, container)
+        output = self.context.output
+        output.emit(item.finished(output.events, status))
+
     async def _execute(self, item: CodeInterpreterCallOutput, resumed: bool, container: ContainerSync) -> tuple[str, list[Event], str]:
-        """Run the code in its container's session: the item's status and outputs, and what the model reads."""
+        """Run the code in its container's session: the item's status and outputs, and what the model reads.
+        The execution is named by the item's id, for another replica to collect if this one stops."""
         sandbox = self.context.services.sandbox
         assert sandbox is not None
         idle_ttl_s = container.container.idle_minutes * 60
         try:
-            execution = await sandbox.execute(item.container_id, item.text, resumed, self.context.tenant, files=container, idle_ttl_s=idle_ttl_s)
+            execution = await sandbox.execute(
+                item.container_id, item.text, resumed, self.context.tenant, files=container, idle_ttl_s=idle_ttl_s, token=item.id
+            )
         except SandboxFull as exc:
             return _failed(f"Error: {exc}.")
         except SessionNotFound:
@@ -147,15 +171,20 @@ class CodeInterpreter(Tool[CodeInterpreterTool]):
         except BACKEND_ERRORS as exc:  # the backend could not start a kernel: report it, keep the response alive
             log.exception("sandbox failure in session %s", item.container_id)
             return _failed(f"Error: the Python sandbox could not run the code ({exc}).")
-        lines = [STATE_LOST] if execution.state_lost else []
-        lines.append(execution.output.rstrip("\n") if execution.output.strip() else "[no output]")
-        lines += container.take_notes()
-        if execution.images:
-            lines.append(f"[{len(execution.images)} image(s) shown to the user]")
-        text = "\n".join(lines)
-        outputs: list[Event] = [{"type": "logs", "logs": text}]
-        outputs += [{"type": "image", "url": f"data:image/png;base64,{image}"} for image in execution.images]
-        return ("failed" if execution.status == "restarted" else "completed"), outputs, text
+        return _described(execution, container)
+
+
+def _described(execution: Execution, container: ContainerSync) -> tuple[str, list[Event], str]:
+    """An execution as the item shows it and the model reads it: its status, outputs and text."""
+    lines = [STATE_LOST] if execution.state_lost else []
+    lines.append(execution.output.rstrip("\n") if execution.output.strip() else "[no output]")
+    lines += container.take_notes()
+    if execution.images:
+        lines.append(f"[{len(execution.images)} image(s) shown to the user]")
+    text = "\n".join(lines)
+    outputs: list[Event] = [{"type": "logs", "logs": text}]
+    outputs += [{"type": "image", "url": f"data:image/png;base64,{image}"} for image in execution.images]
+    return ("failed" if execution.status == "restarted" else "completed"), outputs, text
 
 
 def _failed(text: str) -> tuple[str, list[Event], str]:

@@ -40,6 +40,12 @@ class ResponseContainers:
         self.tenant = tenant
         self._named: dict[str, ContainerUse] = {}
         self._auto: ContainerUse | None = None
+        # A run adopted from another replica (responses/adoption.py): the auto container it had chosen.
+        self.adopted_auto: str | None = None
+
+    @property
+    def auto_id(self) -> str | None:
+        return self._auto.container_id if self._auto is not None else None
 
     async def open(self, named: str | AutoContainer, param: str, previous: str | None, provision: bool) -> ContainerUse:
         """The container a tool names, or (auto) the conversation's (`previous`) or a new one, with the
@@ -71,5 +77,8 @@ class ResponseContainers:
         return None
 
     async def _open(self, named: str | AutoContainer, param: str, previous: str | None, provision: bool) -> ContainerUse:
-        sync, container_id, replaced = await open_container(self.files, named, param, self.tenant, previous, provision)
+        adopted = self.adopted_auto if previous is None and isinstance(named, AutoContainer) else None
+        sync, container_id, replaced = await open_container(self.files, named, param, self.tenant, previous or adopted, provision)
+        if adopted is not None and replaced:  # the run had not made it yet: made under the same id when code first runs
+            return ContainerUse(self.files, self.tenant, None, adopted, False)
         return ContainerUse(self.files, self.tenant, sync, container_id, replaced)

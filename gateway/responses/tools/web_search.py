@@ -138,6 +138,9 @@ class WebSearch(Tool[WebSearchTool]):
         call.arguments = text
         return call.item.running(self.context.output.events)
 
+    async def resume(self, call: ToolCall) -> None:
+        await self.run(call)  # it only reads: asked again
+
     async def run(self, call: ToolCall) -> None:
         item, browser = call.item, self.browser
         assert isinstance(item, WebSearchCallOutput) and browser is not None  # claimed only with a browser
