@@ -422,3 +422,28 @@ def test_a_python_call_in_flight_when_its_replica_dies_runs_once(emulator, postg
     finally:
         for replica in replicas:
             replica.stop()
+
+
+def test_a_replica_restarted_under_its_name_before_its_lease_ran_out_has_its_runs_adopted(emulator, postgres, tmp_path):  # noqa: F811
+    """SIGKILL of a replica named by `storage.replica_id`, started again at once under the same name,
+    its lease still current: the new process lets the runs of the old one go, and they are adopted and
+    complete once, the stream whole (no event written twice)."""
+    database = postgres.new_database()
+    sections = {"storage": {"url": database, "lease_s": LEASE_S, "replica_id": "named"}, "server": {"reasoning_key": SHARED_KEY}}
+    config = gateway_config(emulator.url, tmp_path, **sections)
+    first = Gateway(config, tmp_path).start()
+    again = None
+    try:
+        response = first.client().responses.create(model=MODEL, input="[long 300] [slow 10]", background=True)
+        time.sleep(1.0)
+        assert first.proc is not None
+        first.proc.kill()
+        again = Gateway(config, tmp_path).start()  # well within the lease
+        ended = poll(again.client(), response.id, timeout=30)
+        assert ended.status == "completed" and ended.output_text == " ".join(f"word{i}" for i in range(300))
+        final = check_response_stream(_read_events(again.url, response.id))
+        assert final.output_text == ended.output_text
+    finally:
+        first.stop()
+        if again is not None:
+            again.stop()
