@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import base64
 import json
+import re
 import signal
 import statistics
 import sys
@@ -57,9 +58,11 @@ def adoption_trial(config: dict[str, Any], tmp: Path, survivor: Gateway) -> tupl
     assert doomed.proc is not None
     doomed.proc.kill()
     killed_at = time.monotonic()
-    seen_before = max((event["sequence_number"] for at, event in arrivals if at <= killed_at), default=-1)
     reader.join(120)
-    after = [at for at, event in arrivals if event["sequence_number"] > seen_before and at > killed_at]
+    # The adopter's first event: the one it went on at, as its log says.
+    found = re.search(rf"response {created['id']} adopted by .* going on at event (\d+)", survivor.log.read_text())
+    first = int(found.group(1)) if found else len(arrivals)
+    after = [at for at, event in arrivals if event["sequence_number"] >= first]
     final = check_response_stream([event for _, event in arrivals])
     whole = final.status == "completed" and final.output_text == " ".join(f"word{i}" for i in range(WORDS))
     return (after[0] - killed_at if after else float("inf")), whole
