@@ -3,6 +3,7 @@ does, polled, resumed from any sequence number, cancelled."""
 
 from __future__ import annotations
 
+import base64
 import json
 import time
 from typing import Any
@@ -11,7 +12,7 @@ import httpx
 import openai
 import pytest
 
-from .conftest import MODEL, emulator_stats
+from .conftest import MODEL, Gateway, emulator_stats, gateway_config
 from .stream_checker import check_response_stream, parse_sse
 
 SLOW = "[long 80] [slow 25]"  # about 2 s of streaming
@@ -113,3 +114,26 @@ def test_two_cancels_at_once_and_many_runs(gateway):
     finished = [poll(client, r.id, timeout=60) for r in started]
     assert [r.status for r in finished] == ["completed"] * 64
     assert finished[17].output_text == " ".join(f"word{i}" for i in range(30))
+
+
+def test_a_background_run_goes_on_after_its_gateway_restarts(emulator, tmp_path):
+    """One gateway on SQLite, killed while a background response streams, then started again: the new
+    process adopts the run once the old one's lease has run out, and it completes, its stream whole."""
+    key = base64.b64encode(bytes(range(32))).decode()  # the request is kept sealed: the key must outlive the process
+    config = gateway_config(emulator.url, tmp_path, storage={"lease_s": 1.0}, server={"reasoning_key": key})
+    first = Gateway(config, tmp_path).start()
+    again = None
+    try:
+        response = first.client().responses.create(model=MODEL, input="[long 200] [slow 10]", background=True)
+        time.sleep(0.8)
+        assert first.proc is not None
+        first.proc.kill()
+        again = Gateway(config, tmp_path).start()
+        ended = poll(again.client(), response.id, timeout=30)
+        assert ended.status == "completed" and ended.output_text == " ".join(f"word{i}" for i in range(200))
+        events = parse_sse(httpx.get(f"{again.url}/v1/responses/{response.id}", params={"stream": "true"}, timeout=30).content)
+        assert check_response_stream(events).output_text == ended.output_text
+    finally:
+        first.stop()
+        if again is not None:
+            again.stop()
