@@ -447,3 +447,22 @@ def test_a_replica_restarted_under_its_name_before_its_lease_ran_out_has_its_run
         first.stop()
         if again is not None:
             again.stop()
+
+
+def test_a_run_in_a_conversation_is_adopted_and_adds_its_items_once(cluster):
+    """A background response in a conversation, its replica killed mid-answer: the adopter plans the same
+    dialog from the conversation, goes on, and adds the response's items to the conversation once."""
+    words = 200
+    expected = " ".join(f"word{i}" for i in range(words))
+    first, second = cluster.client(0), cluster.client(1)
+    conversation = first.conversations.create()
+    response = first.responses.create(model=MODEL, input=f"[long {words}] [slow 10]", conversation=conversation.id, background=True)
+    time.sleep(0.8)
+    cluster.replicas[0].proc.kill()
+    ended = poll(second, response.id, timeout=30)
+    assert ended.status == "completed" and ended.output_text == expected
+    items = second.conversations.items.list(conversation.id, order="asc").data
+    assert [item.type for item in items] == ["message", "reasoning", "message"]
+    assert items[-1].content[0].text == expected and items[-1].id == ended.output[-1].id
+    later = second.responses.create(model=MODEL, input="what did I ask? [recall]", conversation=conversation.id)
+    assert f"[long {words}]" in later.output_text and expected in later.output_text

@@ -41,6 +41,7 @@ class TurnStart:
 
     base: int  # where `messages` start in the dialog the request plans (WHOLE: they are all of it)
     messages: list[dict[str, Any]]
+    owners: list[str | None]  # the item each of `messages` belongs to (a conversation stores them by item)
     open_calls: dict[str, str]
     state: dict[str, Any]
     items: int  # the output items ended before the call
@@ -77,9 +78,12 @@ class Checkpoint:
     def dialog(self, planned: Dialog) -> Dialog:
         """The dialog as the call began, from the one the request plans (which holds what came before the run)."""
         turn = self.turn
-        kept = [] if turn.base == WHOLE else planned.to_json()[: turn.base]
+        if turn.base != WHOLE and len(planned.messages) != turn.base:
+            # A conversation's items changed since the run began (another response added to it).
+            raise ValueError("the dialog the request plans is not the one the run began with")
+        kept = [] if turn.base == WHOLE else planned.to_json()
         dialog = Dialog.from_json(kept + turn.messages, turn.open_calls, turn.state)
-        dialog.owners = planned.owners[: len(kept)] + [None] * len(turn.messages)
+        dialog.owners = planned.owners[: len(kept)] + list(turn.owners)
         return dialog
 
     def usage(self) -> Usage:
@@ -89,9 +93,12 @@ class Checkpoint:
 def turn_start(
     dialog: Dialog, base: int, items: int, usage: Usage, turns: int, tool_called: bool, compacted_at: int, container_id: str | None
 ) -> str:
-    messages = [message.to_dict() for message in dialog.messages[max(base, 0) :]]
+    start = max(base, 0)
+    messages = [message.to_dict() for message in dialog.messages[start:]]
     state = dialog.state()
-    return TurnStart(base, messages, dialog.open_calls, state, items, usage.__dict__, turns, tool_called, compacted_at, container_id).encode()
+    return TurnStart(
+        base, messages, dialog.owners[start:], dialog.open_calls, state, items, usage.__dict__, turns, tool_called, compacted_at, container_id
+    ).encode()
 
 
 class ReplayStream:

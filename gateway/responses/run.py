@@ -326,8 +326,8 @@ class ResponseRun:
     def hand_over(self) -> None:
         """This replica shuts down: stop a background run at its next clean point (at once while the engine
         streams, after the tool call in flight returns), for another replica to adopt and go on with."""
-        if self.journal is None or self.plan.conversation is not None:
-            return  # a run that cannot be adopted finishes here, within the grace period
+        if self.journal is None:
+            return
         self._handing_over = True
         if not self._in_tool:
             self._handover.cancel()
@@ -541,8 +541,8 @@ class ResponseRun:
 
     def checkpoint(self) -> str | None:
         """Where another replica would go on from, as of the events emitted so far; None where it cannot (in
-        the work before the first engine call, in a compaction, in a conversation, whose items can change)."""
-        if self._turn_start is None or self.plan.conversation is not None:
+        the work before the first engine call, in a compaction)."""
+        if self._turn_start is None:
             return None
         return Checkpoint.encode(self._turn_start, self.output)
 
