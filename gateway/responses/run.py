@@ -335,6 +335,7 @@ class ResponseRun:
     async def _hand_over(self) -> None:
         assert self.journal is not None
         response_id = self.response["id"]
+        self._tokens_counted = True  # the adopter counts the run's tokens, these among them
         try:
             with anyio.CancelScope(shield=True):
                 if await self.journal.hand_over(lambda: self.services.replicas.hand_over(response_id)):
