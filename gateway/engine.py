@@ -142,7 +142,9 @@ class EngineClient:
         if sampling.logprobs is not None:
             # Tokens named by id ("token_id:N"): the gateway maps ids to Harmony's tokens itself.
             body |= {"logprobs": sampling.logprobs, "return_tokens_as_token_ids": True}
-        headers = {"content-type": "application/json", **(trace or {})}
+        # Asked uncompressed (vLLM sends it so; a proxy between might not), the stream is read raw: a token's
+        # chunk skips httpx's decoder and chunker layers (engine.py `_lines`).
+        headers = {"content-type": "application/json", "accept-encoding": "identity", **(trace or {})}
         if self.config.session_header and session_key:
             headers[self.config.session_header] = session_key
         # The prompt's JSON is spliced in as it is: made once per run, never rebuilt id by id on the loop.
@@ -235,7 +237,7 @@ class EngineStream:
         """The body's lines. vLLM writes raw UTF-8 JSON, so a line ends at CR or LF only: text decoders
         (httpx's `aiter_lines` among them) also break at U+2028, U+2029 and U+0085, inside a chunk."""
         pending = bytearray()
-        async for data in self._response.aiter_bytes():
+        async for data in self._response.aiter_raw():  # uncompressed: asked with accept-encoding identity
             end = max(data.rfind(b"\n"), data.rfind(b"\r"))
             if end < 0:  # searched in the new bytes only, so a long line costs no rescans
                 pending += data
