@@ -120,17 +120,22 @@ def test_a_background_run_goes_on_after_its_gateway_restarts(emulator, tmp_path)
     """One gateway on SQLite, killed while a background response streams, then started again: the new
     process adopts the run once the old one's lease has run out, and it completes, its stream whole."""
     key = base64.b64encode(bytes(range(32))).decode()  # the request is kept sealed: the key must outlive the process
-    config = gateway_config(emulator.url, tmp_path, storage={"lease_s": 1.0}, server={"reasoning_key": key})
+    killed_and_started_again(gateway_config(emulator.url, tmp_path, storage={"lease_s": 1.0}, server={"reasoning_key": key}), tmp_path)
+
+
+def killed_and_started_again(config: dict[str, Any], tmp_path: Any, words: int = 200) -> None:
+    """A gateway killed (SIGKILL) while a background response streams, started again with the same config:
+    the response completes, its stream whole."""
     first = Gateway(config, tmp_path).start()
     again = None
     try:
-        response = first.client().responses.create(model=MODEL, input="[long 200] [slow 10]", background=True)
+        response = first.client().responses.create(model=MODEL, input=f"[long {words}] [slow 10]", background=True)
         time.sleep(0.8)
         assert first.proc is not None
         first.proc.kill()
         again = Gateway(config, tmp_path).start()
         ended = poll(again.client(), response.id, timeout=30)
-        assert ended.status == "completed" and ended.output_text == " ".join(f"word{i}" for i in range(200))
+        assert ended.status == "completed" and ended.output_text == " ".join(f"word{i}" for i in range(words))
         events = parse_sse(httpx.get(f"{again.url}/v1/responses/{response.id}", params={"stream": "true"}, timeout=30).content)
         assert check_response_stream(events).output_text == ended.output_text
     finally:

@@ -19,7 +19,7 @@ from .conftest import MODEL, Gateway, emulator_stats, gateway_config
 from .servers import HAProxy, PostgresServer
 from .test_mcp import MCPProcess
 from .stream_checker import check_response_stream, parse_sse
-from .test_background import poll
+from .test_background import killed_and_started_again, poll
 from .test_postgres import postgres  # noqa: F401  (the session's PostgreSQL server)
 
 LEASE_S = 2.0
@@ -428,25 +428,9 @@ def test_a_replica_restarted_under_its_name_before_its_lease_ran_out_has_its_run
     """SIGKILL of a replica named by `storage.replica_id`, started again at once under the same name,
     its lease still current: the new process lets the runs of the old one go, and they are adopted and
     complete once, the stream whole (no event written twice)."""
-    database = postgres.new_database()
-    sections = {"storage": {"url": database, "lease_s": LEASE_S, "replica_id": "named"}, "server": {"reasoning_key": SHARED_KEY}}
-    config = gateway_config(emulator.url, tmp_path, **sections)
-    first = Gateway(config, tmp_path).start()
-    again = None
-    try:
-        response = first.client().responses.create(model=MODEL, input="[long 300] [slow 10]", background=True)
-        time.sleep(1.0)
-        assert first.proc is not None
-        first.proc.kill()
-        again = Gateway(config, tmp_path).start()  # well within the lease
-        ended = poll(again.client(), response.id, timeout=30)
-        assert ended.status == "completed" and ended.output_text == " ".join(f"word{i}" for i in range(300))
-        final = check_response_stream(_read_events(again.url, response.id))
-        assert final.output_text == ended.output_text
-    finally:
-        first.stop()
-        if again is not None:
-            again.stop()
+    sections = {"storage": {"url": postgres.new_database(), "lease_s": LEASE_S, "replica_id": "named"}, "server": {"reasoning_key": SHARED_KEY}}
+    # Started again at once: well within the lease.
+    killed_and_started_again(gateway_config(emulator.url, tmp_path, **sections), tmp_path, words=300)
 
 
 def test_a_run_in_a_conversation_is_adopted_and_adds_its_items_once(cluster):
