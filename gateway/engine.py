@@ -178,7 +178,8 @@ class EngineClient:
 class Chunks(Protocol):
     """What a turn reads: an engine call's chunks (EngineStream), or chunks parsed again (adoption.py)."""
 
-    usage: EngineUsage
+    @property
+    def usage(self) -> EngineUsage: ...  # what the engine counted, once the call ended
 
     def __aiter__(self) -> AsyncIterator[EngineChunk]: ...
 

@@ -295,10 +295,8 @@ class ResponseStore:
             if not changed:
                 return None
             rows = await tx.fetch("SELECT response, request, checkpoint, tenant FROM responses WHERE id = ?", stalled.id)
-            last = await tx.fetch("SELECT MAX(sequence_number) FROM response_events WHERE response_id = ?", stalled.id)
             response, request, checkpoint, tenant = rows[0]
-            following = last[0][0] + 1 if last and last[0][0] is not None else 0
-            return Orphan(stalled, json.loads(response), request, checkpoint, tenant, following)
+            return Orphan(stalled, json.loads(response), request, checkpoint, tenant, await _next_sequence_number(tx, stalled.id))
 
         return await self._db.transaction(work)
 
@@ -325,14 +323,19 @@ class ResponseStore:
             )
             if not changed:
                 return False
-            rows = await tx.fetch("SELECT MAX(sequence_number) FROM response_events WHERE response_id = ?", stalled.id)
-            last = rows[0][0] if rows and rows[0][0] is not None else -1
+            number = await _next_sequence_number(tx, stalled.id)
             await tx.execute(
-                "INSERT INTO response_events (response_id, sequence_number, frame) VALUES (?,?,?)", stalled.id, last + 1, event(last + 1)
+                "INSERT INTO response_events (response_id, sequence_number, frame) VALUES (?,?,?)", stalled.id, number, event(number)
             )
             return True
 
         return await self._db.transaction(work)
+
+
+async def _next_sequence_number(tx: Tx, response_id: str) -> int:
+    """The number after the last event stored for a response: where whoever goes on with it goes on."""
+    rows = await tx.fetch("SELECT MAX(sequence_number) FROM response_events WHERE response_id = ?", response_id)
+    return rows[0][0] + 1 if rows and rows[0][0] is not None else 0
 
 
 def _encode(record: StoredResponse) -> dict[str, str]:

@@ -46,7 +46,7 @@ class TurnStart:
     state: dict[str, Any]
     items: int  # the output items ended before the call
     usage: dict[str, int]
-    turns: int  # engine calls made, this one included
+    turns: int  # engine calls made before this one
     tool_called: bool
     compacted_at: int
     container_id: str | None  # the auto container the run's tools use, made or not yet
@@ -81,9 +81,10 @@ class Checkpoint:
         if turn.base != WHOLE and len(planned.messages) != turn.base:
             # A conversation's items changed since the run began (another response added to it).
             raise ValueError("the dialog the request plans is not the one the run began with")
-        kept = [] if turn.base == WHOLE else planned.to_json()
-        dialog = Dialog.from_json(kept + turn.messages, turn.open_calls, turn.state)
-        dialog.owners = planned.owners[: len(kept)] + list(turn.owners)
+        dialog = Dialog.from_json(turn.messages, turn.open_calls, turn.state)
+        dialog.owners = list(turn.owners)
+        if turn.base != WHOLE:  # the planned messages, as they are, before the run's own
+            dialog.messages[:0], dialog.owners[:0] = planned.messages, planned.owners
         return dialog
 
     def usage(self) -> Usage:
@@ -109,7 +110,11 @@ class ReplayStream:
         self._output = output
         self._checkpoint = checkpoint
         self._engine = engine
-        self.usage = engine.usage if engine is not None else EngineUsage()
+
+    @property
+    def usage(self) -> EngineUsage:
+        # The engine's, read when the call ends (EngineStream replaces it as the usage chunk arrives).
+        return self._engine.usage if self._engine is not None else EngineUsage()
 
     async def __aiter__(self) -> AsyncIterator[EngineChunk]:
         checkpoint = self._checkpoint

@@ -40,7 +40,7 @@ from .log import Batch
 from .logprobs import load_vocabulary
 from .output import ResponseOutput
 from .request import ResponsesRequest
-from .run_trace import RunTrace
+from .run_trace import RunTrace, failure_text
 from .response_object import ResponseObject, echo_tool, ended, skeleton
 from ..core.services import Services
 from .tool_call import CallKind, ToolCall
@@ -143,7 +143,7 @@ class ResponseRun:
                 self._stream = await self._open_stream()
             await self._begin()
         except BaseException as exc:
-            self.trace.end(self.response, getattr(exc, "message", None) or type(exc).__name__)
+            self.trace.end(self.response, failure_text(exc))
             raise
         if self.journal is not None:
             self.services.runs.background[self.response["id"]] = self
@@ -254,7 +254,7 @@ class ResponseRun:
         try:
             return await self.services.engine.generate(prompt, sampling, self.dialog.session_key, headers)
         except BaseException as exc:
-            self.trace.engine_done(0, None, getattr(exc, "message", None) or type(exc).__name__)
+            self.trace.engine_done(0, None, failure_text(exc))
             raise
 
     def _compaction_due(self, prompt_tokens: int, max_model_len: int | None) -> bool:
@@ -500,7 +500,7 @@ class ResponseRun:
         try:
             outcome = await turn.stream(self._stream, self._prefill, self.usage, len(self._prompt), self._first_chunk)
         except BaseException as exc:
-            self.trace.engine_done(self.usage.output - written, None, getattr(exc, "message", None) or type(exc).__name__)
+            self.trace.engine_done(self.usage.output - written, None, failure_text(exc))
             raise
         self.trace.engine_done(self.usage.output - written, outcome.finish_reason)
         return outcome

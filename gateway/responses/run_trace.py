@@ -99,3 +99,8 @@ class RunTrace:
             if error is not None:
                 failed(span, error)
         span.end()
+
+
+def failure_text(exc: BaseException) -> str:
+    """What a span says of the exception that ended it: an API error's message, else its type's name."""
+    return getattr(exc, "message", None) or type(exc).__name__
