@@ -12,15 +12,16 @@ import json
 from dataclasses import dataclass
 from typing import Any, AsyncIterator, Mapping, Protocol
 
-import httpx
 import orjson
 
 from .config import EngineConfig
+from .engine_http import ConnectFailed, EngineHTTPError, EnginePool, EngineResponse, ProtocolFault, TimedOut
 from .errors import APIError, server_error
 from .harmony import STOP_TOKEN_IDS, Prompt
 
 
 MAX_LINE_BYTES = 16 * 1024 * 1024  # one stream chunk; real ones are a few hundred bytes
+MAX_BODY_BYTES = 16 * 1024 * 1024  # a whole answer read at once: the model list, an error
 
 
 @dataclass(frozen=True)
@@ -68,14 +69,15 @@ class EngineUsage:
 class EngineClient:
     def __init__(self, config: EngineConfig) -> None:
         self.config = config
-        headers = {"Authorization": f"Bearer {config.api_key}"} if config.api_key else {}
-        self._http = httpx.AsyncClient(
-            base_url=config.url.rstrip("/"),
+        headers = {"authorization": f"Bearer {config.api_key}"} if config.api_key else {}
+        self._http = EnginePool(
+            config.url,
             headers=headers,
-            timeout=httpx.Timeout(config.read_timeout_s, connect=config.connect_timeout_s),
-            # vLLM's server (uvicorn) closes idle connections after 5 s, httpx's default pool expiry: a request
-            # sent on a connection the engine is closing at that instant fails. Idle ones go well before.
-            limits=httpx.Limits(max_connections=config.max_connections, max_keepalive_connections=64, keepalive_expiry=2.0),
+            connect_timeout=config.connect_timeout_s,
+            read_timeout=config.read_timeout_s,
+            max_connections=config.max_connections,
+            # vLLM's server (uvicorn) closes idle connections after 5 s: idle ones go well before.
+            keepalive_expiry=2.0,
         )
         self._model: ModelInfo | None = None
 
@@ -97,9 +99,9 @@ class EngineClient:
         return self._model
 
     async def list_models(self) -> list[ModelInfo]:
-        response = await self._request("GET", "/v1/models")
+        body = await self._request("GET", "/v1/models")
         try:
-            data = response.json()["data"]
+            data = json.loads(body)["data"]
             return [
                 ModelInfo(
                     id=m["id"],
@@ -114,10 +116,11 @@ class EngineClient:
 
     async def healthy(self) -> bool:
         try:
-            response = await self._http.get("/health", timeout=self.config.connect_timeout_s)
-        except httpx.HTTPError:
+            response = await self._http.request("GET", "/health", timeout=self.config.connect_timeout_s)
+            await response.read(MAX_BODY_BYTES)
+        except EngineHTTPError:
             return False
-        return response.status_code == 200
+        return response.status == 200
 
     async def generate(
         self, prompt: Prompt, sampling: Sampling, session_key: str | None = None, trace: Mapping[str, str] | None = None
@@ -142,37 +145,33 @@ class EngineClient:
         if sampling.logprobs is not None:
             # Tokens named by id ("token_id:N"): the gateway maps ids to Harmony's tokens itself.
             body |= {"logprobs": sampling.logprobs, "return_tokens_as_token_ids": True}
-        # Asked uncompressed (vLLM sends it so; a proxy between might not), the stream is read raw: a token's
-        # chunk skips httpx's decoder and chunker layers (engine.py `_lines`).
+        # Asked uncompressed, as vLLM sends it anyway: a proxy between that compresses it is an error.
         headers = {"content-type": "application/json", "accept-encoding": "identity", **(trace or {})}
         if self.config.session_header and session_key:
             headers[self.config.session_header] = session_key
         # The prompt's JSON is spliced in as it is: made once per run, never rebuilt id by id on the loop.
         encoded = json.dumps(body, separators=(",", ":"))
         content = f'{encoded[:-1]},"prompt":[{prompt.json}]}}'.encode()
-        request = self._http.build_request("POST", "/v1/completions", content=content, headers=headers)
         try:
-            response = await self._http.send(request, stream=True)
-        except httpx.HTTPError as exc:
+            response = await self._http.request("POST", "/v1/completions", headers=headers, body=content)
+            if response.status != 200:
+                raise status_error(response.status, await response.read(MAX_BODY_BYTES))
+        except EngineHTTPError as exc:
             raise transport_error(exc, self.config.url) from None
-        if response.status_code != 200:
-            try:
-                await response.aread()
-            except httpx.HTTPError as exc:
-                raise transport_error(exc, self.config.url) from None
-            finally:
-                await response.aclose()
-            raise status_error(response)
+        if (response.header(b"content-encoding") or b"identity") != b"identity":
+            await response.aclose()
+            raise server_error(502, "The engine sent its stream compressed, which the gateway did not ask for.", "engine_error")
         return EngineStream(response, self.config.url)
 
-    async def _request(self, method: str, path: str) -> httpx.Response:
+    async def _request(self, method: str, path: str) -> bytes:
         try:
             response = await self._http.request(method, path)
-        except httpx.HTTPError as exc:
+            body = await response.read(MAX_BODY_BYTES)
+        except EngineHTTPError as exc:
             raise transport_error(exc, self.config.url) from None
-        if response.status_code != 200:
-            raise status_error(response)
-        return response
+        if response.status != 200:
+            raise status_error(response.status, body)
+        return body
 
 
 class Chunks(Protocol):
@@ -189,7 +188,7 @@ class Chunks(Protocol):
 class EngineStream:
     """The chunks of one streamed completion. Iterate it once; `aclose()` aborts it in the engine."""
 
-    def __init__(self, response: httpx.Response, url: str) -> None:
+    def __init__(self, response: EngineResponse, url: str) -> None:
         self._response = response
         self._url = url
         self.usage = EngineUsage()
@@ -198,34 +197,29 @@ class EngineStream:
         await self._response.aclose()
 
     async def __aiter__(self) -> AsyncIterator[EngineChunk]:
+        lines = Lines()
         done = False
         first = True
         try:
-            async for line in self._lines():
-                if not line.startswith(b"data: "):
-                    continue
-                payload = line[6:]
-                if payload == b"[DONE]":
-                    # Read on to the end of the body, so the connection goes back to the pool.
-                    done = True
-                    continue
-                if first:
-                    first = False
-                    payload = without_prompt_ids(payload)
-                chunk = orjson.loads(payload)  # one a token: a third of the standard parser's time
-                choices = chunk.get("choices")
-                if choices:
-                    choice = choices[0]
-                    logprobs = choice.get("logprobs")
-                    yield EngineChunk(
-                        choice.get("token_ids") or [], choice.get("finish_reason"), None if logprobs is None else _logprobs(logprobs)
-                    )
-                elif "error" in chunk:
-                    error = chunk["error"] or {}
-                    raise server_error(502, f"The engine failed: {error.get('message', 'unknown error')}", "engine_error")
-                if chunk.get("usage"):
-                    self._read_usage(chunk["usage"])
-        except httpx.HTTPError as exc:
+            while True:
+                data = await self._response.read_some()
+                for line in lines.feed(data) if data else lines.rest():
+                    if not line.startswith(b"data: "):
+                        continue
+                    payload = line[6:]
+                    if payload == b"[DONE]":
+                        # Read on to the end of the body, so the connection goes back to the pool.
+                        done = True
+                        continue
+                    if first:
+                        first = False
+                        payload = without_prompt_ids(payload)
+                    chunk = self._chunk(orjson.loads(payload))  # one a token: a third of the standard parser's time
+                    if chunk is not None:
+                        yield chunk
+                if not data:
+                    break
+        except EngineHTTPError as exc:
             raise transport_error(exc, self._url) from None
         except (ValueError, AttributeError, TypeError, KeyError):
             raise server_error(502, "The engine sent a chunk the gateway cannot read.", "engine_error") from None
@@ -234,23 +228,19 @@ class EngineStream:
         # The connection ended without [DONE]: the engine went away mid-stream.
         raise server_error(502, "The engine closed the stream before it finished.", "engine_error")
 
-    async def _lines(self) -> AsyncIterator[bytes]:
-        """The body's lines. vLLM writes raw UTF-8 JSON, so a line ends at CR or LF only: text decoders
-        (httpx's `aiter_lines` among them) also break at U+2028, U+2029 and U+0085, inside a chunk."""
-        pending = bytearray()
-        async for data in self._response.aiter_raw():  # uncompressed: asked with accept-encoding identity
-            end = max(data.rfind(b"\n"), data.rfind(b"\r"))
-            if end < 0:  # searched in the new bytes only, so a long line costs no rescans
-                pending += data
-                if len(pending) > MAX_LINE_BYTES:
-                    raise server_error(502, "The engine sent a line longer than the gateway accepts.", "engine_error")
-                continue
-            pending += data[: end + 1]
-            complete, pending = bytes(pending), bytearray(data[end + 1 :])
-            for line in complete.splitlines():  # bytes split at CR, LF and CRLF only
-                yield line
-        if pending:
-            yield bytes(pending)
+    def _chunk(self, data: dict[str, Any]) -> EngineChunk | None:
+        choices = data.get("choices")
+        chunk = None
+        if choices:
+            choice = choices[0]
+            logprobs = choice.get("logprobs")
+            chunk = EngineChunk(choice.get("token_ids") or [], choice.get("finish_reason"), None if logprobs is None else _logprobs(logprobs))
+        elif "error" in data:
+            error = data["error"] or {}
+            raise server_error(502, f"The engine failed: {error.get('message', 'unknown error')}", "engine_error")
+        if data.get("usage"):
+            self._read_usage(data["usage"])
+        return chunk
 
     def _read_usage(self, usage: dict[str, Any]) -> None:
         details = usage.get("prompt_tokens_details") or {}
@@ -259,6 +249,37 @@ class EngineStream:
             completion_tokens=int(usage.get("completion_tokens") or 0),
             cached_tokens=int(details.get("cached_tokens") or 0),
         )
+
+
+class Lines:
+    """A stream body's lines, from its bytes as they arrive. vLLM writes raw UTF-8 JSON, so a line ends at
+    CR or LF only: text decoders (httpx's `aiter_lines` among them) also break at U+2028, U+2029 and
+    U+0085, inside a chunk."""
+
+    def __init__(self) -> None:
+        self._pending = bytearray()
+
+    def feed(self, data: bytes) -> list[bytes]:
+        """The lines `data` completes."""
+        end = max(data.rfind(b"\n"), data.rfind(b"\r"))
+        if end < 0:  # searched in the new bytes only, so a long line costs no rescans
+            self._pending += data
+            if len(self._pending) > MAX_LINE_BYTES:
+                raise server_error(502, "The engine sent a line longer than the gateway accepts.", "engine_error")
+            return []
+        if self._pending:
+            self._pending += data[: end + 1]
+            complete, self._pending = bytes(self._pending), bytearray(data[end + 1 :])
+        elif end + 1 == len(data):  # the usual case: the read ended with a line
+            complete = data
+        else:
+            complete, self._pending = data[: end + 1], bytearray(data[end + 1 :])
+        return complete.splitlines()  # bytes split at CR, LF and CRLF only
+
+    def rest(self) -> list[bytes]:
+        """What is left at the body's end: its last line, when it did not end with a line break."""
+        rest, self._pending = bytes(self._pending), bytearray()
+        return [rest] if rest else []
 
 
 _PROMPT_IDS = b'"prompt_token_ids":'
@@ -305,26 +326,27 @@ def _token_id(key: str) -> int:
     return int(key[9:])
 
 
-def transport_error(exc: httpx.HTTPError, url: str) -> APIError:
-    if isinstance(exc, httpx.ConnectError):
-        return server_error(503, f"The engine at {url} is unreachable: {exc or 'connection refused'}.", "engine_unavailable")
-    if isinstance(exc, httpx.TimeoutException):
+def transport_error(exc: EngineHTTPError, url: str) -> APIError:
+    if isinstance(exc, ConnectFailed):
+        return server_error(503, f"The engine at {url} is unreachable: {exc}.", "engine_unavailable")
+    if isinstance(exc, TimedOut):
         return server_error(504, f"The engine at {url} did not answer in time.", "engine_timeout")
-    if isinstance(exc, (httpx.RemoteProtocolError, httpx.ReadError)):
-        return server_error(502, "The engine closed the connection before it finished.", "engine_error")
-    return server_error(502, f"Talking to the engine failed: {exc}.", "engine_error")
+    if isinstance(exc, ProtocolFault):
+        return server_error(502, f"The engine's answer is not HTTP the gateway can read: {exc}.", "engine_error")
+    return server_error(502, "The engine closed the connection before it finished.", "engine_error")
 
 
-def status_error(response: httpx.Response) -> APIError:
+def status_error(status: int, body: bytes) -> APIError:
+    text = body.decode("utf-8", "replace")
     try:
-        error = response.json().get("error") or {}
-        message = error.get("message") or response.text
+        error = json.loads(text).get("error") or {}
+        message = error.get("message") or text
         param = error.get("param")
     except (ValueError, AttributeError):
-        message, param = response.text, None
-    message = message.strip() or f"HTTP {response.status_code}"
-    if response.status_code == 400 and (param == "input_tokens" or "maximum context length" in message):
+        message, param = text, None
+    message = str(message).strip() or f"HTTP {status}"
+    if status == 400 and (param == "input_tokens" or "maximum context length" in message):
         return APIError(400, message, param="input", code="context_length_exceeded")
-    if 400 <= response.status_code < 500:
+    if 400 <= status < 500:
         return APIError(400, f"The engine rejected the request: {message}", param=param, code="engine_rejected")
-    return server_error(502, f"The engine failed (HTTP {response.status_code}): {message}", "engine_error")
+    return server_error(502, f"The engine failed (HTTP {status}): {message}", "engine_error")
