@@ -1,8 +1,9 @@
 """Gateway overhead on the streaming path (not a timed test; prints figures).
 
-Starts the engine emulator (streaming as fast as it can) and the gateway as separate processes, then:
+Starts the engine emulator (streaming as fast as it can, one token a chunk as vLLM does at low and medium
+load) and the gateway as separate processes, then:
   * gateway CPU time per streamed token: the gateway process's CPU seconds (from /proc) over the tokens it
-    streamed, at 1 and at 64 concurrent streams;
+    streamed, at 1 and at 64 concurrent streams; then with 2, 4 and 8 tokens a chunk (Responses);
   * time to first token added by the gateway: time to the first output-text delta through the gateway,
     minus time to the engine chunk carrying the first content token when the same prompt goes straight to
     the engine, p50 and p95, at 1 and at 64 concurrent streams.
@@ -103,12 +104,13 @@ async def engine_stream(client: httpx.AsyncClient, url: str, prompt: list[int], 
 
 
 async def measure(
-    gateway: Gateway, engine_url: str, pid: int, streams: int, tokens: int, rounds: int, api: str = "responses"
+    gateway: Gateway, engine_url: str, pid: int, streams: int, tokens: int, rounds: int, api: str = "responses", chunk: int = 1
 ) -> dict:
-    """CPU per token on long streams; time to first token on short ones (so that the emulator's burst of a
-    long answer, which the engine path never reads, does not weigh on one side only)."""
-    long_text = f"[long {tokens}] [noanalysis]"
-    short_text = "[long 20] [noanalysis]"
+    """CPU per token on long streams of `chunk` tokens a chunk; time to first token on short ones (so that
+    the emulator's burst of a long answer, which the engine path never reads, does not weigh on one side
+    only), with one token a chunk only."""
+    long_text = f"[long {tokens}] [noanalysis] [chunk {chunk}]"
+    short_text = "[long 20] [noanalysis] [chunk 1]"
     prompt = render_prompt(Preamble(), [Message.from_role_and_content(Role.USER, short_text)])
     limits = httpx.Limits(max_connections=streams + 8)
     async with httpx.AsyncClient(timeout=120, limits=limits) as client:
@@ -120,7 +122,7 @@ async def measure(
             results = await asyncio.gather(*(stream(client, gateway.url, long_text) for _ in range(streams)))
             cpu += cpu_seconds(pid) - before
             streamed += sum(n for _, n in results)
-        for _ in range(rounds * 3 if api == "responses" else 0):
+        for _ in range(rounds * 3 if api == "responses" and chunk == 1 else 0):
             results = await asyncio.gather(*(gateway_stream(client, gateway.url, short_text) for _ in range(streams)))
             gateway_ttft += [t for t, _ in results]
             engine_ttft += await asyncio.gather(
@@ -186,6 +188,14 @@ def main() -> None:
                 f"→ added p50 {result['ttft_added_p50_ms']:.2f} ms, p95 {result['ttft_added_p95_ms']:.2f} ms"
             )
             print(f"{streams:>3} streams, Chat Completions: {chat['tokens']:>7} tokens, gateway CPU {chat['cpu_us_per_token']:.1f} µs/token")
+        for streams in args.concurrency:  # more tokens a chunk: the cost per token falls
+            tokens = args.tokens if streams == 1 else max(200, args.tokens // 8)
+            rounds = args.rounds * (10 if streams == 1 else 1)
+            figures = [
+                asyncio.run(measure(gateway, emulator.url, gateway.proc.pid, streams, tokens, rounds, chunk=chunk))["cpu_us_per_token"]
+                for chunk in (2, 4, 8)
+            ]
+            print(f"{streams:>3} streams, 2 / 4 / 8 tokens a chunk: gateway CPU " + " / ".join(f"{f:.1f}" for f in figures) + " µs/token")
     finally:
         gateway.stop()
         emulator.stop()

@@ -54,6 +54,7 @@ class Plan:
     error_after: int | None = None  # tokens sent before a `data: {"error": ...}` line
     status: int | None = None  # answer with this HTTP error instead
     chunk_delay: float | None = None
+    chunk_tokens: int | None = None  # tokens in every chunk (the last may have fewer); None: 1 to 4 at random
 
 
 class Script:
@@ -169,11 +170,12 @@ class Script:
         on the K-th (1 = the first after the user's message, K = one more than the tool results since),
         with a token count where it applies: `[drop@2 10]` drops the second call's stream after 10 tokens.
         Faults: stall (silence forever), drop (connection closed without [DONE]), midstream-error,
-        error500 (HTTP 500 before the stream), malformed (invalid Harmony), slow MS (delay per chunk)."""
+        error500 (HTTP 500 before the stream), malformed (invalid Harmony), slow MS (delay per chunk); and
+        `[chunk N]`: N tokens in every chunk."""
         user_index = max(i for i, m in enumerate(self.messages) if m.author.role == Role.USER)
         said = self._text_of(self.messages[user_index])
         call = 1 + sum(1 for m in self.messages[user_index:] if m.author.role == Role.TOOL)
-        for name, at, count in re.findall(r"\[(stall|drop|midstream-error|error500|malformed|slow)(?:@(\d+))?(?: (\d+))?\]", said):
+        for name, at, count in re.findall(r"\[(stall|drop|midstream-error|error500|malformed|slow|chunk)(?:@(\d+))?(?: (\d+))?\]", said):
             if at and int(at) != call:
                 continue
             after = int(count) if count else 6
@@ -187,6 +189,8 @@ class Script:
                 plan.status = 500
             elif name == "malformed":
                 plan.text = "<|channel|>final<|end|>"
+            elif name == "chunk" and count:
+                plan.chunk_tokens = max(1, int(count))
             elif count:
                 plan.chunk_delay = int(count) / 1000
 
@@ -375,7 +379,7 @@ def create_emulator(max_model_len: int = 131072, chunk_delay: float = 0.0) -> St
                 sent = 0
                 first = True
                 while sent < len(generated):
-                    size = rng.randint(1, 4)
+                    size = plan.chunk_tokens or rng.randint(1, 4)
                     ids = generated[sent : sent + size]
                     sent += len(ids)
                     last = sent >= len(generated)
