@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any, AsyncIterator, Callable
 
 import anyio
@@ -31,7 +32,7 @@ class EventStream(EventSourceResponse):
         self.give_up = give_up
 
     async def _send_with_timeout(self, send: Send, message: Message) -> None:
-        self._send_started = anyio.current_time()
+        self._send_started = time.monotonic()  # a frame each token: anyio's clock is ten times the cost
         try:
             await send(message)
         finally:
@@ -47,7 +48,7 @@ class EventStream(EventSourceResponse):
             started = self._send_started
             if started is None:
                 continue
-            if anyio.current_time() - started > self.send_timeout:
+            if time.monotonic() - started > self.send_timeout:
                 log.warning("the client read nothing for %g s; the stream is closed and its response stopped", self.send_timeout)
                 return
             if self.give_up():

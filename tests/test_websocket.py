@@ -193,3 +193,25 @@ def test_steering_waits_for_the_clients_tool_output(gateway: Gateway, emulator: 
         until_end(connection)
         prompt = emulator_stats(emulator)["last_prompt"]
         assert prompt.index("<|start|>user<|message|>And in Bergen?") < prompt.index("<|start|>functions.get_weather to=assistant")
+
+
+def test_a_client_that_reads_nothing_is_dropped_and_its_response_stopped(make_gateway: Any, emulator: Process) -> None:
+    """A socket whose client stops reading is closed after server.send_timeout_s, its engine request
+    aborted (as an SSE stream's is)."""
+    import socket as sockets
+
+    gateway = make_gateway(emulator.url, server={"send_timeout_s": 1})
+    before = emulator_stats(emulator)["aborted"]
+    sock = sockets.create_connection(("127.0.0.1", gateway.port))
+    sock.setsockopt(sockets.SOL_SOCKET, sockets.SO_RCVBUF, 4096)
+    # The client's reader stops after one message: the rest stays in the network's buffers, then the
+    # gateway's. About 7 MB of events, then the engine goes silent, holding the request.
+    with raw_connect(gateway.url.replace("http://", "ws://") + "/v1/responses", sock=sock, max_queue=1) as client:
+        client.send(json.dumps({"type": "response.create", "model": MODEL, "input": "[long 40000] [stall 100000]"}))
+        started = time.monotonic()
+        deadline = started + 20
+        while emulator_stats(emulator)["aborted"] == before and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert emulator_stats(emulator)["aborted"] == before + 1
+        assert time.monotonic() - started < 15  # not the engine's read timeout (300 s)
+    assert "a WebSocket client read nothing for 1 s" in gateway.log.read_text()
