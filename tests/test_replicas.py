@@ -238,6 +238,15 @@ def _containers_by_owner(instance: str) -> dict[str, list[str]]:
     return owners
 
 
+def _remove_containers(instance: str) -> None:
+    import docker
+
+    client = docker.from_env()
+    for containers in _containers_by_owner(instance).values():
+        for container in containers:
+            client.api.remove_container(container, force=True)
+
+
 def _held_sessions(gateway: Gateway) -> int:
     return httpx.get(gateway.url + "/ready", timeout=5).json()["sandbox_sessions"]
 
@@ -422,6 +431,9 @@ def test_a_python_call_in_flight_when_its_replica_dies_runs_once(emulator, postg
     finally:
         for replica in replicas:
             replica.stop()
+        # The killed replica's warm pool container is left for a live replica's sweep (a lease and
+        # `sweep_s` later), which the stopped ones will not run: removed here.
+        _remove_containers(instance)
 
 
 def test_a_replica_restarted_under_its_name_before_its_lease_ran_out_has_its_runs_adopted(emulator, postgres, tmp_path):  # noqa: F811
