@@ -6,6 +6,7 @@ import base64
 import hashlib
 import os
 import re
+import urllib.parse
 from pathlib import Path
 from typing import Any, Literal
 
@@ -36,7 +37,7 @@ class _Section(BaseModel):
 
 
 class EngineConfig(_Section):
-    url: str = Field(description="Base URL of the vLLM server, e.g. http://vllm:8000")
+    url: str = Field(description="Base URL of the vLLM server, e.g. http://vllm:8000 (reached directly, never through a proxy)")
     model: str | None = Field(None, description="Served model name; default: the first of /v1/models")
     api_key: str | None = None
     connect_timeout_s: float = Field(5.0, gt=0)
@@ -49,6 +50,15 @@ class EngineConfig(_Section):
     # several vLLM replicas (vLLM production-stack's session routing, for one) keeps a tool loop on the
     # replica that holds its prefix cache. Unset: no header.
     session_header: str | None = Field(None, pattern=r"^[A-Za-z0-9-]{1,64}$")
+
+    @field_validator("url")
+    @classmethod
+    def _http_url(cls, url: str) -> str:
+        parts = urllib.parse.urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname or parts.query or parts.fragment:
+            raise ValueError("must be http(s)://host[:port][/path]")
+        parts.port  # noqa: B018 (raises ValueError for a port that is not a number in range)
+        return url
 
 
 class SocketConfig(_Section):

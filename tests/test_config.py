@@ -34,6 +34,8 @@ def test_missing_variable_names_the_key(monkeypatch):
     [
         ({}, "engine"),
         ({"engine": {}}, "engine.url"),
+        ({"engine": {"url": "vllm:8000"}}, "engine.url"),  # no scheme: not what the engine client can reach
+        ({"engine": {"url": "http://vllm:99999"}}, "engine.url"),
         ({"engine": {"url": "http://x", "read_timeout_s": -1}}, "engine.read_timeout_s"),
         ({"engine": {"url": "http://x"}, "server": {"port": "eighty"}}, "server.port"),
         ({"engine": {"url": "http://x", "modle": "typo"}}, "engine.modle"),
