@@ -8,6 +8,7 @@ vLLM and frees its KV cache.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from dataclasses import dataclass
 from typing import Any, AsyncIterator, Mapping, Protocol
@@ -116,9 +117,10 @@ class EngineClient:
 
     async def healthy(self) -> bool:
         try:
-            response = await self._http.request("GET", "/health", timeout=self.config.connect_timeout_s)
-            await response.read(MAX_BODY_BYTES)
-        except EngineHTTPError:
+            async with asyncio.timeout(self.config.connect_timeout_s):  # the whole answer, not its head only
+                response = await self._http.request("GET", "/health")
+                await response.read(MAX_BODY_BYTES)
+        except (EngineHTTPError, TimeoutError):
             return False
         return response.status == 200
 

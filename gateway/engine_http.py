@@ -279,23 +279,14 @@ class EnginePool:
         self._busy: set[_Connection] = set()
         self.opened = 0  # connections made, over the pool's life
 
-    async def request(
-        self, method: str, path: str, *, headers: Mapping[str, str] | None = None, body: bytes = b"", timeout: float | None = None
-    ) -> EngineResponse:
-        """Send a request and read its response's head (within `timeout`, if given)."""
+    async def request(self, method: str, path: str, *, headers: Mapping[str, str] | None = None, body: bytes = b"") -> EngineResponse:
+        """Send a request and read its response's head."""
         head = f"{method} {self._prefix}{path} HTTP/1.1\r\n{self._fixed_head}"
         if headers:
             head += _header_lines(headers)
         if body or method not in ("GET", "HEAD"):
             head += f"content-length: {len(body)}\r\n"
-        data = (head + "\r\n").encode("latin-1") + body
-        if timeout is None:
-            return await self._exchange(data)
-        try:
-            async with asyncio.timeout(timeout):
-                return await self._exchange(data)
-        except TimeoutError:
-            raise TimedOut(f"no answer within {timeout:g} s") from None
+        return await self._exchange((head + "\r\n").encode("latin-1") + body)
 
     async def _exchange(self, data: bytes) -> EngineResponse:
         if self._slots.locked():

@@ -127,13 +127,16 @@ def test_lines_are_found_across_any_byte_boundaries(seed):
     assert [line for line in found if line] == [line for line in body.splitlines() if line]
 
 
-async def serve_raw(answer: bytes) -> tuple[asyncio.Server, str]:
-    """A peer that answers any request with `answer`, bytes as they are, and closes."""
+async def serve_raw(answer: bytes, hold: bool = False) -> tuple[asyncio.Server, str]:
+    """A peer that answers any request with `answer`, bytes as they are, and closes (or, with `hold`,
+    goes silent)."""
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await reader.readuntil(b"\r\n\r\n")
         writer.write(answer)
         await writer.drain()
+        if hold:
+            await asyncio.sleep(60)
         writer.close()
 
     server = await asyncio.start_server(handle, "127.0.0.1", 0)
@@ -193,3 +196,18 @@ def test_a_header_value_with_a_line_break_is_refused(emulator):
             await pool.aclose()
 
     asyncio.run(main())
+
+
+def test_an_engine_whose_health_answer_stalls_is_unhealthy_in_time():
+    async def main() -> tuple[bool, float]:
+        server, url = await serve_raw(b"HTTP/1.1 200 OK\r\ncontent-length: 100\r\n\r\nok", hold=True)
+        client = EngineClient(EngineConfig(url=url, connect_timeout_s=0.5, read_timeout_s=300))
+        started = time.monotonic()
+        try:
+            return await client.healthy(), time.monotonic() - started
+        finally:
+            await client.aclose()
+            server.close()
+
+    healthy, took = asyncio.run(main())
+    assert not healthy and took < 3  # the connect timeout bounds the whole check, not the read timeout
