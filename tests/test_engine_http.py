@@ -50,6 +50,40 @@ def test_connections_are_kept_and_reused(emulator):
     assert opened == 3  # the models list and the five in turn on one, two more for the three at once
 
 
+def test_a_stream_reads_as_httpx_reads_it(emulator):
+    """The same completion (the emulator's chunking is seeded by the prompt) read by the engine client and
+    by httpx, the general-purpose client it replaced: the same chunks, token for token, finish reason and
+    usage included."""
+    import httpx
+    import orjson
+
+    text = "[long 300] [noanalysis]"
+
+    async def ours() -> tuple[list[tuple[list[int], str | None]], int]:
+        client = EngineClient(EngineConfig(url=emulator.url))
+        try:
+            stream = await client.generate(prompt_of(text), Sampling(max_tokens=4000))
+            chunks = [(chunk.token_ids, chunk.finish_reason) async for chunk in stream]
+            return chunks, stream.usage.completion_tokens
+        finally:
+            await client.aclose()
+
+    body = (
+        b'{"model":"openai/gpt-oss-20b","max_tokens":4000,"stop_token_ids":[200002,200012],"return_token_ids":true,'
+        b'"skip_special_tokens":false,"stream":true,"stream_options":{"include_usage":true},"prompt":['
+        + prompt_of(text).json.encode() + b"]}"
+    )
+    theirs, usage = [], 0
+    with httpx.stream("POST", emulator.url + "/v1/completions", content=body, headers={"content-type": "application/json"}) as response:
+        for line in response.iter_lines():
+            if line.startswith("data: {"):
+                chunk = orjson.loads(line[6:])
+                if chunk["choices"]:
+                    theirs.append((chunk["choices"][0]["token_ids"], chunk["choices"][0]["finish_reason"]))
+                usage = (chunk.get("usage") or {}).get("completion_tokens", usage)
+    assert asyncio.run(ours()) == (theirs, usage) and len(theirs) > 100
+
+
 def test_a_connection_the_engine_closed_while_idle_is_not_used(emulator):
     """uvicorn (vLLM's server) closes a connection idle for 5 s; one kept longer here is found closed
     and a new one made, with no error."""
