@@ -173,15 +173,21 @@ def main() -> None:
     gateway = Gateway(gateway_config(emulator.url, work, **sections), work).start()
     try:
         assert gateway.proc is not None
-        for streams in args.concurrency:
+        pid = gateway.proc.pid
+
+        def run(streams: int, api: str = "responses", chunk: int = 1) -> dict:
+            """One figure's rounds: long streams at 1 stream, shorter ones (as many tokens in all) at more."""
             tokens = args.tokens if streams == 1 else max(200, args.tokens // 8)
             rounds = args.rounds * (10 if streams == 1 else 1)
+            return asyncio.run(measure(gateway, emulator.url, pid, streams, tokens, rounds, api, chunk))
+
+        for streams in args.concurrency:
             profile = None if args.profile is None else args.profile / f"responses-{streams}.txt"
-            with profiled(gateway.proc.pid, profile):
-                result = asyncio.run(measure(gateway, emulator.url, gateway.proc.pid, streams, tokens, rounds))
+            with profiled(pid, profile):
+                result = run(streams)
             if profile is not None:
                 print(top(profile))
-            chat = asyncio.run(measure(gateway, emulator.url, gateway.proc.pid, streams, tokens, rounds, "chat"))
+            chat = run(streams, "chat")
             print(
                 f"{streams:>3} streams: {result['tokens']:>7} tokens, gateway CPU {result['cpu_us_per_token']:.1f} µs/token; "
                 f"TTFT p50 gateway {result['ttft_gateway_p50_ms']:.2f} ms vs engine {result['ttft_engine_p50_ms']:.2f} ms "
@@ -189,12 +195,7 @@ def main() -> None:
             )
             print(f"{streams:>3} streams, Chat Completions: {chat['tokens']:>7} tokens, gateway CPU {chat['cpu_us_per_token']:.1f} µs/token")
         for streams in args.concurrency:  # more tokens a chunk: the cost per token falls
-            tokens = args.tokens if streams == 1 else max(200, args.tokens // 8)
-            rounds = args.rounds * (10 if streams == 1 else 1)
-            figures = [
-                asyncio.run(measure(gateway, emulator.url, gateway.proc.pid, streams, tokens, rounds, chunk=chunk))["cpu_us_per_token"]
-                for chunk in (2, 4, 8)
-            ]
+            figures = [run(streams, chunk=chunk)["cpu_us_per_token"] for chunk in (2, 4, 8)]
             print(f"{streams:>3} streams, 2 / 4 / 8 tokens a chunk: gateway CPU " + " / ".join(f"{f:.1f}" for f in figures) + " µs/token")
     finally:
         gateway.stop()

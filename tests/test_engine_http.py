@@ -24,6 +24,14 @@ def prompt_of(text: str) -> Prompt:
     return Prompt.of(render_prompt(Preamble(), [Message.from_role_and_content(Role.USER, text)]))
 
 
+def completion_body(text: str, max_tokens: int) -> bytes:
+    """A streamed completion's request, as the engine client sends it, for reading it another way."""
+    return (
+        f'{{"model":"openai/gpt-oss-20b","max_tokens":{max_tokens},"stop_token_ids":[200002,200012],"return_token_ids":true,'
+        f'"skip_special_tokens":false,"stream":true,"stream_options":{{"include_usage":true}},"prompt":[{prompt_of(text).json}]}}'
+    ).encode()
+
+
 async def answer(client: EngineClient, text: str) -> list[int]:
     stream = await client.generate(prompt_of(text), Sampling(max_tokens=4000))
     tokens: list[int] = []
@@ -68,12 +76,8 @@ def test_a_stream_reads_as_httpx_reads_it(emulator):
         finally:
             await client.aclose()
 
-    body = (
-        b'{"model":"openai/gpt-oss-20b","max_tokens":4000,"stop_token_ids":[200002,200012],"return_token_ids":true,'
-        b'"skip_special_tokens":false,"stream":true,"stream_options":{"include_usage":true},"prompt":['
-        + prompt_of(text).json.encode() + b"]}"
-    )
     theirs, usage = [], 0
+    body = completion_body(text, 4000)
     with httpx.stream("POST", emulator.url + "/v1/completions", content=body, headers={"content-type": "application/json"}) as response:
         for line in response.iter_lines():
             if line.startswith("data: {"):
@@ -128,10 +132,7 @@ def test_a_slow_reader_holds_a_bounded_buffer(emulator):
 
     async def main() -> int:
         pool = EnginePool(emulator.url, headers={}, connect_timeout=5, read_timeout=30, max_connections=4, keepalive_expiry=2)
-        body = (
-            b'{"model":"openai/gpt-oss-20b","max_tokens":30000,"stream":true,"return_token_ids":true,'
-            b'"prompt":[' + prompt_of("[long 20000] [noanalysis]").json.encode() + b"]}"
-        )
+        body = completion_body("[long 20000] [noanalysis]", 30000)
         try:
             response = await pool.request("POST", "/v1/completions", headers={"content-type": "application/json"}, body=body)
             largest = total = 0
