@@ -170,7 +170,7 @@ def create_app(config: GatewayConfig, drain: Drain | None = None) -> Starlette:
             browser = make_backends(config.browser, mcp) if config.browser is not None else None
             app.state.services = Services(
                 config=config, engine=engine, store=store, conversations=conversations, drain=drain, metrics=app_metrics, renderer=renderer,
-                runs=runs, replicas=replicas, sealer=Sealer(config.server.reasoning_key), sandbox=sandbox, mcp=mcp, browser=browser,
+                runs=runs, replicas=replicas, sealer=Sealer(config.server.reasoning_key, config.server.retired_reasoning_keys), sandbox=sandbox, mcp=mcp, browser=browser,
                 files=files, skills=SkillService(SkillStore(database), files.blobs), sockets=TenantSockets(),
             )
             replicas.on_adopt(lambda orphan: adopt(app.state.services, orphan))

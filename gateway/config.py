@@ -98,25 +98,35 @@ class ServerConfig(_Section):
     # A code_interpreter_call's `outputs` are null unless the request includes `code_interpreter_call.outputs`,
     # as OpenAI answers; true shows them always, for clients written against gateways that did.
     always_include_code_outputs: bool = False
-    # The key (32 bytes, base64) that seals reasoning.encrypted_content; unset: one per process.
+    # The key (32 bytes, base64) that seals reasoning.encrypted_content, compaction items and stored run
+    # requests; unset: one per process. Rotating it: the old key goes to retired_reasoning_keys, which open
+    # what they sealed and seal nothing new.
     reasoning_key: str | None = None
+    retired_reasoning_keys: list[str] = Field([], max_length=16)
     websocket: SocketConfig = SocketConfig()
 
     @field_validator("reasoning_key")
     @classmethod
     def _key_is_32_bytes(cls, value: str | None) -> str | None:
-        if not value:
-            return None
-        try:
-            key = base64.b64decode(value, validate=True)
-        except ValueError:
-            raise ValueError("must be base64") from None
-        if len(key) != 32:
-            raise ValueError("must be 32 bytes, base64-encoded (e.g. `openssl rand -base64 32`)")
-        return value
+        return _checked_key(value) if value else None
+
+    @field_validator("retired_reasoning_keys")
+    @classmethod
+    def _keys_are_32_bytes(cls, value: list[str]) -> list[str]:
+        return [_checked_key(key) for key in value]
 
     def body_limits(self) -> "BodyLimits":
         return BodyLimits(self.max_body_bytes, self.max_input_chars, self.max_unbroken_chars, self.body_timeout_s)
+
+
+def _checked_key(value: str) -> str:
+    try:
+        key = base64.b64decode(value, validate=True)
+    except ValueError:
+        raise ValueError("must be base64") from None
+    if len(key) != 32:
+        raise ValueError("must be 32 bytes, base64-encoded (e.g. `openssl rand -base64 32`)")
+    return value
 
 
 class ApiKey(_Section):

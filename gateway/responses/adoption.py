@@ -28,6 +28,7 @@ from ..jsontext import dumps
 from ..store import Orphan
 from .conversation import Dialog
 from .output import ResponseOutput
+from .sealed import Purpose
 from .turn import Usage
 
 logger = logging.getLogger("gateway.adoption")
@@ -135,7 +136,7 @@ async def adopt(services: Services, orphan: Orphan) -> None:
     from .request import ResponsesRequest
     from .run import ResponseRun
 
-    request = ResponsesRequest.model_validate_json(services.sealer.open(orphan.request))
+    request = ResponsesRequest.model_validate_json(services.sealer.open(orphan.request, Purpose.RUN_REQUEST, orphan.tenant))
     run = ResponseRun(services, request, orphan.tenant)
     await run.resume(orphan.response, Checkpoint.decode(orphan.checkpoint), orphan.next_sequence_number)
     logger.warning(

@@ -15,7 +15,7 @@ from ..harmony import PromptState
 from ..store import RUNNING
 from .conversation import Dialog, append_input
 from .request import CompactionItem, ReasoningItem, ReasoningText, ResponsesRequest
-from .sealed import Unsealable
+from .sealed import Purpose, Unsealable
 from ..core.services import Services
 
 
@@ -71,7 +71,7 @@ async def plan_dialog(services: Services, request: ResponsesRequest, tenant: str
         plan.conversation, plan.dialog, known = await open_conversation(
             services.conversations, request.conversation_id, tenant, "conversation", services.config.conversations.max_items, adding
         )
-    unseal_reasoning(services, request)
+    unseal_reasoning(services, request, tenant)
     plan.new_messages_from = len(plan.dialog.messages)
     if not isinstance(request.input, str):
         await read_input_files(request.input, services.files, tenant)
@@ -86,15 +86,17 @@ async def plan_dialog(services: Services, request: ResponsesRequest, tenant: str
     return plan
 
 
-def unseal_reasoning(services: Services, request: ResponsesRequest) -> None:
+def unseal_reasoning(services: Services, request: ResponsesRequest, tenant: str) -> None:
     """Reasoning and compaction items sent back with `encrypted_content` carry the text the gateway sealed:
-    that text is what the model reads (a blob that does not open is a 400)."""
+    that text is what the model reads. A blob that does not open as that kind of item for this tenant is a
+    400 (another tenant's, another kind's, or changed: the same answer for each)."""
     if isinstance(request.input, str):
         return
     for index, item in enumerate(request.input):
         if isinstance(item, (ReasoningItem, CompactionItem)) and item.encrypted_content is not None:
             try:
-                text = services.sealer.open(item.encrypted_content)
+                purpose = Purpose.COMPACTION if isinstance(item, CompactionItem) else Purpose.REASONING
+                text = services.sealer.open(item.encrypted_content, purpose, tenant)
             except Unsealable:
                 raise bad_request(
                     "The encrypted content of this reasoning item could not be verified: it was changed, or sealed by another gateway key.",

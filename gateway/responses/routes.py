@@ -23,6 +23,7 @@ from .log import sequence_number, sse_frame
 from .compaction import CompactRequest, compacted_response, summarize
 from .dialog_plan import plan_dialog
 from .run import ResponseRun
+from .sealed import Purpose
 from .socket import ResponsesSocketApp
 from ..core.requests import include_query, refuse_while_draining, services_of, tenant_of
 from ..core.services import Services
@@ -51,12 +52,13 @@ async def compact(request: Request) -> Response:
     services = services_of(request)
     refuse_while_draining(services)
     body = await parse_body(request, CompactRequest, services.config.server.body_limits())
-    plan = await plan_dialog(services, body.as_request(), tenant_of(request))
+    tenant = tenant_of(request)
+    plan = await plan_dialog(services, body.as_request(), tenant)
     messages = plan.dialog.messages
     if not messages:
         raise bad_request("There is nothing to compact: give input, or a previous_response_id.", param="input")
     summary = await summarize(services, messages, plan.dialog.session_key, instructions=body.instructions)
-    return JSONResponse(compacted_response(messages, summary, services.sealer.seal(summary.text)))
+    return JSONResponse(compacted_response(messages, summary, services.sealer.seal(summary.text, Purpose.COMPACTION, tenant)))
 
 
 def event_stream(services: Services, run: ResponseRun, frames: AsyncIterator[bytes]) -> EventStream:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, AsyncIterator, cast
 
 import anyio
@@ -40,6 +41,7 @@ from .log import Batch
 from .logprobs import load_vocabulary
 from .output import ResponseOutput
 from .request import ResponsesRequest
+from .sealed import Purpose
 from .run_trace import RunTrace, failure_text
 from .response_object import ResponseObject, echo_tool, ended, skeleton
 from ..core.services import Services
@@ -83,7 +85,7 @@ class ResponseRun:
         # Alternatives per token when the answer's logprobs are asked for; None when they are not.
         wants_logprobs = request.includes(Include.LOGPROBS) or bool(request.top_logprobs)
         self.logprob_count = (request.top_logprobs or 0) if wants_logprobs else None
-        seal = services.sealer.seal if request.includes(Include.ENCRYPTED_REASONING) else None
+        seal = partial(services.sealer.seal, purpose=Purpose.REASONING, tenant=tenant) if request.includes(Include.ENCRYPTED_REASONING) else None
         self.answer_options = AnswerOptions(self.chat.stops, self.logprob_count, seal)
         self.plan = DialogPlan()
         self.preamble = Preamble()
@@ -280,7 +282,7 @@ class ResponseRun:
         dialog.owner = item.id
         dialog.compact(summary.text)
         self._compacted_at = len(dialog.messages)
-        output.emit(item.sealed(output.events, self.services.sealer.seal(summary.text)))
+        output.emit(item.sealed(output.events, self.services.sealer.seal(summary.text, Purpose.COMPACTION, self.tenant)))
         self._growing = GrowingPrompt(self.services.renderer, self.services.metrics.prompt_tokens)
         self.plan.parent_id, self.plan.parent_length, self.plan.new_messages_from = None, 0, 0
         self._mark_turn(self._turns - 1)
@@ -297,7 +299,7 @@ class ResponseRun:
             try:
                 await services.store.begin(
                     self.snapshot(), self.plan.input_items, self.tenant, services.replicas.id, services.config.loop.max_background_per_tenant,
-                    services.sealer.seal(self._request_json or ""),
+                    services.sealer.seal(self._request_json or "", Purpose.RUN_REQUEST, self.tenant),
                 )
             except TooManyRunning as exc:
                 raise APIError(
