@@ -48,6 +48,7 @@ def configure_logging(config: LoggingConfig) -> None:
         logging.getLogger(name).handlers[:] = []
         logging.getLogger(name).propagate = True
     # httpx logs every request at INFO: a line per engine call and per tool call, written on the event
-    # loop. The gateway logs what matters of those itself (the access log, failures).
-    for name in ("httpx", "httpcore"):
+    # loop, with the whole URL, whose query may hold a credential (an MCP server's `?token=`); httpx2 is
+    # the fork the mcp SDK uses. The gateway logs what matters of those itself (the access log, failures).
+    for name in ("httpx", "httpcore", "httpx2", "httpcore2"):
         logging.getLogger(name).setLevel(max(logging.WARNING, root.level))

@@ -15,6 +15,9 @@ from typing import Any, Iterator
 import httpx
 import pytest
 
+from tools.connection import _describe
+from tools.urls import shown
+
 from .mcp_server import digest
 from .conftest import MODEL, ROOT, Gateway, Process, emulator_stats, free_port, gateway_config, stream_raw, stream_sdk, wait_for_port
 
@@ -153,6 +156,41 @@ def test_request_level_server_with_headers(mcp_gateway: Gateway, http_server: MC
     # The session is reused by the next turn.
     follow, _ = run(mcp_gateway, "[call mine.add {\"a\": 5, \"b\": 5}]", [tool], previous_response_id=response["id"])
     assert items(follow, "mcp_call")[0]["output"] == "10"
+
+
+def test_credentials_in_a_server_url_are_used_and_never_shown(mcp_gateway: Gateway, http_server: MCPProcess, workdir: Path) -> None:
+    """A token in the query string, or a user and password, is a credential as a header is: the response,
+    its stored record, the listing of a server that failed and the logs show the URL without it."""
+    token = "url-token-5813"
+    tool = mcp("mine", server_url=f"{http_server.url}?token={token}", require_approval="never")
+    response, _ = run(mcp_gateway, "[call mine.add {\"a\": 2, \"b\": 2}]", [tool])
+    assert items(response, "mcp_call")[0]["output"] == "4"
+    assert response["tools"][0]["server_url"] == http_server.url
+    stored = httpx.get(f"{mcp_gateway.url}/v1/responses/{response['id']}").json()
+    assert token not in json.dumps(stored) and stored["tools"][0]["server_url"] == http_server.url
+    # A server that fails: httpx quotes the URL it was asked, the listing's error and the logs do not.
+    missing = mcp("gone", server_url=f"http://127.0.0.1:{http_server.port}/missing?token={token}", require_approval="never")
+    failed, _ = run(mcp_gateway, "[call gone.add {}]", [missing])
+    (listing,) = items(failed, "mcp_list_tools")
+    assert listing["error"] and token not in json.dumps(failed)
+    # User info: refused (the allow-list reads no URL two ways), and not repeated in the refusal.
+    secret = httpx.post(
+        f"{mcp_gateway.url}/v1/responses",
+        json={"model": MODEL, "input": "x", "tools": [mcp("mine", server_url=f"http://admin:pass-{token}@127.0.0.1:{http_server.port}/mcp")]},
+    )
+    assert secret.status_code == 400 and token not in secret.text
+    for path in (workdir / "mcp").iterdir():
+        if path.is_file():
+            assert token.encode() not in path.read_bytes(), path
+
+
+def test_a_url_is_shown_without_its_credentials() -> None:
+    assert shown("https://user:pw@Example.com:8443/a/mcp?token=t#frag") == "https://example.com:8443/a/mcp"
+    assert shown("http://[::1]:9/mcp?x=1") == "http://[::1]:9/mcp"
+    assert shown("http://host:99999/") == "(an invalid URL)"
+    url = "http://127.0.0.1:9/mcp?token=t-1"
+    error = RuntimeError(f"Client error '401 Unauthorized' for url '{url}'")
+    assert _describe(ExceptionGroup("x", [error]), url) == "Client error '401 Unauthorized' for url 'http://127.0.0.1:9/mcp'"
 
 
 def test_allowed_tools_filter_the_list_and_the_model(mcp_gateway: Gateway, emulator: Process) -> None:

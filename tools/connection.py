@@ -27,6 +27,8 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT, CallToolResult, Tool, ToolListChangedNotification
 from opentelemetry import propagate
 
+from .urls import shown
+
 log = logging.getLogger("tools.mcp")
 
 Transport = Literal["stdio", "sse", "streamable-http"]
@@ -47,7 +49,8 @@ class ServerSpec:
     timeout_s: float = 30.0
 
     def where(self) -> str:
-        return self.command[0] if self.transport == "stdio" else (self.url or "")
+        """Where the server is, as logs may say it (a URL's credentials left out)."""
+        return self.command[0] if self.transport == "stdio" else shown(self.url or "")
 
 
 class ToolCallFailed(Exception):
@@ -83,7 +86,7 @@ class MCPConnection:
             try:
                 await self._session()
             except Exception as exc:
-                self.error = _describe(exc)
+                self.error = _describe(exc, self.spec.url)
                 log.warning("MCP server %r (%s) unavailable: %s", self.spec.label, self.spec.where(), self.error)
             finally:
                 self._client = None
@@ -239,10 +242,14 @@ class MCPConnection:
         self._wake.set()
 
 
-def _describe(exc: BaseException) -> str:
+def _describe(exc: BaseException, url: str | None = None) -> str:
+    """What went wrong, as logs and the model may read it: the server's URL, which errors of httpx quote
+    whole, with its credentials left out."""
     if isinstance(exc, BaseExceptionGroup):
-        return "; ".join(_describe(inner) for inner in exc.exceptions)
+        return "; ".join(_describe(inner, url) for inner in exc.exceptions)
     text = str(exc) or type(exc).__name__
+    if url:
+        text = text.replace(url, shown(url))
     return text if len(text) < 300 else text[:300] + "…"
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 _SAFE = re.compile(r"^[A-Za-z0-9\-._~:/?\[\]!$&'()*+,;=%]+$")  # RFC 3986 characters, minus '#' and '@'
 _AMBIGUOUS_ESCAPES = re.compile(r"%(2e|2f|5c|40|23|00)", re.IGNORECASE)
@@ -53,3 +53,15 @@ def is_allowed(url: str, allowed: list[str]) -> bool:
     if target is None:
         return False
     return any(entry is not None and entry.allows(target) for entry in map(parse, allowed))
+
+
+def shown(url: str) -> str:
+    """The URL as it may be stored, listed or logged: user info, query and fragment left out, since each may
+    carry a credential (`user:pass@`, `?token=`), as headers may."""
+    try:
+        parts = urlsplit(url[:2048])
+        host, port = parts.hostname or "", parts.port
+    except ValueError:
+        return "(an invalid URL)"
+    where = f"[{host}]" if ":" in host else host
+    return urlunsplit((parts.scheme, where if port is None else f"{where}:{port}", parts.path, "", ""))

@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from openai_harmony import Author, Message, Role
+from tools.urls import shown
 
 from ..errors import bad_request
 from ..core.ids import new_id
@@ -375,10 +376,14 @@ def _append_search_output(dialog: Dialog, index: int, item: ToolSearchOutputItem
 
 
 def _without_credentials(tool: dict[str, Any]) -> dict[str, Any]:
-    """A loaded tool as the input items list it: an MCP server's headers are never stored."""
+    """A loaded tool as the input items list it: an MCP server's headers, and what its URL may carry of
+    credentials, are never stored."""
     if tool.get("type") != "mcp":
         return tool
-    return {key: value for key, value in tool.items() if key not in ("headers", "authorization")}
+    kept = {key: value for key, value in tool.items() if key not in ("headers", "authorization")}
+    if isinstance(kept.get("server_url"), str):
+        kept["server_url"] = shown(kept["server_url"])
+    return kept
 
 
 def _message_record(item_id: str | None, role: str, text: str) -> dict[str, Any]:

@@ -29,6 +29,7 @@ from .shell_models import (
 )
 from .tool_search_models import ToolSearchCallItem, ToolSearchOutputItem, ToolSearchTool
 from tools.namespaces import reserved_problem
+from tools.urls import shown
 
 
 
@@ -399,8 +400,9 @@ class McpTool(StrictModel):
         return set(self.allowed_tools)
 
     def echo(self) -> dict[str, Any]:
-        """The tool as the Response object shows it: credentials left out."""
-        return self.model_dump(exclude={"authorization", "connector_id"}) | {"headers": None}
+        """The tool as the Response object shows it: credentials left out, the URL's among them."""
+        shown_url = shown(self.server_url) if self.server_url is not None else None
+        return self.model_dump(exclude={"authorization", "connector_id"}) | {"headers": None, "server_url": shown_url}
 
 
 class UnavailableTool(BaseModel):
