@@ -34,6 +34,7 @@ from .responses.routes import routes as response_routes
 from .responses.socket import TenantSockets
 from .responses.log import Runs
 from .responses.sealed import Sealer
+from .responses.admission import Admission
 from .core.services import Services
 from .replicas import Replicas
 from .responses.adoption import adopt
@@ -164,7 +165,7 @@ def create_app(config: GatewayConfig, drain: Drain | None = None) -> Starlette:
             tasks.start_soon(files.sweep)
             tasks.start_soon(app_metrics.watch_event_loop, config.server.loop_monitor_interval_s)
             tasks.start_soon(database.keep_listening)
-            runs = Runs(tasks)
+            runs = Runs(tasks, Admission(config.limits.max_concurrent_per_tenant, config.limits.max_concurrent))
             replicas.on_cancel(runs.cancel)
             app_metrics.watch((lambda: sandbox.live_sessions) if sandbox is not None else None, mcp.health)
             browser = make_backends(config.browser, mcp) if config.browser is not None else None

@@ -231,6 +231,14 @@ class LoopConfig(_Section):
     max_background_per_tenant: int = Field(32, gt=0)
 
 
+class LimitsConfig(_Section):
+    """Foreground responses (HTTP, Chat Completions, WebSocket) running at once on one replica; past
+    either, a 429. Background ones are counted by `loop.max_background_per_tenant`."""
+
+    max_concurrent_per_tenant: int = Field(100, gt=0, description="Running at once for one tenant")
+    max_concurrent: int = Field(1000, gt=0, description="Running at once for all tenants together")
+
+
 class ConversationsConfig(_Section):
     # Items one conversation may hold: adding more is a 400, as is a response that would add to it.
     max_items: int = Field(1000, gt=0, le=100_000)
@@ -267,6 +275,7 @@ class GatewayConfig(_Section):
     logging: LoggingConfig = LoggingConfig()
     storage: StorageConfig = StorageConfig()
     loop: LoopConfig = LoopConfig()
+    limits: LimitsConfig = LimitsConfig()
     isolation: IsolationConfig = IsolationConfig()
     conversations: ConversationsConfig = ConversationsConfig()
     files: FilesConfig = FilesConfig()

@@ -20,6 +20,7 @@ import anyio
 from anyio.abc import TaskGroup
 
 from ..protocol import event_frame
+from .admission import Admission
 from .items import Delta, Event
 
 Batch = Sequence[Event | Delta]
@@ -103,8 +104,9 @@ class Runs:
     """The running responses of this process, each executing as a task of the app's task group (not of
     the request that started it), so that no client, fast, slow or gone, runs or stalls the loop."""
 
-    def __init__(self, tasks: TaskGroup) -> None:
+    def __init__(self, tasks: TaskGroup, admission: Admission) -> None:
         self._tasks = tasks
+        self.admission = admission  # foreground runs, counted per tenant and in all
         # Background responses running here, by response id: what polling, resuming and cancelling find.
         self.background: dict[str, Any] = {}
 

@@ -53,11 +53,15 @@ async def compact(request: Request) -> Response:
     refuse_while_draining(services)
     body = await parse_body(request, CompactRequest, services.config.server.body_limits())
     tenant = tenant_of(request)
-    plan = await plan_dialog(services, body.as_request(), tenant)
-    messages = plan.dialog.messages
-    if not messages:
-        raise bad_request("There is nothing to compact: give input, or a previous_response_id.", param="input")
-    summary = await summarize(services, messages, plan.dialog.session_key, instructions=body.instructions)
+    slot = services.runs.admission.admit(tenant)  # an engine call, as a response's: counted as one
+    try:
+        plan = await plan_dialog(services, body.as_request(), tenant)
+        messages = plan.dialog.messages
+        if not messages:
+            raise bad_request("There is nothing to compact: give input, or a previous_response_id.", param="input")
+        summary = await summarize(services, messages, plan.dialog.session_key, instructions=body.instructions)
+    finally:
+        slot.release()
     return JSONResponse(compacted_response(messages, summary, services.sealer.seal(summary.text, Purpose.COMPACTION, tenant)))
 
 

@@ -35,6 +35,7 @@ from .conversation import Dialog, tool_result
 from .compaction import CompactionOutput, summarize
 from .dialog_plan import DialogPlan, Remembered, plan_dialog
 from .items import Event
+from .admission import Slot
 from .adoption import WHOLE, Checkpoint, ReplayStream, turn_start
 from .journal import Journal
 from .log import Batch
@@ -120,6 +121,7 @@ class ResponseRun:
         self._handover = anyio.CancelScope()
         self._handing_over = False
         self._in_tool = False
+        self._slot: Slot | None = None  # a foreground run's place among those running (admission.py)
 
     @property
     def dialog(self) -> Dialog:
@@ -131,6 +133,15 @@ class ResponseRun:
         """Plan the response, provision its tools, store it if it runs in the background, and start its run:
         in that order, each once. Until it returns, a failure is the request's (an HTTP error); after, the
         run goes on as a task of its own, read through `self.log`."""
+        if not self.background:
+            self._slot = self.services.runs.admission.admit(self.tenant)
+        try:
+            await self._launch()
+        except BaseException:
+            self._release_slot()
+            raise
+
+    async def _launch(self) -> None:
         await self._plan(provision=True)
         if self.logprob_count is not None:
             await anyio.to_thread.run_sync(load_vocabulary)
@@ -151,6 +162,10 @@ class ResponseRun:
             self.services.runs.background[self.response["id"]] = self
             self.services.runs.start(self.journal.run)
         self.services.runs.start(self.execute)
+
+    def _release_slot(self) -> None:
+        if self._slot is not None:
+            self._slot.release()
 
     async def input_tokens(self) -> int:
         """The exact length of the prompt the first engine call of this request would get; nothing is
@@ -351,6 +366,7 @@ class ResponseRun:
         try:
             await self._execute()
         finally:
+            self._release_slot()
             self._count_tokens()  # also when the app cancels the task at a hard shutdown
             self.log.close()
             self.trace.end(self.response, self.failure.message if self.failure is not None else None)
