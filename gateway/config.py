@@ -67,7 +67,11 @@ class SocketConfig(_Section):
     max_per_tenant: int = Field(16, ge=1, description="Open sockets one tenant may hold; more are refused with a 429")
     idle_timeout_s: float = Field(600.0, gt=0, description="A socket with nothing received and nothing running this long is closed")
     max_queued: int = Field(8, ge=1, description="response.create events waiting behind the running one; more are errors")
-    max_pending_steers: int = Field(8, ge=1, description="Steering inputs queued for one response; more fail")
+    max_queued_bytes: int = Field(
+        32 * 1024 * 1024, ge=1024, description="What the events waiting behind the running one may weigh once parsed (estimated); more are errors"
+    )
+    max_pending_steers: int = Field(8, ge=1, description="Steering inputs queued on one socket, for any of its responses; more fail")
+    max_pending_steer_bytes: int = Field(1024 * 1024, ge=1024, description="The bytes of the steering inputs queued on one socket; more fail")
     # permessage-deflate compresses every event (one per token) on its own: ~50 µs a message, a sixth of a
     # socket turn's CPU (bench/socket_turns.py), for events of a few hundred bytes. For slow links only.
     per_message_deflate: bool = Field(False, description="Offer permessage-deflate compression to clients that ask for it")

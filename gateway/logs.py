@@ -17,6 +17,20 @@ class _RequestIdFilter(logging.Filter):
         return True
 
 
+class _ClientFaultFilter(logging.Filter):
+    """uvicorn logs a WebSocket text frame that is not UTF-8 as an ERROR with a traceback, once per frame
+    any client sends; it is the client's fault, already answered with close code 1007: one warning line."""
+
+    INVALID_UTF8 = "Invalid UTF-8 sequence received from client."
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.msg == self.INVALID_UTF8:
+            record.msg = "a WebSocket client sent a text frame that is not UTF-8; the socket was closed with 1007"
+            record.exc_info, record.exc_text = None, None
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
+        return True
+
+
 class JSONFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         entry = {
@@ -47,6 +61,8 @@ def configure_logging(config: LoggingConfig) -> None:
     for name in ("uvicorn", "uvicorn.error"):
         logging.getLogger(name).handlers[:] = []
         logging.getLogger(name).propagate = True
+    if not any(isinstance(each, _ClientFaultFilter) for each in logging.getLogger("uvicorn.error").filters):
+        logging.getLogger("uvicorn.error").addFilter(_ClientFaultFilter())
     # httpx logs every request at INFO: a line per engine call and per tool call, written on the event
     # loop, with the whole URL, whose query may hold a credential (an MCP server's `?token=`); httpx2 is
     # the fork the mcp SDK uses. The gateway logs what matters of those itself (the access log, failures).

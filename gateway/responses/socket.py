@@ -8,8 +8,10 @@ store, with `store: false` too. `response.steer` queues user input for the runni
 what it was running, unless that response is `background`.
 
 Bounds: a message's size (and uvicorn's `ws_max_size` beneath it), sockets per tenant, responses queued
-behind the running one, steering queued per response, an idle socket's life, and a client that stops
-reading (`send_timeout_s`, watched by `_watch_sends`). Pings are answered by uvicorn's WebSocket implementation."""
+behind the running one (by count, and by what they weigh once parsed), steering queued on the socket (by
+count and bytes; dropped, each with its `response.steer.failed`, once the socket goes on with a response
+that does not continue the one it waited for), an idle socket's life, and a client that stops reading
+(`send_timeout_s`, watched by `_watch_sends`). Pings are answered by uvicorn's WebSocket implementation."""
 
 from __future__ import annotations
 
@@ -23,7 +25,9 @@ from pydantic import Field, RootModel
 from starlette.types import Receive, Scope, Send
 from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
-from ..body import parse_json
+from runtime.cpu import run_cpu
+
+from ..body import INLINE_BYTES, parse_json
 from ..errors import APIError, refuse_websocket
 from ..jsontext import dumps
 from ..protocol import ResponseStatus
@@ -38,6 +42,7 @@ from .steering import Steer, SteerError, SteerEvent, accepted, failed, pending, 
 logger = logging.getLogger("gateway.responses")
 
 IDLE = 1000  # the close code of a socket that idled out: a normal closure
+PARSED_VALUE_BYTES = 48  # about the most one JSON value costs once parsed: its object and the reference to it
 
 
 class CreateEvent(ResponsesRequest):
@@ -105,9 +110,10 @@ class ResponsesSocket:
         self._asgi_send = send
         self.config = services.config.server.websocket
         self.limits = services.config.server.body_limits()
-        self.creates_in, self.creates = anyio.create_memory_object_stream[CreateEvent](self.config.max_queued)
+        self.creates_in, self.creates = anyio.create_memory_object_stream[tuple[CreateEvent, int]](self.config.max_queued)
         self.active: ResponseRun | None = None
         self.queued = 0  # response.create events received and not finished
+        self.queued_weight = 0  # what they weigh once parsed (`parsed_weight`)
         self.remembered: Remembered | None = None  # the last response, to continue without the store
         self.steers: dict[str, list[Steer]] = {}  # accepted steering, by the response it waits for
         self.ended: set[str] = set()  # responses this socket ran (a steer to one is too late, not unknown)
@@ -154,17 +160,24 @@ class ResponsesSocket:
             await self._error(exc)
             return
         if isinstance(event, SteerEvent):
-            await self._steer(event)
-        elif self.queued > self.config.max_queued:
+            await self._steer(event, size)
+            return
+        if self.queued > self.config.max_queued:
             await self._error(APIError(429, f"At most {self.config.max_queued} responses may wait on one socket.", code="too_many_queued_responses"), event.stream_id)
-        else:
-            self.queued += 1
-            await self.creates_in.send(event)
+            return
+        weight = parsed_weight(data) if size <= INLINE_BYTES else await run_cpu(parsed_weight, data)
+        if self.queued and self.queued_weight + weight > self.config.max_queued_bytes:
+            message = f"The responses waiting on this socket may take at most {self.config.max_queued_bytes} bytes once parsed; wait for them to run."
+            await self._error(APIError(429, message, code="too_many_queued_responses"), event.stream_id)
+            return
+        self.queued += 1
+        self.queued_weight += weight
+        await self.creates_in.send((event, weight))
 
     # -- responding ----------------------------------------------------------------------------------------
 
     async def _respond_in_turn(self, socket_scope: anyio.CancelScope) -> None:
-        async for event in self.creates:
+        async for event, weight in self.creates:
             try:
                 successor: tuple[CreateEvent, list[Steer]] | None = (event, [])
                 while successor is not None:  # a steered response's successor, and its own, in turn
@@ -174,6 +187,7 @@ class ResponsesSocket:
                 return
             finally:
                 self.queued -= 1
+                self.queued_weight -= weight
                 self.last_activity = time.monotonic()
 
     async def _respond(self, event: CreateEvent, steers: list[Steer]) -> tuple[CreateEvent, list[Steer]] | None:
@@ -181,6 +195,7 @@ class ResponsesSocket:
         next, if any. `steers` are the input a successor carries (in its `input` already)."""
         request = event.request()
         waiting = self.steers.pop(request.previous_response_id, []) if not steers and request.previous_response_id else []
+        await self._drop_pending()  # what waits for another response: the socket went on without it
         if waiting:  # queued for a response that stopped for the client: put in front of its continuation
             request.input = [message for steer in waiting for message in steer.messages] + _as_items(request.input)
         carried = steers or waiting
@@ -231,10 +246,11 @@ class ResponsesSocket:
 
     # -- steering ------------------------------------------------------------------------------------------
 
-    async def _steer(self, event: SteerEvent) -> None:
+    async def _steer(self, event: SteerEvent, size: int) -> None:
         target, run = event.previous_response_id, self.active
         raw = [message.model_dump(exclude_none=True) for message in event.input] if isinstance(event.input, list) else event.input
-        steer = Steer.of(event, raw)
+        steer = Steer.of(event, raw, size)
+        queued = [each for steers in self.steers.values() for each in steers]
         problem: tuple[SteerError, str] | None = None
         if run is None or run.response["id"] != target:
             if target in self.ended:
@@ -245,8 +261,10 @@ class ResponsesSocket:
             problem = SteerError.NOT_SUPPORTED, "A response bound to a conversation cannot be steered."
         elif not ResponseStatus(run.response["status"]).running:
             problem = SteerError.ALREADY_COMPLETED, f"Response '{target}' has ended."
-        elif len(self.steers.get(target, ())) >= self.config.max_pending_steers:
-            problem = SteerError.TOO_MANY_PENDING, f"At most {self.config.max_pending_steers} steering inputs may wait for one response."
+        elif len(queued) >= self.config.max_pending_steers:
+            problem = SteerError.TOO_MANY_PENDING, f"At most {self.config.max_pending_steers} steering inputs may wait on one socket."
+        elif sum(each.size for each in queued) + size > self.config.max_pending_steer_bytes:
+            problem = SteerError.TOO_MANY_PENDING, f"The steering inputs waiting on one socket may come to at most {self.config.max_pending_steer_bytes} bytes."
         if problem is not None:
             await self._send_own(failed(None, target, raw, *problem))
             return
@@ -255,6 +273,15 @@ class ResponsesSocket:
         self.steers.setdefault(target, []).append(steer)
         run.steered = True
         await self._send_own(accepted(steer))
+
+    async def _drop_pending(self) -> None:
+        """Steering input kept for a response that stopped for the client, once the socket goes on with a
+        response that does not continue it: that response is forgotten, and its input with it."""
+        stale, self.steers = self.steers, {}
+        for response_id, steers in stale.items():
+            for steer in steers:
+                message = "The socket went on with another response: the input was dropped."
+                await self._send_own(failed(steer, response_id, steer.input, SteerError.NOT_ACTIVE, message))
 
     # -- sending -------------------------------------------------------------------------------------------
 
@@ -312,6 +339,15 @@ def _message(event: Event | Delta, stream_id: str | None) -> str:
     if stream_id is None:
         return data
     return '{"stream_id":' + dumps(stream_id) + "," + data[1:]
+
+
+def parsed_weight(data: str | bytes) -> int:
+    """About the most an event weighs once parsed: its text, and a value's cost for each value it may hold
+    (every value but the first follows a comma or a colon; a separator inside a string overcounts, which
+    errs on the safe side). 8 MB of numbers weigh ~40 MB parsed: counted by their bytes alone, they pass."""
+    if isinstance(data, str):
+        return len(data) + PARSED_VALUE_BYTES * (1 + data.count(",") + data.count(":"))
+    return len(data) + PARSED_VALUE_BYTES * (1 + data.count(b",") + data.count(b":"))
 
 
 def _as_items(input: Any) -> list[Any]:

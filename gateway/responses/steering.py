@@ -55,15 +55,16 @@ class Steer:
     previous_response_id: str
     input: Any  # as the client sent it: returned as it was when it cannot be committed
     messages: list[MessageItem]
+    size: int  # the bytes of the event that brought it: what the socket's bound on queued steering counts
     id: str | None = None
 
     @classmethod
-    def of(cls, event: SteerEvent, raw_input: Any) -> "Steer":
+    def of(cls, event: SteerEvent, raw_input: Any, size: int) -> "Steer":
         if isinstance(event.input, str):
             messages = [MessageItem(role="user", content=event.input)]
         else:
             messages = [MessageItem(role="user", content=message.content) for message in event.input]
-        return cls(event.previous_response_id, raw_input, messages)
+        return cls(event.previous_response_id, raw_input, messages, size)
 
     def accept(self) -> None:
         self.id = new_id("steer")
