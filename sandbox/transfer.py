@@ -11,7 +11,7 @@ from __future__ import annotations
 import base64
 import re
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Literal, Protocol
+from typing import Any, Awaitable, Callable, Iterable, Literal, Protocol
 
 import anyio
 import anyio.to_thread
@@ -123,31 +123,17 @@ async def push(channel: KernelChannel, path: str, source: Source, root: Root = "
         first = False
 
 
-async def install_tree(channel: KernelChannel, folder: str, files: dict[str, bytes]) -> None:
-    """Put `files` (relative path -> content) in /mnt/skills/`folder`, replacing whatever was there, and
-    make the folder read-only."""
+async def install_tree(channel: KernelChannel, folder: str, files: Iterable[tuple[str, Source]]) -> None:
+    """Put `files` (relative path, and where its content is read from, one chunk at a time) in
+    /mnt/skills/`folder`, replacing whatever was there, and make the folder read-only."""
     await _tree(channel, "clear", folder)
-    for path, content in files.items():
-        await push(channel, f"{folder}/{path}", BytesSource(content), root="skills")
+    for path, source in files:
+        await push(channel, f"{folder}/{path}", source, root="skills")
     await _tree(channel, "seal", folder)
 
 
 async def _tree(channel: KernelChannel, op: str, folder: str) -> None:
     _checked(await channel.exchange({"op": op, "path": folder, "root": "skills"}))
-
-
-class BytesSource:
-    """Bytes in memory, as a `Source`."""
-
-    def __init__(self, data: bytes) -> None:
-        self.size = len(data)
-        self._view = memoryview(data)
-        self._at = 0
-
-    async def read(self, limit: int) -> bytes:
-        chunk = bytes(self._view[self._at : self._at + limit])
-        self._at += len(chunk)
-        return chunk
 
 
 async def pull(channel: KernelChannel, path: str, write: Callable[[bytes], Awaitable[None]], max_bytes: int) -> int:

@@ -5,8 +5,12 @@ while they run. On both sandbox backends, against real kernels, through the open
 from __future__ import annotations
 
 import base64
+import io
 import json
 import os
+import threading
+import time
+import zipfile
 from typing import Any, Iterator
 
 import openai
@@ -31,6 +35,7 @@ def hosted(request: pytest.FixtureRequest, emulator: Process, tmp_path_factory: 
     keys = [{"key": "alice-key", "tenant": "alice"}, {"key": "bob-key", "tenant": "bob"}]
     sandbox = sandbox_section(backend, instance, timeout_s=5, max_output_bytes=2048)
     process = Gateway(gateway_config(emulator.url, workdir, sandbox=sandbox, auth={"api_keys": keys}), workdir).start()
+    process.backend = backend  # type: ignore[attr-defined]
     yield process
     process.stop()
 
@@ -172,3 +177,73 @@ def test_skills_are_installed_read_only_and_listed_for_the_model(hosted: Gateway
     with pytest.raises(openai.BadRequestError) as raised:
         client.responses.create(model=MODEL, input="hi", tools=[{"type": "shell", "environment": {"type": "container_auto", "skills": [bad]}}])
     assert raised.value.param == "tools[0].environment.skills[0].source.data"
+
+
+def inline_skill(data: bytes) -> dict[str, Any]:
+    return {"type": "inline", "name": "x", "description": "x", "source": {"type": "base64", "media_type": "application/zip", "data": base64.b64encode(data).decode()}}
+
+
+def test_skill_bundles_are_checked_from_their_directory_before_unpacking(hosted: Gateway) -> None:
+    """A bzip2 bomb (11 KB that unpacks to 20 MB), a bundle declaring more than a skill may hold, and one
+    whose paths collide are each a 400 naming the skill, in a request and as an upload."""
+    client = hosted.client(api_key="alice-key")
+    bomb = io.BytesIO()
+    with zipfile.ZipFile(bomb, "w", zipfile.ZIP_BZIP2) as archive:
+        archive.writestr("SKILL.md", MANIFEST)
+        archive.writestr("zeros.bin", bytes(20_000_000))
+    assert len(bomb.getvalue()) < 20_000
+    large = zipped({"SKILL.md": MANIFEST, "zeros.bin": bytes(9 * 1024 * 1024)})
+    collide = zipped({"SKILL.md": MANIFEST, "x": b"a file", "x/y": b"and a file in x"})
+    for data, says in [(bomb.getvalue(), "only stored and deflate"), (large, "more than 8388608 bytes"), (collide, "'x' is both a file and a folder")]:
+        with pytest.raises(openai.BadRequestError) as raised:
+            client.skills.create(files=("bundle.zip", data))
+        assert says in raised.value.message
+        if len(data) > 3000:  # its base64, one unbroken run, is refused before any skill is read
+            continue
+        tool = {"type": "shell", "environment": {"type": "container_auto", "skills": [inline_skill(data)]}}
+        with pytest.raises(openai.BadRequestError) as raised:
+            client.responses.create(model=MODEL, input="hi", tools=[tool])
+        assert raised.value.param == "tools[0].environment.skills[0].source.data" and says in raised.value.message, raised.value.message
+
+
+def test_stored_skills_are_installed_without_being_unpacked_in_memory(hosted: Gateway) -> None:
+    """Five stored skills of 7.5 MB each, zipped to a few KB: naming all five is past what one request may
+    install; four requests naming four each, at once, install them in their containers while the
+    gateway's peak memory stays far below what they unpack to, and another tenant's responses go on."""
+    if hosted.backend != "local":  # type: ignore[attr-defined]
+        pytest.skip("one backend is enough to measure the gateway's memory")
+    alice, bob = hosted.client(api_key="alice-key"), hosted.client(api_key="bob-key")
+    skills = []
+    for number in range(5):
+        manifest = MANIFEST.replace(b"name: pdf-forms", f"name: big-{number}".encode())
+        skills.append(alice.skills.create(files=(f"big-{number}.zip", zipped({"SKILL.md": manifest, "zeros.bin": bytes(7_500_000)}))).id)
+    tool = {"type": "shell", "environment": {"type": "container_auto", "skills": [{"type": "skill_reference", "skill_id": each} for each in skills]}}
+    with pytest.raises(openai.BadRequestError) as raised:
+        alice.responses.create(model=MODEL, input="hi", tools=[tool])
+    assert raised.value.code == "skills_too_large" and raised.value.param == "tools[0].environment.skills[4]"
+    four = {"type": "shell", "environment": tool["environment"] | {"skills": tool["environment"]["skills"][:4]}}  # type: ignore[index]
+    before = hosted.peak_rss_bytes()
+    results: list[Any] = []
+
+    def install() -> None:
+        results.append(alice.responses.create(model=MODEL, input=run(["du -sb /mnt/skills | cut -f1"]), tools=[four]))
+
+    threads = [threading.Thread(target=install) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    latencies = []
+    while any(thread.is_alive() for thread in threads):
+        started = time.monotonic()
+        assert bob.responses.create(model=MODEL, input="still here?").status == "completed"
+        latencies.append(time.monotonic() - started)
+    for thread in threads:
+        thread.join()
+    assert len(results) == 4
+    for response in results:
+        (result,) = _items(response.model_dump(), "shell_call_output")
+        assert int(result["output"][0]["stdout"]) > 30_000_000  # all four skills, whole, in the container
+    grown = hosted.peak_rss_bytes() - before
+    # Measured: 215 MB when each request unpacked its skills in memory; ~80 MB streamed (four copies in flight
+    # at once, each a 2 MiB chunk and its base64 and JSON encodings), whatever the skills weigh.
+    assert grown < 120_000_000, grown
+    assert max(latencies) < 3, latencies

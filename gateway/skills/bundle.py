@@ -1,7 +1,14 @@
 """A skill's bundle: the files of one skill, with a `SKILL.md` at their root whose front matter names the
 skill and says what it is for (Agent Skills' format). Read from a zip or from files uploaded one by one,
-checked as hostile input: every path relative and plain, no links, the count and the bytes bounded while
-they are read (a zip's declared sizes may lie), the front matter small and parsed as plain YAML.
+checked as hostile input: every path relative and plain, no links, no path both a file and a folder, the
+count and the bytes bounded while they are read (a zip's declared sizes may lie), the front matter small
+and parsed as plain YAML.
+
+A zip is checked from its directory first (`Archive`): its members' count, declared sizes, compression
+methods (stored and deflate: what bundles need; bzip2 and LZMA are refused) and paths, before anything is
+unpacked; only SKILL.md is read then. A skill installed in a container is unpacked from the archive one
+chunk at a time as it is copied there (`Archive.sources`), never whole in the gateway's memory, each
+member bounded by what the directory declared.
 
 Stored as a zip the gateway writes itself (`zipped`), so what is kept is always in this module's shape.
 """
@@ -14,6 +21,7 @@ import stat
 import zipfile
 from dataclasses import dataclass
 from pathlib import PurePosixPath
+from typing import IO
 
 import yaml
 
@@ -24,6 +32,7 @@ MAX_FRONT_MATTER_CHARS = 16 * 1024
 NAME = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?$")  # Agent Skills: lowercase words joined by hyphens
 MAX_DESCRIPTION_CHARS = 1024
 MANIFEST = "SKILL.md"
+METHODS = {zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED}  # what a bundle needs; bzip2 and LZMA cost far more to unpack
 
 
 class BadBundle(ValueError):
@@ -48,30 +57,71 @@ class Bundle:
         return out.getvalue()
 
 
+_MANIFEST_HEAD_BYTES = MAX_FRONT_MATTER_CHARS * 4 + 1024  # the front matter at most, in UTF-8, and its fences
+_READ_ERRORS = (zipfile.BadZipFile, NotImplementedError, RuntimeError, ValueError, OSError, EOFError)
+
+
+@dataclass(frozen=True)
+class Member:
+    path: str  # in the skill
+    info: zipfile.ZipInfo
+
+
+class Archive:
+    """A skill's zip, held compressed and checked from its directory: members, sizes as declared, paths,
+    compression methods, and its SKILL.md's front matter (the one member read now)."""
+
+    def __init__(self, data: bytes) -> None:
+        try:
+            self._zip = zipfile.ZipFile(io.BytesIO(data))
+            infos = [info for info in self._zip.infolist() if not info.is_dir()]
+        except (zipfile.BadZipFile, ValueError, OSError) as exc:
+            raise BadBundle(f"the upload is not a zip archive ({exc})") from None
+        if len(infos) > MAX_FILES:
+            raise BadBundle(f"the archive holds more than {MAX_FILES} files")
+        for info in infos:
+            if stat.S_ISLNK(info.external_attr >> 16):
+                raise BadBundle(f"'{info.filename[:200]}' is a link; a skill holds plain files only")
+            if info.compress_type not in METHODS:
+                raise BadBundle(f"'{info.filename[:200]}' is compressed with a method a skill may not use (only stored and deflate)")
+        self.size = sum(info.file_size for info in infos)  # as declared: reading stops there
+        if self.size > MAX_BYTES:
+            raise BadBundle(f"the skill's files come to more than {MAX_BYTES} bytes")
+        paths = _bundle_paths([info.filename for info in infos], strip_folder=True)
+        self.members = [Member(path, info) for path, info in zip(paths, infos)]
+        manifest = next((member for member in self.members if member.path == MANIFEST), None)
+        if manifest is None:
+            raise BadBundle(f"a skill has a {MANIFEST} at its root")
+        head = self.read(manifest, _MANIFEST_HEAD_BYTES)
+        if len(head) < manifest.info.file_size:  # cut where a line ends, never inside a character
+            head = head[: head.rfind(b"\n") + 1]
+        self.name, self.description = _front_matter(head)
+
+    def read(self, member: Member, limit: int) -> bytes:
+        """A member's first `limit` bytes at most (never more than its directory declared)."""
+        with self.open(member) as file:
+            return file.read(min(limit, member.info.file_size))
+
+    def open(self, member: Member) -> IO[bytes]:
+        try:
+            return self._zip.open(member.info)
+        except _READ_ERRORS as exc:
+            raise BadBundle(f"'{member.info.filename[:200]}' cannot be read from the archive ({exc})") from None
+
+    def unpacked(self) -> Bundle:
+        """Every file, read whole (an upload, kept as a zip of the gateway's own)."""
+        files: dict[str, bytes] = {}
+        for member in self.members:
+            try:
+                files[member.path] = self.read(member, member.info.file_size)
+            except _READ_ERRORS as exc:
+                raise BadBundle(f"'{member.info.filename[:200]}' cannot be read from the archive ({exc})") from None
+        return Bundle(self.name, self.description, files)
+
+
 def from_zip(data: bytes) -> Bundle:
     """A bundle from a zip archive, its files at the root or in one folder."""
-    try:
-        archive = zipfile.ZipFile(io.BytesIO(data))
-        members = [info for info in archive.infolist() if not info.is_dir()]
-    except (zipfile.BadZipFile, ValueError, OSError) as exc:
-        raise BadBundle(f"the upload is not a zip archive ({exc})") from None
-    if len(members) > MAX_FILES:
-        raise BadBundle(f"the archive holds more than {MAX_FILES} files")
-    files: list[tuple[str, bytes]] = []
-    left = MAX_BYTES
-    for info in members:
-        if stat.S_ISLNK(info.external_attr >> 16):
-            raise BadBundle(f"'{info.filename[:200]}' is a link; a skill holds plain files only")
-        try:
-            with archive.open(info) as member:
-                content = member.read(left + 1)  # what it really holds, not what it declares
-        except (zipfile.BadZipFile, NotImplementedError, RuntimeError, ValueError, OSError, EOFError) as exc:
-            raise BadBundle(f"'{info.filename[:200]}' cannot be read from the archive ({exc})") from None
-        left -= len(content)
-        if left < 0:
-            raise BadBundle(f"the skill's files come to more than {MAX_BYTES} bytes")
-        files.append((info.filename, content))
-    return from_files(files, strip_folder=True)
+    return Archive(data).unpacked()
 
 
 def from_files(files: list[tuple[str, bytes]], strip_folder: bool = True) -> Bundle:
@@ -81,20 +131,32 @@ def from_files(files: list[tuple[str, bytes]], strip_folder: bool = True) -> Bun
         raise BadBundle(f"a skill holds at most {MAX_FILES} files")
     if sum(len(content) for _, content in files) > MAX_BYTES:
         raise BadBundle(f"the skill's files come to more than {MAX_BYTES} bytes")
-    paths = [_checked_path(name) for name, _ in files]
-    if strip_folder and paths and MANIFEST not in paths:
-        tops = {path.split("/", 1)[0] for path in paths}
-        if len(tops) == 1 and all("/" in path for path in paths):
-            paths = [path.split("/", 1)[1] for path in paths]
-    found: dict[str, bytes] = {}
-    for path, (_, content) in zip(paths, files):
-        if path in found:
-            raise BadBundle(f"'{path}' is in the skill twice")
-        found[path] = content
+    paths = _bundle_paths([name for name, _ in files], strip_folder)
+    found = dict(zip(paths, (content for _, content in files)))
     if MANIFEST not in found:
         raise BadBundle(f"a skill has a {MANIFEST} at its root")
     name, description = _front_matter(found[MANIFEST])
     return Bundle(name, description, found)
+
+
+def _bundle_paths(names: list[str], strip_folder: bool) -> list[str]:
+    """The files' paths in the skill, checked: plain and relative, each once, none both a file and the
+    folder of another (`x` and `x/y` cannot both be installed); one folder holding them all is taken away."""
+    paths = [_checked_path(name) for name in names]
+    if strip_folder and paths and MANIFEST not in paths:
+        tops = {path.split("/", 1)[0] for path in paths}
+        if len(tops) == 1 and all("/" in path for path in paths):
+            paths = [path.split("/", 1)[1] for path in paths]
+    seen: set[str] = set()
+    for path in paths:
+        if path in seen:
+            raise BadBundle(f"'{path[:200]}' is in the skill twice")
+        seen.add(path)
+    folders = {str(parent) for path in paths for parent in PurePosixPath(path).parents if str(parent) != "."}
+    clash = next((path for path in paths if path in folders), None)
+    if clash is not None:
+        raise BadBundle(f"'{clash[:200]}' is both a file and a folder of the skill")
+    return paths
 
 
 def _checked_path(name: str) -> str:

@@ -11,7 +11,7 @@ from ..core.ids import new_id
 from ..errors import APIError, bad_request, not_found
 from ..files.blobs import Blobs
 from ..files.store import TooMany
-from .bundle import MAX_BYTES, BadBundle, Bundle, from_files, from_zip
+from .bundle import MAX_BYTES, Archive, BadBundle, Bundle, from_files, from_zip
 from .store import Skill, SkillStore, SkillVersion
 
 MAX_SKILLS_PER_TENANT = 200
@@ -69,11 +69,12 @@ class SkillService:
             raise not_found(f"Skill '{skill_id}' has no version {number}.", param=param and f"{param}.version")
         return found
 
-    async def bundle(self, version: SkillVersion) -> Bundle:
-        """A kept version's files, read back (they were checked when it was made)."""
+    async def archive(self, version: SkillVersion) -> Archive:
+        """A kept version's zip, read back compressed (its files were checked when it was made; they are
+        unpacked as they are installed)."""
         async with await self.blobs.open(version.blob) as reader:
             data = await reader.read(reader.size)
-        return await run_cpu(from_zip, data)
+        return await run_cpu(Archive, data)
 
     async def _keep(self, bundle: Bundle) -> tuple[str, int]:
         data = await run_cpu(bundle.zipped)
