@@ -23,7 +23,7 @@ from .kernel import MAX_IMAGE_CHARS, MAX_IMAGES
 MAX_REPLY_BYTES = 40 * 1024 * 1024  # output is capped by the kernel; images (16 of 8 MiB at most) can be large
 INLINE_PARSE_BYTES = 256 * 1024  # larger replies are parsed in a worker thread
 STATUSES = {"ready", "ok", "error", "timeout", "restarted", "unknown"}  # unknown: no result kept for a token
-REASONS = {"timeout", "killed", "exited", "out_of_memory", "invalid_reply"}
+REASONS = {"timeout", "killed", "exited", "out_of_memory", "invalid_reply", "interrupted"}
 MAX_SHELL_CHUNK_CHARS = 64 * 1024  # one progress line of a shell command: one read of its pipe, decoded
 MAX_STALE_LINES = 4096  # replies to an earlier connection's requests skipped before one to this connection's
 
@@ -96,6 +96,7 @@ class KernelChannel:
         self._receive = BufferedByteReceiveStream(receive)
         self._multiplexed = multiplexed
         self._pending = bytearray()  # demultiplexed stdout not yet split into lines
+        self._frame: tuple[int, int] | None = None  # a frame whose header was read and payload not yet
         # Request ids start at random: a reply to another connection's request (a replica that stopped while
         # its code ran, the kernel answering it now) is told apart from this one's, and skipped.
         self._next_id = secrets.randbelow(1 << 48)
@@ -110,6 +111,24 @@ class KernelChannel:
         operations: transfer.py). A large request (a file's chunk) is encoded in a worker thread."""
         await self._send_request(fields)
         return await self._reply()
+
+    async def interrupt(self) -> None:
+        """Ask the kernel to stop the code or command of the request last sent; its reply comes as usual
+        (`finish_execution`, `finish_shell`). Ignored by a kernel with nothing running."""
+        try:
+            await self._send.send(_encode({"op": "interrupt"}))
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
+            raise KernelDied(str(exc) or type(exc).__name__) from exc
+
+    async def finish_execution(self, max_output: int) -> dict[str, Any]:
+        """The reply to the execution last sent, whose wait was given up (an interrupt was sent since)."""
+        return check_reply(await self._reply(), self._next_id, max_output)
+
+    async def finish_shell(self, max_output: int) -> ShellEnd:
+        """How the shell command last sent ended, its progress lines skipped (an interrupt was sent since)."""
+        while not isinstance(line := check_shell_reply(await self._reply(), max_output), ShellEnd):
+            pass
+        return line
 
     async def shell(self, command: str, timeout: float, max_output: int) -> AsyncIterator[ShellOutput | ShellEnd]:
         """Run a shell command: what it writes as it arrives, then how it ended (the last item)."""
@@ -155,9 +174,13 @@ class KernelChannel:
         if not self._multiplexed:
             return await self._receive.receive_until(b"\n", MAX_REPLY_BYTES)
         while (end := self._pending.find(b"\n")) < 0:
-            header = await self._receive.receive_exactly(8)
-            stream, size = header[0], struct.unpack(">I", header[4:])[0]
+            # Kept across a cancelled read (a cancelled response's wait), so the stream stays in step.
+            if self._frame is None:
+                header = await self._receive.receive_exactly(8)
+                self._frame = header[0], struct.unpack(">I", header[4:])[0]
+            stream, size = self._frame
             payload = await self._receive.receive_exactly(size) if size else b""
+            self._frame = None
             if stream == 1:
                 self._pending += payload
                 if len(self._pending) > MAX_REPLY_BYTES:

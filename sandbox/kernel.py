@@ -25,6 +25,12 @@ request per line and reads one JSON reply per line:
      "max_output": N}                                             "stream": "stdout" | "stderr", "data": "..."},
                                                                  then {"id": 7, "status": "exit" | "timeout",
                                                                  "exit_code": n, "stdout": "...", "stderr": "..."}
+    {"op": "interrupt"}                                       -> no reply of its own: the execution in progress
+                                                                 gets KeyboardInterrupt (its reply, "error", comes
+                                                                 as usual; one that does not stop within
+                                                                 INTERRUPT_GRACE_S is "restarted", "interrupted"),
+                                                                 the shell command in progress is killed with all
+                                                                 it started (exit code 137); idle, it is ignored
 
 The last execution's reply is kept until the next one: a host that stopped while the code ran (its gateway
 replica died) leaves it to another, which asks for it by the token it was given ("result") instead of
@@ -65,6 +71,8 @@ import traceback
 
 CELL = "<cell>"
 KILL_GRACE_S = 2.0  # past the time limit, how long the worker has to stop before it is killed
+INTERRUPT_GRACE_S = 1.0  # after an interrupt, how long the code has to stop before its worker is killed
+INTERRUPT_REPEAT_S = 0.05  # how often the worker is signalled meanwhile
 MAX_RESULT_BYTES = 32 * 1024 * 1024  # the worker's result line: its images
 MAX_IMAGES = 16
 MAX_IMAGE_CHARS = 8 * 1024 * 1024
@@ -113,10 +121,57 @@ class Capture:
         return f"{head}\n[... output truncated: {omitted} bytes omitted of {self.total} ...]\n{tail.decode('utf-8', 'ignore')}"
 
 
+class Requests:
+    """The host's request lines, read straight from the channel's descriptor (no buffer that `select` could
+    not see), so an interrupt is noticed while code or a command runs."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.ended = False
+        self._buffer = bytearray()
+        self._lines: list[bytes] = []
+
+    def next(self) -> bytes | None:
+        """The next request line, waiting for it; None once the host closed the channel."""
+        while not self._lines:
+            if self.ended:
+                return None
+            self.read()
+        return self._lines.pop(0)
+
+    def read(self) -> None:
+        """What the descriptor has now (call when it is readable, or to wait for a line)."""
+        data = os.read(self.fd, 1 << 20)
+        if not data:
+            self.ended = True
+            return
+        self._buffer += data
+        while (end := self._buffer.find(b"\n")) >= 0:
+            self._lines.append(bytes(self._buffer[:end]))
+            del self._buffer[: end + 1]
+
+    def interrupted(self) -> bool:
+        """Whether an interrupt came among the lines read (taken out: a request of another op waits)."""
+        kept = [line for line in self._lines if not _is_interrupt(line)]
+        found = len(kept) != len(self._lines)
+        self._lines = kept
+        return found
+
+    def watched(self) -> list[int]:
+        return [] if self.ended else [self.fd]
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+
+def _is_interrupt(line: bytes) -> bool:
+    return line.startswith(b'{"op": "interrupt"') or line.startswith(b'{"op":"interrupt"')
+
+
 class Supervisor:
     def __init__(self) -> None:
         # Private copies of the protocol channel (os.dup makes them non-inheritable), then fds 0-2 elsewhere.
-        self.requests = os.fdopen(os.dup(0), "rb")
+        self.requests = Requests(os.dup(0))
         self.replies = os.fdopen(os.dup(1), "wb")
         null = os.open(os.devnull, os.O_RDWR)
         for fd in (0, 1, 2):
@@ -133,7 +188,9 @@ class Supervisor:
 
     def serve(self) -> None:
         data, skills = DataFiles(DATA_DIR), DataFiles(SKILLS_DIR)
-        for line in self.requests:
+        while (line := self.requests.next()) is not None:
+            if _is_interrupt(line):  # nothing runs: it came too late
+                continue
             request = json.loads(line)
             if request.get("op") == "ping":
                 reply = {"id": request["id"], "status": "ready", "pid": self.pid}
@@ -141,7 +198,7 @@ class Supervisor:
                 files = skills if request.get("root") == "skills" else data
                 reply = {"id": request["id"], **files.handle(request)}
             elif request.get("op") == "shell":
-                shell = Shell(request["id"], self.replies, {self.pid, self.worker_pid}, int(request["max_output"]))
+                shell = Shell(request["id"], self.replies, self.requests, {self.pid, self.worker_pid}, int(request["max_output"]))
                 reply = {"id": request["id"], **shell.run(request["command"], float(request["timeout"]))}
             elif request.get("op") == "result":
                 kept = self.kept if self.kept is not None and self.kept[0] == request.get("token") else None
@@ -163,11 +220,24 @@ class Supervisor:
             return self._restart(capture, "exited")
         deadline = time.monotonic() + timeout + KILL_GRACE_S
         result = bytearray()
+        interrupted_at: float | None = None
         while True:
+            if interrupted_at is None and self.requests.interrupted():
+                interrupted_at = time.monotonic()
+            if interrupted_at is not None:
+                if time.monotonic() - interrupted_at > INTERRUPT_GRACE_S:
+                    return self._restart(capture, "interrupted")
+                # Again until the result comes: a signal that lands before the code starts (or after it
+                # ended) is ignored by the worker, the first one while it runs raises KeyboardInterrupt.
+                os.kill(self.worker_pid, signal.SIGINT)
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return self._restart(capture, "timeout")
-            ready, _, _ = select.select([self.capture_fd, self.worker_sock], [], [], remaining)
+            if interrupted_at is not None:
+                remaining = min(remaining, INTERRUPT_REPEAT_S)
+            ready, _, _ = select.select([self.capture_fd, self.worker_sock, *self.requests.watched()], [], [], max(remaining, 0))
+            if self.requests.fd in ready:
+                self.requests.read()
             if self.capture_fd in ready:
                 self._read_capture(capture)
             if self.worker_sock in ready:
@@ -255,9 +325,10 @@ class Shell:
     PROGRAM = "/bin/bash"
     POLL_S = 0.05  # how often the command's exit is looked for while something else holds its pipes
 
-    def __init__(self, request_id: object, replies: io.BufferedWriter, keep: set[int], max_output: int) -> None:
+    def __init__(self, request_id: object, replies: io.BufferedWriter, requests: Requests, keep: set[int], max_output: int) -> None:
         self.request_id = request_id
         self.replies = replies
+        self.requests = requests  # watched for an interrupt while the command runs
         self.keep = keep  # the kernel's own processes
         self.captures = {"stdout": Capture(max_output), "stderr": Capture(max_output)}
         self.sent = {"stdout": 0, "stderr": 0}  # bytes sent live: at most each capture's head
@@ -277,17 +348,27 @@ class Shell:
         for fd in self.pipes:
             os.set_blocking(fd, False)
         deadline = time.monotonic() + timeout
+        interrupted = False
         while self.pipes and process.poll() is None and (remaining := deadline - time.monotonic()) > 0:
             # An open pipe's end is the usual sign of the exit; the poll is for a command whose background
             # children hold its pipes after it exited.
-            ready, _, _ = select.select(list(self.pipes), [], [], min(remaining, self.POLL_S))
+            if self.requests.interrupted():
+                interrupted = True
+                break
+            ready, _, _ = select.select([*self.pipes, *self.requests.watched()], [], [], min(remaining, self.POLL_S))
+            if self.requests.fd in ready:
+                self.requests.read()
             for fd in ready:
-                self._read(fd)
-        try:
-            process.wait(max(0.0, deadline - time.monotonic()))
-            timed_out = False
-        except subprocess.TimeoutExpired:
-            timed_out = True
+                if fd in self.pipes:
+                    self._read(fd)
+        timed_out = False
+        if interrupted:
+            self._stop(process)
+        else:
+            try:
+                process.wait(max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                timed_out = True
         for fd in list(self.pipes):  # what the pipes hold now, not what strays go on writing
             for _ in range(64):
                 if not self._read(fd):
@@ -625,6 +706,15 @@ def _on_alarm(signum: int, frame: object) -> None:
     raise ExecutionTimeout()
 
 
+_interruptible: set[bool] = set()  # not empty while the code runs: an interrupt raises once, then is ignored
+
+
+def _on_interrupt(signum: int, frame: object) -> None:
+    if _interruptible:
+        _interruptible.clear()
+        raise KeyboardInterrupt
+
+
 class Worker:
     def __init__(self, channel: socket.socket) -> None:
         self.channel = channel
@@ -635,6 +725,7 @@ class Worker:
         self.namespace: dict[str, object] = {"__name__": "__main__", "__builtins__": __builtins__}
 
     def serve(self) -> None:
+        signal.signal(signal.SIGINT, _on_interrupt)
         for line in self.channel.makefile("rb"):
             request = json.loads(line)
             status = self.execute(request["code"], request["timeout"])
@@ -648,17 +739,19 @@ class Worker:
         except ExecutionTimeout:
             status = "timeout"
             sys.stderr.write(f"\nTimeoutError: the execution was stopped after {timeout:g} seconds.\n")
-        except BaseException as exc:  # the user's exception, shown as Jupyter shows it
+        except BaseException as exc:  # the user's exception (KeyboardInterrupt too), shown as Jupyter shows it
             status = "error"
             _print_traceback(exc)
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
+            _interruptible.clear()
         return status
 
     def _run(self, code: str, timeout: float) -> None:
-        # Earlier code may have replaced the handler or blocked the signal.
+        # Earlier code may have replaced the handlers or blocked the signals.
         signal.signal(signal.SIGALRM, _on_alarm)
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGALRM])
+        signal.signal(signal.SIGINT, _on_interrupt)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGALRM, signal.SIGINT])
         signal.setitimer(signal.ITIMER_REAL, timeout)
         tree = ast.parse(code, CELL)
         last = None
@@ -667,6 +760,7 @@ class Worker:
             tree.body.pop()
             last = ast.Expression(final.value)
         try:
+            _interruptible.add(True)
             exec(compile(tree, CELL, "exec"), self.namespace)
             if last is not None:
                 value = eval(compile(last, CELL, "eval"), self.namespace)
@@ -679,10 +773,18 @@ class Worker:
 
 
 def _print_traceback(exc: BaseException) -> None:
-    """The traceback without the kernel's own frames."""
+    """The traceback without the kernel's own frames (those that ran the cell, and the interrupt's)."""
     tb = exc.__traceback__
     while tb is not None and tb.tb_frame.f_code.co_filename != CELL:
         tb = tb.tb_next
+    kept = []
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename != __file__:
+            kept.append(tb)
+        tb = tb.tb_next
+    for frame, following in zip(kept, [*kept[1:], None]):
+        frame.tb_next = following
+    tb = kept[0] if kept else None
     if isinstance(exc, SyntaxError):
         tb = None
     sys.stderr.write("".join(traceback.format_exception(type(exc), exc, tb)))

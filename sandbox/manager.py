@@ -39,6 +39,9 @@ _tracer = trace.get_tracer("harmony-gateway")
 # Past the timeout, how long the kernel has to answer (its supervisor kills a stuck worker after 2 s)
 # before the whole kernel is replaced.
 KILL_GRACE_S = 8.0
+# A cancelled call's code or command, interrupted: how long the kernel has to answer (its supervisor kills
+# a worker that goes on for 1 s) before the whole kernel is replaced.
+INTERRUPT_WAIT_S = 3.0
 
 __all__ = ["BACKEND_ERRORS", "Execution", "ShellCommand", "ShellEnd", "ShellOutput", "SandboxFull", "SandboxManager", "SandboxUnavailable", "SessionBusy", "SessionNotFound"]
 
@@ -179,7 +182,7 @@ class SandboxManager:
 
     async def execute(
         self, container_id: str, code: str, resumed: bool, tenant: str, *, files: SessionFiles | None = None, idle_ttl_s: float | None = None,
-        token: str | None = None,
+        token: str | None = None, on_cancel: Callable[[Execution], None] | None = None,
     ) -> Execution:
         """Run code in the tenant's session named `container_id`, starting the session if it is not live.
 
@@ -187,10 +190,12 @@ class SandboxManager:
         started anew (it expired, was evicted, or the gateway restarted) means that its state was lost.
         `files` syncs the session's /mnt/data around the execution; `idle_ttl_s` is how long the session
         lives unused (its container's expiry), never longer than the config's `idle_ttl_s`. `token` names
-        the execution, for `collect` on another replica if this one stops while the code runs.
+        the execution, for `collect` on another replica if this one stops while the code runs. Cancelled
+        while the code runs, the code is interrupted (the session and its state survive) and `on_cancel`
+        gets what it printed.
         """
         result, started = await self._in_session(
-            container_id, tenant, files, idle_ttl_s, lambda session: self._run(container_id, session, code, token)
+            container_id, tenant, files, idle_ttl_s, lambda session: self._run(container_id, session, code, token, on_cancel)
         )
         if started and resumed:
             result.state_lost = True
@@ -208,9 +213,14 @@ class SandboxManager:
 
         async def ask(session: _Session) -> Execution | None:
             assert session.kernel is not None
+            max_output = self.config.max_output_bytes
             try:
                 with anyio.fail_after(self.config.timeout_s + KILL_GRACE_S):
-                    reply = await session.kernel.channel.request(op="result", token=token, max_output=self.config.max_output_bytes)
+                    reply = await session.kernel.channel.request(op="result", token=token, max_output=max_output)
+            except anyio.get_cancelled_exc_class():  # the adopted run was cancelled: so is the code it waits for
+                with anyio.CancelScope(shield=True):
+                    await self._interrupt(container_id, session, lambda channel: channel.finish_execution(max_output))
+                raise
             except (TimeoutError, KernelDied):
                 return None
             if reply["status"] == "unknown":
@@ -228,7 +238,8 @@ class SandboxManager:
     ) -> list[ShellEnd]:
         """Run shell commands one after another in the tenant's session named `container_id` (its Python
         state is not touched): how each ended. What each writes goes to `on_output(index, output)` as it
-        arrives. A kernel that fails mid-command is replaced, and the commands after it do not run."""
+        arrives. A kernel that fails mid-command is replaced, and the commands after it do not run. Cancelled,
+        the running command is killed with all it started, and the rest do not run."""
 
         async def run(session: _Session) -> list[ShellEnd]:
             ended = []
@@ -364,15 +375,21 @@ class SandboxManager:
         log.info("sandbox session %s was taken over by replica %s", container_id, owner)
         self._tasks.start_soon(kernel.detach)
 
-    async def _run(self, container_id: str, session: _Session, code: str, token: str | None) -> Execution:
-        timeout = self.config.timeout_s
+    async def _run(
+        self, container_id: str, session: _Session, code: str, token: str | None, on_cancel: Callable[[Execution], None] | None
+    ) -> Execution:
+        timeout, max_output = self.config.timeout_s, self.config.max_output_bytes
         assert session.kernel is not None
         try:
             # The kernel's supervisor enforces the limit itself; this is the last resort if it cannot.
             with anyio.fail_after(timeout + KILL_GRACE_S):
-                reply = await session.kernel.channel.request(
-                    code=code, timeout=timeout, max_output=self.config.max_output_bytes, **({"token": token} if token else {})
-                )
+                reply = await session.kernel.channel.request(code=code, timeout=timeout, max_output=max_output, **({"token": token} if token else {}))
+        except anyio.get_cancelled_exc_class():
+            with anyio.CancelScope(shield=True):
+                stopped = await self._interrupt(container_id, session, lambda channel: channel.finish_execution(max_output))
+            if stopped is not None and on_cancel is not None:
+                on_cancel(Execution(stopped["status"], stopped["output"], stopped["images"], state_lost=stopped["status"] == "restarted"))
+            raise
         except TimeoutError:
             reason = f"the code did not stop at the {timeout:g} s time limit and the kernel had to be killed"
         except KernelDied as exc:
@@ -388,9 +405,7 @@ class SandboxManager:
             text = f"{output}\n{self._restart_reason(reply['reason'])}." if output else f"{self._restart_reason(reply['reason'])}."
             return Execution("restarted", text, state_lost=True)
         log.warning("sandbox session %s restarts: %s", container_id, reason)
-        old = session.kernel
-        session.kernel = await self._take_kernel()
-        await old.destroy()
+        await self._replace_kernel(session)
         return Execution("restarted", f"{reason}.", state_lost=True)
 
     async def _run_shell(
@@ -409,15 +424,39 @@ class SandboxManager:
                     shown = limit.live(line)
                     if shown is not None:
                         on_output(shown)
+        except anyio.get_cancelled_exc_class():
+            with anyio.CancelScope(shield=True):
+                await self._interrupt(container_id, session, lambda channel: channel.finish_shell(limit.kernel_bytes(self.config.max_output_bytes)))
+            raise
         except TimeoutError:
             reason = f"the command did not stop at the {timeout:g} s time limit and the sandbox had to be restarted"
         except KernelDied as exc:
             reason = f"the sandbox failed: {exc}" if isinstance(exc, KernelProtocolError) else f"the sandbox died: {await session.kernel.death_reason()}"
         log.warning("sandbox session %s restarts during a shell command: %s", container_id, reason)
+        await self._replace_kernel(session)
+        return ShellEnd(None, "", f"{reason}; Python's variables and files outside /mnt/data are gone.\n"), True
+
+    async def _interrupt(self, container_id: str, session: _Session, finish: Callable[[KernelChannel], Awaitable[T]]) -> T | None:
+        """The call was cancelled (its response was, or its client left) while its code or command ran: stop
+        that now, and read the kernel's reply to it, so the session is ready for the next call. Python is
+        interrupted (KeyboardInterrupt; the kernel and its state survive), a command is killed with all it
+        started. A kernel that does not answer in time is replaced (None)."""
+        assert session.kernel is not None
+        try:
+            with anyio.fail_after(INTERRUPT_WAIT_S):
+                await session.kernel.channel.interrupt()
+                return await finish(session.kernel.channel)
+        except (TimeoutError, KernelDied) as exc:
+            log.warning("sandbox session %s did not stop when its call was cancelled (%s); its kernel is replaced", container_id, exc or "no answer")
+            await self._replace_kernel(session)
+            return None
+
+    async def _replace_kernel(self, session: _Session) -> None:
+        """A new kernel for the session (its state is gone), the old one destroyed."""
         old = session.kernel
+        assert old is not None
         session.kernel = await self._take_kernel()
         await old.destroy()
-        return ShellEnd(None, "", f"{reason}; Python's variables and files outside /mnt/data are gone.\n"), True
 
     def _restart_reason(self, reason: str) -> str:
         return {
@@ -426,6 +465,7 @@ class SandboxManager:
             "killed": "the Python process was killed",
             "exited": "the Python process exited",
             "invalid_reply": "the Python process sent an invalid result",
+            "interrupted": "the code did not stop when it was interrupted and its process had to be killed",
         }[reason]
 
     def _make_room(self, tenant: str) -> None:

@@ -160,9 +160,14 @@ class CodeInterpreter(Tool[CodeInterpreterTool]):
         sandbox = self.context.services.sandbox
         assert sandbox is not None
         idle_ttl_s = container.container.idle_minutes * 60
+
+        def cancelled(execution: Execution) -> None:  # the item ends incomplete, with what the code printed
+            _, item.outputs, _ = _described(execution, container)
+
         try:
             execution = await sandbox.execute(
-                item.container_id, item.text, resumed, self.context.tenant, files=container, idle_ttl_s=idle_ttl_s, token=item.id
+                item.container_id, item.text, resumed, self.context.tenant, files=container, idle_ttl_s=idle_ttl_s, token=item.id,
+                on_cancel=cancelled,
             )
         except SandboxFull as exc:
             return _failed(f"Error: {exc}.")
