@@ -25,6 +25,8 @@ request per line and reads one JSON reply per line:
      "max_output": N}                                             "stream": "stdout" | "stderr", "data": "..."},
                                                                  then {"id": 7, "status": "exit" | "timeout",
                                                                  "exit_code": n, "stdout": "...", "stderr": "..."}
+    (a ping that comes while code or a command runs is answered at once, out of turn: a replica attaching
+     to a busy kernel learns it is alive without waiting for the code to end)
     {"op": "interrupt"}                                       -> no reply of its own: the execution in progress
                                                                  gets KeyboardInterrupt (its reply, "error", comes
                                                                  as usual; one that does not stop within
@@ -157,6 +159,19 @@ class Requests:
         self._lines = kept
         return found
 
+    def pings(self) -> list[object]:
+        """The ids of the pings among the lines read, taken out to be answered now."""
+        found: list[object] = []
+        kept: list[bytes] = []
+        for line in self._lines:
+            request = json.loads(line) if len(line) < 256 and b'"ping"' in line else None
+            if isinstance(request, dict) and request.get("op") == "ping":
+                found.append(request.get("id"))
+            else:
+                kept.append(line)
+        self._lines = kept
+        return found
+
     def watched(self) -> list[int]:
         return [] if self.ended else [self.fd]
 
@@ -186,6 +201,16 @@ class Supervisor:
         self.kept: tuple[str, dict[str, object]] | None = None  # the last execution's token and reply
         self._start_worker()
 
+    def read_requests(self) -> None:
+        """What the host sent while code or a command runs: kept for later, but pings, answered now."""
+        self.requests.read()
+        for request_id in self.requests.pings():
+            self.reply({"id": request_id, "status": "ready", "pid": self.pid})
+
+    def reply(self, reply: dict[str, object]) -> None:
+        self.replies.write(json.dumps(reply).encode() + b"\n")
+        self.replies.flush()
+
     def serve(self) -> None:
         data, skills = DataFiles(DATA_DIR), DataFiles(SKILLS_DIR)
         while (line := self.requests.next()) is not None:
@@ -198,7 +223,7 @@ class Supervisor:
                 files = skills if request.get("root") == "skills" else data
                 reply = {"id": request["id"], **files.handle(request)}
             elif request.get("op") == "shell":
-                shell = Shell(request["id"], self.replies, self.requests, {self.pid, self.worker_pid}, int(request["max_output"]))
+                shell = Shell(request["id"], self, {self.pid, self.worker_pid}, int(request["max_output"]))
                 reply = {"id": request["id"], **shell.run(request["command"], float(request["timeout"]))}
             elif request.get("op") == "result":
                 kept = self.kept if self.kept is not None and self.kept[0] == request.get("token") else None
@@ -208,8 +233,7 @@ class Supervisor:
                 token = request.get("token")
                 self.kept = (token, result) if isinstance(token, str) else None
                 reply = {"id": request["id"], **result}
-            self.replies.write(json.dumps(reply).encode() + b"\n")
-            self.replies.flush()
+            self.reply(reply)
 
     def execute(self, code: str, timeout: float, max_output: int) -> dict[str, object]:
         capture = Capture(max_output)
@@ -237,7 +261,7 @@ class Supervisor:
                 remaining = min(remaining, INTERRUPT_REPEAT_S)
             ready, _, _ = select.select([self.capture_fd, self.worker_sock, *self.requests.watched()], [], [], max(remaining, 0))
             if self.requests.fd in ready:
-                self.requests.read()
+                self.read_requests()
             if self.capture_fd in ready:
                 self._read_capture(capture)
             if self.worker_sock in ready:
@@ -325,10 +349,10 @@ class Shell:
     PROGRAM = "/bin/bash"
     POLL_S = 0.05  # how often the command's exit is looked for while something else holds its pipes
 
-    def __init__(self, request_id: object, replies: io.BufferedWriter, requests: Requests, keep: set[int], max_output: int) -> None:
+    def __init__(self, request_id: object, supervisor: Supervisor, keep: set[int], max_output: int) -> None:
         self.request_id = request_id
-        self.replies = replies
-        self.requests = requests  # watched for an interrupt while the command runs
+        self.supervisor = supervisor  # its channel: progress lines go out, an interrupt comes in
+        self.requests = supervisor.requests
         self.keep = keep  # the kernel's own processes
         self.captures = {"stdout": Capture(max_output), "stderr": Capture(max_output)}
         self.sent = {"stdout": 0, "stderr": 0}  # bytes sent live: at most each capture's head
@@ -357,7 +381,7 @@ class Shell:
                 break
             ready, _, _ = select.select([*self.pipes, *self.requests.watched()], [], [], min(remaining, self.POLL_S))
             if self.requests.fd in ready:
-                self.requests.read()
+                self.supervisor.read_requests()
             for fd in ready:
                 if fd in self.pipes:
                     self._read(fd)
@@ -398,9 +422,7 @@ class Shell:
         self.sent[name] += len(live)
         text = self.decoders[name].decode(live) if live else ""
         if text:
-            line = {"id": self.request_id, "status": "output", "stream": name, "data": text}
-            self.replies.write(json.dumps(line).encode() + b"\n")
-            self.replies.flush()
+            self.supervisor.reply({"id": self.request_id, "status": "output", "stream": name, "data": text})
         return True
 
     def _stop(self, process: subprocess.Popen[bytes]) -> None:

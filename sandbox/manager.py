@@ -213,6 +213,7 @@ class SandboxManager:
 
         async def ask(session: _Session) -> Execution | None:
             assert session.kernel is not None
+            log.info("sandbox session %s: waiting for the result of %s, which a replica that stopped started", container_id, token)
             max_output = self.config.max_output_bytes
             try:
                 with anyio.fail_after(self.config.timeout_s + KILL_GRACE_S):
@@ -229,7 +230,9 @@ class SandboxManager:
                 return Execution("restarted", f"{self._restart_reason(reply['reason'])}.", state_lost=True)
             return Execution(reply["status"], reply["output"], reply["images"])
 
-        result, started = await self._in_session(container_id, tenant, files, idle_ttl_s, ask)
+        # No copy in first: the code runs already, and its kernel answers nothing else until it ends (a
+        # cancel meanwhile must find this call waiting on the result, to interrupt the code).
+        result, started = await self._in_session(container_id, tenant, files, idle_ttl_s, ask, copy_in=False)
         return None if started else result
 
     async def shell(
@@ -254,10 +257,11 @@ class SandboxManager:
         return ended
 
     async def _in_session(
-        self, container_id: str, tenant: str, files: SessionFiles | None, idle_ttl_s: float | None, work: Callable[[_Session], Awaitable[T]]
+        self, container_id: str, tenant: str, files: SessionFiles | None, idle_ttl_s: float | None, work: Callable[[_Session], Awaitable[T]],
+        copy_in: bool = True,
     ) -> tuple[T, bool]:
-        """Do `work` in the tenant's session, held by this replica, its files synced around it: its result,
-        and whether the session was started for it."""
+        """Do `work` in the tenant's session, held by this replica, its files synced around it (with
+        `copy_in` false, only copied out after): its result, and whether the session was started for it."""
         while True:
             session = self._sessions.get(container_id)
             if session is not None and session.tenant != tenant:
@@ -279,7 +283,7 @@ class SandboxManager:
                         session.ended = True
                     raise
                 try:
-                    if files is not None:
+                    if files is not None and copy_in:
                         await files.before(self._files_of(session), session.files)
                     result = await work(session)
                     if files is not None:

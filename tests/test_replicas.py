@@ -436,6 +436,42 @@ def test_a_python_call_in_flight_when_its_replica_dies_runs_once(emulator, postg
         _remove_containers(instance)
 
 
+def test_cancelling_an_adopted_run_interrupts_the_python_call_it_waits_for(emulator, postgres, tmp_path, sandbox_image):  # noqa: F811
+    """SIGKILL of the replica while its python loop runs; the adopter waits for the kernel's result, and a
+    cancel then interrupts the loop there (it does not run its 12 s out), the session's state kept."""
+    from .conftest import sandbox_section
+    from .test_sandbox import CODE_TOOL
+
+    instance = f"test-{time.monotonic_ns()}-adopt-cancel"
+    sections = {
+        "storage": {"url": postgres.new_database(), "lease_s": LEASE_S}, "server": {"reasoning_key": SHARED_KEY},
+        "sandbox": sandbox_section("docker", instance, pool_size=1, timeout_s=30),
+    }  # fmt: skip
+    replicas = [Gateway(gateway_config(emulator.url, tmp_path, **sections), tmp_path).start(timeout=60) for _ in range(2)]
+    try:
+        first, second = (replica.client() for replica in replicas)
+        tools: Any = [CODE_TOOL]
+        setup = first.responses.create(model=MODEL, input="[[python kept = 41]]", tools=tools)
+        loop = "import time\nfor i in range(12):\n    open('/tmp/ticks', 'a').write('x')\n    time.sleep(1)"
+        response = first.responses.create(model=MODEL, input=f"[[python {loop}]]", tools=tools, background=True, previous_response_id=setup.id)
+        assert _wait_for(lambda: any(item.type == "code_interpreter_call" for item in second.responses.retrieve(response.id).output), 20)
+        time.sleep(0.5)
+        replicas[0].proc.kill()
+        assert _wait_for(lambda: "which a replica that stopped started" in replicas[1].log.read_text(), 20)
+        time.sleep(0.5)  # the adopter waits on the kernel for the result
+        cancelled_at = time.monotonic()
+        assert second.responses.cancel(response.id).status == "cancelled"
+        count = "import time\ntime.sleep(2)\nprint(len(open('/tmp/ticks').read()), kept)"
+        later = second.responses.create(model=MODEL, input=f"[[python {count}]]", tools=tools, previous_response_id=setup.id)
+        ticks, kept = map(int, later.output_text.rsplit(":", 1)[1].split())
+        assert kept == 41 and ticks < 12, ticks  # interrupted, not run to its end
+        assert time.monotonic() - cancelled_at < 10
+    finally:
+        for replica in replicas:
+            replica.stop()
+        _remove_containers(instance)
+
+
 def test_a_replica_restarted_under_its_name_before_its_lease_ran_out_has_its_runs_adopted(emulator, postgres, tmp_path):  # noqa: F811
     """SIGKILL of a replica named by `storage.replica_id`, started again at once under the same name,
     its lease still current: the new process lets the runs of the old one go, and they are adopted and
