@@ -396,21 +396,26 @@ def test_a_rolling_restart_hands_every_run_over(emulator, postgres, tmp_path):  
         server.stop()
 
 
+def _python_replicas(emulator: Any, postgres: Any, tmp_path: Any, instance: str, timeout_s: float) -> list[Gateway]:
+    """Two replicas sharing a new database and one Docker daemon's sandbox sessions (`instance`)."""
+    from .conftest import sandbox_section
+
+    sections = {
+        "storage": {"url": postgres.new_database(), "lease_s": LEASE_S}, "server": {"reasoning_key": SHARED_KEY},
+        "sandbox": sandbox_section("docker", instance, pool_size=1, timeout_s=timeout_s),
+    }  # fmt: skip
+    return [Gateway(gateway_config(emulator.url, tmp_path, **sections), tmp_path).start(timeout=60) for _ in range(2)]
+
+
 def test_a_python_call_in_flight_when_its_replica_dies_runs_once(emulator, postgres, tmp_path, sandbox_image):  # noqa: F811
     """SIGKILL of the replica while its python call runs (the kernel is on the shared Docker daemon): the
     adopter takes the session over and collects the result the kernel kept, without running the code
     again; the response completes with the call's output, and the conversation goes on in the same
     container, whose file shows one execution."""
-    from .conftest import sandbox_section
     from .test_sandbox import CODE_TOOL
 
-    database = postgres.new_database()
     instance = f"test-{time.monotonic_ns()}-adopt"
-    sections = {
-        "storage": {"url": database, "lease_s": LEASE_S}, "server": {"reasoning_key": SHARED_KEY},
-        "sandbox": sandbox_section("docker", instance, pool_size=1, timeout_s=15),
-    }  # fmt: skip
-    replicas = [Gateway(gateway_config(emulator.url, tmp_path, **sections), tmp_path).start(timeout=60) for _ in range(2)]
+    replicas = _python_replicas(emulator, postgres, tmp_path, instance, timeout_s=15)
     try:
         first, second = (replica.client() for replica in replicas)
         tools: Any = [CODE_TOOL]
@@ -439,15 +444,10 @@ def test_a_python_call_in_flight_when_its_replica_dies_runs_once(emulator, postg
 def test_cancelling_an_adopted_run_interrupts_the_python_call_it_waits_for(emulator, postgres, tmp_path, sandbox_image):  # noqa: F811
     """SIGKILL of the replica while its python loop runs; the adopter waits for the kernel's result, and a
     cancel then interrupts the loop there (it does not run its 12 s out), the session's state kept."""
-    from .conftest import sandbox_section
     from .test_sandbox import CODE_TOOL
 
     instance = f"test-{time.monotonic_ns()}-adopt-cancel"
-    sections = {
-        "storage": {"url": postgres.new_database(), "lease_s": LEASE_S}, "server": {"reasoning_key": SHARED_KEY},
-        "sandbox": sandbox_section("docker", instance, pool_size=1, timeout_s=30),
-    }  # fmt: skip
-    replicas = [Gateway(gateway_config(emulator.url, tmp_path, **sections), tmp_path).start(timeout=60) for _ in range(2)]
+    replicas = _python_replicas(emulator, postgres, tmp_path, instance, timeout_s=30)
     try:
         first, second = (replica.client() for replica in replicas)
         tools: Any = [CODE_TOOL]
