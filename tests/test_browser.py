@@ -7,10 +7,13 @@ from __future__ import annotations
 import json
 import re
 import sys
+import tracemalloc
 from typing import Any, Iterator
 
 import httpx
 import pytest
+
+from tools.browser.decoding import BoundedDecoder, TooLarge
 
 from .conftest import ROOT, Gateway, Process, emulator_stats, free_port
 from .stream_checker import check_response_stream
@@ -392,3 +395,22 @@ def test_a_cancelled_search_is_closed_with_the_response(browsing: Gateway, site:
     assert client.responses.cancel(response.id).status == "cancelled"
     (call,) = [item for item in client.responses.retrieve(response.id).output if item.type == "web_search_call"]
     assert call.status == "incomplete" and call.action.type == "open_page"
+
+
+def test_every_layer_of_an_encoding_is_bounded_on_its_own() -> None:
+    """256 MiB of zeros in two gzip layers, under a limit the outer layer's output (~256 KB) fits: only the
+    inner layer's own bound stops it, at the limit, without unpacking it (the page test's bomb trips the
+    outer layer first, so it cannot tell)."""
+    from .web_site import gzip_bomb
+
+    body = gzip_bomb(256)
+    decoder = BoundedDecoder("gzip, gzip", max_bytes=1_000_000)
+    tracemalloc.start()
+    try:
+        with pytest.raises(TooLarge):
+            for start in range(0, len(body), 4096):
+                decoder.feed(body[start : start + 4096])
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 16_000_000, peak

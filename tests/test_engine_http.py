@@ -12,7 +12,7 @@ import pytest
 
 from gateway.config import EngineConfig
 from gateway.engine import EngineClient, Lines, Sampling
-from gateway.engine_http import BUFFERED_HIGH, EnginePool, ProtocolFault
+from gateway.engine_http import BUFFERED_HIGH, EngineHTTPError, EnginePool, ProtocolFault
 from gateway.errors import APIError
 from gateway.harmony import Preamble, Prompt, render_prompt
 from openai_harmony import Message, Role
@@ -246,3 +246,46 @@ def test_an_engine_whose_health_answer_stalls_is_unhealthy_in_time():
 
     healthy, took = asyncio.run(main())
     assert not healthy and took < 3  # the connect timeout bounds the whole check, not the read timeout
+
+
+@pytest.mark.parametrize("second_answer, retried", [(b"", True), (b"HTTP/1.1 200 OK\r\ncontent-le", False)])
+def test_a_request_goes_again_only_when_nothing_of_its_answer_was_read(second_answer, retried):
+    """A kept-alive connection the engine closed as the second request went: with nothing of the answer
+    read, the request goes once more on a new connection; with part of it read (the engine may have
+    acted on it), it is never sent again, and the caller gets the error."""
+    requests: list[bytes] = []
+
+    async def main() -> None:
+        async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            first_on_connection = True
+            while True:
+                try:
+                    requests.append(await reader.readuntil(b"\r\n\r\n"))
+                except asyncio.IncompleteReadError:
+                    break
+                if first_on_connection or (retried and len(requests) > 2):
+                    writer.write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}")
+                    await writer.drain()
+                    first_on_connection = False
+                    continue
+                writer.write(second_answer)
+                await writer.drain()
+                break
+            writer.close()
+
+        server = await asyncio.start_server(handle, "127.0.0.1", 0)
+        url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+        pool = EnginePool(url, headers={}, connect_timeout=5, read_timeout=5, max_connections=4, keepalive_expiry=30)
+        try:
+            assert await (await pool.request("GET", "/health")).read(100) == b"{}"
+            if retried:
+                assert await (await pool.request("GET", "/health")).read(100) == b"{}"
+            else:
+                with pytest.raises(EngineHTTPError):
+                    await (await pool.request("GET", "/health")).read(100)
+        finally:
+            await pool.aclose()
+            server.close()
+
+    asyncio.run(main())
+    assert len(requests) == (3 if retried else 2)

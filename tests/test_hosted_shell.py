@@ -16,6 +16,9 @@ from typing import Any, Iterator
 import openai
 import pytest
 
+from sandbox.channel import ShellEnd, ShellOutput
+from sandbox.shell_output import CharacterLimit
+
 from .conftest import MODEL, Gateway, Process, emulator_stats, gateway_config, sandbox_section, stream_sdk
 from .test_skills import MANIFEST, SCRIPT, zipped
 
@@ -83,6 +86,33 @@ def test_the_shell_reads_what_python_wrote_and_streams_as_it_runs(hosted: Gatewa
     assert "namespace shell {" in prompt and "sandboxed Linux container" in prompt
     told = "[command 1: exit code 0]\nwritten by python\n[command 2: exit code 3]\n[stderr]\noops\n[command 3: exit code 0]"
     assert f"<|start|>shell.exec to=assistant<|channel|>commentary<|message|>{told}<|end|>" in prompt, prompt[-600:]
+
+
+def test_a_commands_output_arrives_while_it_still_runs(hosted: Gateway) -> None:
+    """What a command writes reaches the client as it is written, not when the command ends: the first
+    line's delta comes seconds before the second line's, the command sleeping between them."""
+    client = hosted.client(api_key="alice-key")
+    arrived: dict[str, float] = {}
+    with client.responses.stream(model=MODEL, input=run(["echo first; sleep 2; echo second"]), tools=[AUTO]) as stream:
+        for event in stream:
+            if event.type == "response.shell_call_output_content.delta":
+                for line in (event.delta.stdout or "").split():  # type: ignore[union-attr]
+                    arrived.setdefault(line, time.monotonic())
+    assert set(arrived) == {"first", "second"}
+    assert arrived["second"] - arrived["first"] > 1.5, arrived
+
+
+@pytest.mark.parametrize("length", [1, 300, 9000])
+def test_max_output_length_keeps_exactly_the_limit(length: int) -> None:
+    """At exactly `max_output_length` characters nothing is cut; one more and the note says so."""
+    limit = CharacterLimit(length)
+    exact = "é" * length  # characters, not bytes
+    assert limit.end(ShellEnd(0, exact, "")).stdout == exact
+    over = limit.end(ShellEnd(0, exact + "x", "")).stdout
+    assert "[... output truncated: 1 characters omitted ...]" in over
+    live = CharacterLimit(length)
+    sent = [live.live(ShellOutput("stdout", "a" * (length + 5)))]
+    assert sent[0] is not None and len(sent[0].text) == live.head and live.live(ShellOutput("stdout", "b")) is None
 
 
 def test_the_commands_stream_while_the_model_writes_them(hosted: Gateway) -> None:

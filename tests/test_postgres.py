@@ -293,3 +293,80 @@ def test_skills_on_postgresql(emulator, postgres, make_gateway, tmp_path):
     keys = [{"key": "alice-key", "tenant": "alice"}, {"key": "bob-key", "tenant": "bob"}]
     gateway = make_gateway(emulator.url, storage={"url": postgres.new_database()}, auth={"api_keys": keys}, files={"directory": str(tmp_path / "files")})
     test_skills.test_a_skill_its_versions_and_its_content(gateway)
+
+
+@pytest.mark.parametrize("dialect", ["sqlite", "postgresql"])
+def test_progress_writes_are_fenced_by_the_owner(dialect: str, postgres: PostgresServer, tmp_path: Path) -> None:
+    """The store's own fence, alone: once another replica adopted a run, the replica it was taken from
+    writes nothing more of its progress (neither its events nor its state), whatever else would stop it."""
+    import asyncio
+
+    from gateway.storage import open_database
+    from gateway.store import ResponseStore, Stalled
+
+    url = f"sqlite:///{tmp_path}/fence.sqlite3" if dialect == "sqlite" else postgres.new_database()
+
+    async def check() -> None:
+        db = open_database(url, retry_s=1, pool_size=2)
+        await db.start()
+        try:
+            store = ResponseStore(db)
+            response = {"id": "resp_fence", "created_at": 1, "status": "in_progress", "output": []}
+            await store.begin(response, [], "t", "a", max_running=4, request="sealed")
+            assert await store.progress("resp_fence", "a", response, [(0, b"event 0")], "checkpoint-a")
+            assert await store.adopt(Stalled("resp_fence", "a"), "b") is not None
+            late = response | {"output": ["written by a, late"]}
+            assert not await store.progress("resp_fence", "a", late, [(1, b"a's event 1")], "checkpoint-a2")
+            assert [frame for _, frame in await store.events_after("resp_fence", -1)] == [b"event 0"]
+            assert await store.progress("resp_fence", "b", response, [(1, b"b's event 1")], "checkpoint-b")
+            assert [frame for _, frame in await store.events_after("resp_fence", -1)] == [b"event 0", b"b's event 1"]
+            stored = await store.get("resp_fence", "t", dialog=False)
+            assert stored is not None and "written by a" not in json.dumps(stored.response)
+        finally:
+            await db.close()
+
+    asyncio.run(check())
+
+
+def test_a_tenants_transaction_lock_holds_the_next_one_back(postgres: PostgresServer) -> None:
+    """The lock the quota checks stand on (`Tx.lock`), its interleaving forced rather than hoped for: while
+    one transaction holds a key, another asking for it waits until the first commits; another key is not
+    held back."""
+    import asyncio
+
+    from gateway.storage import open_database
+
+    async def check() -> None:
+        db = open_database(postgres.new_database(), retry_s=1, pool_size=3)
+        await db.start()
+        holding, release = asyncio.Event(), asyncio.Event()
+        order: list[str] = []
+
+        async def first(tx: Any) -> None:
+            await tx.lock("quota:alice")
+            holding.set()
+            await release.wait()
+            order.append("first commits")
+
+        async def second(tx: Any) -> None:
+            await tx.lock("quota:alice")
+            order.append("second has the lock")
+
+        async def other(tx: Any) -> None:
+            await tx.lock("quota:bob")
+            order.append("other key")
+
+        try:
+            held = asyncio.create_task(db.transaction(first))
+            await asyncio.wait_for(holding.wait(), 10)
+            waiting = asyncio.create_task(db.transaction(second))
+            await asyncio.wait_for(db.transaction(other), 10)
+            await asyncio.sleep(0.5)
+            assert order == ["other key"]  # the second waits while the first holds the key
+            release.set()
+            await asyncio.wait_for(asyncio.gather(held, waiting), 10)
+            assert order == ["other key", "first commits", "second has the lock"]
+        finally:
+            await db.close()
+
+    asyncio.run(check())

@@ -168,6 +168,39 @@ def test_a_killed_replica_never_has_its_sequence_numbers_given_again(cluster):
     assert whole[: len(seen)] == seen and whole[len(seen) :] == rest
 
 
+def test_an_adopted_run_read_on_its_adopter_from_the_start_is_whole(cluster):
+    """Read from its adopter without `starting_after` (the adopter's own log starts where the stored events
+    of the replica that died end), right after the adoption, mid-run and after the end: each read is the
+    whole stream from `response.created`, every event equal to the stored one of its number."""
+    seen: list[dict[str, Any]] = []
+    body = {"model": MODEL, "input": "[long 300] [slow 15]", "background": True, "stream": True}
+    with httpx.stream("POST", f"{cluster.replicas[0].url}/v1/responses", json=body, timeout=30) as answer:
+        for line in answer.iter_lines():
+            if line.startswith("data: "):
+                seen.append(json.loads(line[6:]))
+                if len(seen) == 50:
+                    cluster.replicas[0].proc.kill()
+                    break
+    response_id = seen[0]["response"]["id"]
+    adopter = cluster.replicas[1]
+    assert _wait_for(lambda: f"response {response_id} adopted" in adopter.log.read_text(), 10 * LEASE_S)
+    reads: list[list[dict[str, Any]]] = []
+    readers = [threading.Thread(target=lambda: reads.append(_read_events(adopter.url, response_id)))]
+    readers[0].start()  # right after the adoption
+    time.sleep(1.5)
+    readers.append(threading.Thread(target=lambda: reads.append(_read_events(adopter.url, response_id))))
+    readers[1].start()  # mid-run
+    for reader in readers:
+        reader.join(60)
+    reads.append(_read_events(adopter.url, response_id))  # after the end: from the store
+    stored = reads[-1]
+    assert stored[0]["type"] == "response.created" and stored[-1]["type"] == "response.completed"
+    assert [event["sequence_number"] for event in stored] == list(range(len(stored)))
+    for read in reads:
+        assert read == stored
+    check_response_stream(stored)
+
+
 def test_a_replica_that_stalled_past_its_lease_hands_its_readers_to_the_store(cluster):
     """Replica A stops (SIGSTOP) while a client follows its background response; B adopts the run once A's
     lease runs out. When A comes back it finds the run taken (its writes are fenced off): it stops the run

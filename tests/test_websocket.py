@@ -102,6 +102,11 @@ def test_keys_and_the_sockets_a_tenant_may_hold(make_gateway: Any, emulator: Pro
         raw_connect(url, additional_headers={"Authorization": "Bearer sk-wrong"})
     assert refused.value.response.status_code == 401
     assert json.loads(refused.value.response.body)["error"]["code"] == "invalid_api_key"
+    # No key at all, an empty one, another scheme: each refused on its own, not only a wrong key.
+    for headers in [{}, {"Authorization": "Bearer "}, {"Authorization": "Basic c2stb25lOg=="}]:
+        with pytest.raises(InvalidStatus) as refused:
+            raw_connect(url, additional_headers=headers)
+        assert refused.value.response.status_code == 401, headers
     with gateway.client(api_key="sk-one").responses.connect() as connection:
         with pytest.raises(InvalidStatus) as too_many:
             raw_connect(url, additional_headers={"Authorization": "Bearer sk-one"})

@@ -45,7 +45,23 @@ async def follow_stored(store: ResponseStore, response_id: str, after: int) -> A
                 continue
             await anyio.sleep(POLL_S)
     except StorageError:
-        yield _error(last + 1, "storage_unavailable", "The gateway's database became unavailable; resume the stream later.")
+        yield storage_unavailable(last + 1)
+
+
+async def stored_before(store: ResponseStore, response_id: str, after: int, end: int) -> AsyncIterator[tuple[int, bytes]]:
+    """The stored events after sequence number `after` and before `end`, all of which are stored already
+    (an adopted run's, written by the replica that began it): the last one's number, and their frames."""
+    last = after
+    while last + 1 < end:
+        rows = [(number, frame) for number, frame in await store.events_after(response_id, last) if number < end]
+        if not rows:
+            return
+        last = rows[-1][0]
+        yield last, b"".join(frame for _, frame in rows)
+
+
+def storage_unavailable(sequence_number: int) -> bytes:
+    return _error(sequence_number, "storage_unavailable", "The gateway's database became unavailable; resume the stream later.")
 
 
 def _error(sequence_number: int, code: str, message: str) -> bytes:

@@ -17,8 +17,9 @@ from ..paging import listing, page_query, unknown_after
 from ..sse import EventStream
 from .request import ResponsesRequest
 from .tools.registry import check_include
+from ..storage import StorageError
 from ..store import RUNNING, StoredResponse
-from .follow import follow_stored
+from .follow import follow_stored, storage_unavailable, stored_before
 from .log import sequence_number, sse_frame
 from .compaction import CompactRequest, compacted_response, summarize
 from .dialog_plan import plan_dialog
@@ -95,8 +96,17 @@ async def _reading(services: Services, run: ResponseRun, frames: AsyncIterator[b
 
 
 async def _frames(services: Services, run: ResponseRun, after: int = -1) -> AsyncIterator[bytes]:
-    """The run's events as SSE frames, from the one after sequence number `after` on; if another replica
-    took the run over meanwhile, the rest as that replica stored it."""
+    """The run's events as SSE frames, from the one after sequence number `after` on: those a replica
+    that began an adopted run stored, read back first; then the run's log here; if another replica took
+    the run over meanwhile, the rest as that replica stored it."""
+    if after + 1 < run.first_logged:
+        try:
+            async for after, frames in stored_before(services.store, run.response["id"], after, run.first_logged):
+                yield frames
+        except StorageError:
+            yield storage_unavailable(after + 1)
+            return
+        after = run.first_logged - 1
     async for batch in run.follow():
         if after >= 0:
             batch = [event for event in batch if sequence_number(event) > after]

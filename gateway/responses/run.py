@@ -122,6 +122,9 @@ class ResponseRun:
         self._handing_over = False
         self._in_tool = False
         self._slot: Slot | None = None  # a foreground run's place among those running (admission.py)
+        # The sequence number of the first event this process's log holds: an adopted run's log goes on
+        # where the events its first replica stored end (readers here read those from the store).
+        self.first_logged = 0
 
     @property
     def dialog(self) -> Dialog:
@@ -576,6 +579,7 @@ class ResponseRun:
         self.response = cast(ResponseObject, response)
         self.output.seed = response["id"]
         self.output.restore(list(response.get("output") or [])[: turn.items], next_sequence_number)
+        self.first_logged = next_sequence_number
         self.usage, self._turns, self._tool_called, self._compacted_at = checkpoint.usage(), turn.turns, turn.tool_called, turn.compacted_at
         self._turn_start, self._adopted = turn.encode(), checkpoint
         self.trace.begin(self.model_id, self.request.instructions)
