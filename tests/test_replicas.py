@@ -146,19 +146,26 @@ def test_a_killed_replicas_run_is_adopted_by_another_and_completes(cluster, emul
     assert cluster.client().responses.create(model=MODEL, input="still there?").status == "completed"
 
 
-def test_a_killed_replica_never_has_its_sequence_numbers_given_again(cluster):
-    """A client follows a background response on the replica running it, which is killed: resuming on
-    another replica after the last event it saw, it gets the rest and exactly one terminal event, and
-    no number it saw ever stands for another event (its replica showed only what it had journaled)."""
+def _follow_until_killed(cluster: Cluster, text: str, events: int) -> list[dict[str, Any]]:
+    """The first `events` events of a background response streamed from the first replica, which is then
+    killed (SIGKILL: no shutdown, no last write)."""
     seen: list[dict[str, Any]] = []
-    body = {"model": MODEL, "input": "[long 400] [slow 10]", "background": True, "stream": True}
+    body = {"model": MODEL, "input": text, "background": True, "stream": True}
     with httpx.stream("POST", f"{cluster.replicas[0].url}/v1/responses", json=body, timeout=30) as answer:
         for line in answer.iter_lines():
             if line.startswith("data: "):
                 seen.append(json.loads(line[6:]))
-                if len(seen) == 40:
-                    cluster.replicas[0].proc.kill()  # SIGKILL: no last write
+                if len(seen) == events:
+                    cluster.replicas[0].proc.kill()
                     break
+    return seen
+
+
+def test_a_killed_replica_never_has_its_sequence_numbers_given_again(cluster):
+    """A client follows a background response on the replica running it, which is killed: resuming on
+    another replica after the last event it saw, it gets the rest and exactly one terminal event, and
+    no number it saw ever stands for another event (its replica showed only what it had journaled)."""
+    seen = _follow_until_killed(cluster, "[long 400] [slow 10]", events=40)
     response_id, last = seen[0]["response"]["id"], seen[-1]["sequence_number"]
     rest = _read_events(cluster.replicas[1].url, response_id, after=last)
     assert [event["sequence_number"] for event in rest] == list(range(last + 1, last + 1 + len(rest)))
@@ -172,16 +179,7 @@ def test_an_adopted_run_read_on_its_adopter_from_the_start_is_whole(cluster):
     """Read from its adopter without `starting_after` (the adopter's own log starts where the stored events
     of the replica that died end), right after the adoption, mid-run and after the end: each read is the
     whole stream from `response.created`, every event equal to the stored one of its number."""
-    seen: list[dict[str, Any]] = []
-    body = {"model": MODEL, "input": "[long 300] [slow 15]", "background": True, "stream": True}
-    with httpx.stream("POST", f"{cluster.replicas[0].url}/v1/responses", json=body, timeout=30) as answer:
-        for line in answer.iter_lines():
-            if line.startswith("data: "):
-                seen.append(json.loads(line[6:]))
-                if len(seen) == 50:
-                    cluster.replicas[0].proc.kill()
-                    break
-    response_id = seen[0]["response"]["id"]
+    response_id = _follow_until_killed(cluster, "[long 300] [slow 15]", events=50)[0]["response"]["id"]
     adopter = cluster.replicas[1]
     assert _wait_for(lambda: f"response {response_id} adopted" in adopter.log.read_text(), 10 * LEASE_S)
     reads: list[list[dict[str, Any]]] = []
