@@ -386,9 +386,7 @@ class Shell:
                 if fd in self.pipes:
                     self._read(fd)
         timed_out = False
-        if interrupted:
-            self._stop(process)
-        else:
+        if not interrupted:  # an interrupted command is killed below, with what it started
             try:
                 process.wait(max(0.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:

@@ -451,7 +451,7 @@ class SandboxManager:
                 await session.kernel.channel.interrupt()
                 return await finish(session.kernel.channel)
         except (TimeoutError, KernelDied) as exc:
-            log.warning("sandbox session %s did not stop when its call was cancelled (%s); its kernel is replaced", container_id, exc or "no answer")
+            log.warning("sandbox session %s did not stop when its call was cancelled (%s); its kernel is replaced", container_id, str(exc) or "no answer")
             await self._replace_kernel(session)
             return None
 

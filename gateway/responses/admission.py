@@ -49,9 +49,6 @@ class Admission:
         self._count += 1
         return Slot(self, tenant)
 
-    def running(self, tenant: str) -> int:
-        return self._running[tenant]
-
     def _release(self, tenant: str) -> None:
         self._count -= 1
         self._running[tenant] -= 1

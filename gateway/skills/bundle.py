@@ -7,7 +7,7 @@ and parsed as plain YAML.
 A zip is checked from its directory first (`Archive`): its members' count, declared sizes, compression
 methods (stored and deflate: what bundles need; bzip2 and LZMA are refused) and paths, before anything is
 unpacked; only SKILL.md is read then. A skill installed in a container is unpacked from the archive one
-chunk at a time as it is copied there (`Archive.sources`), never whole in the gateway's memory, each
+chunk at a time as it is copied there (`Archive.open`, read by the shell tool), never whole in the gateway's memory, each
 member bounded by what the directory declared.
 
 Stored as a zip the gateway writes itself (`zipped`), so what is kept is always in this module's shape.
