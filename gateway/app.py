@@ -37,7 +37,7 @@ from .responses.sealed import Sealer
 from .responses.admission import Admission
 from .core.services import Services
 from .replicas import Replicas
-from .responses.adoption import adopt
+from .responses.run import ResponseRun
 from .sandbox_sessions import SessionDirectory
 from .storage import Database, StorageError, UnstorableValue, open_database
 from .storage.database import Dialect
@@ -174,7 +174,7 @@ def create_app(config: GatewayConfig, drain: Drain | None = None) -> Starlette:
                 runs=runs, replicas=replicas, sealer=Sealer(config.server.reasoning_key, config.server.retired_reasoning_keys), sandbox=sandbox, mcp=mcp, browser=browser,
                 files=files, skills=SkillService(SkillStore(database), files.blobs), sockets=TenantSockets(),
             )
-            replicas.on_adopt(lambda orphan: adopt(app.state.services, orphan))
+            replicas.on_adopt(lambda orphan: ResponseRun.adopt(app.state.services, orphan))
             shared = database.dialect is Dialect.POSTGRESQL
             if shared:  # other replicas share the runs: hand them over at SIGTERM
                 drain.on_begin(lambda: _hand_over(replicas, runs))

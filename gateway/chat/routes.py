@@ -22,7 +22,8 @@ from ..protocol import RESPONSE_ENDINGS, EventType
 from ..responses.items import CustomToolCallOutput, Delta, FunctionCallOutput, MessageOutput, ReasoningOutput
 from ..core.requests import refuse_while_draining, services_of, tenant_of
 from ..responses.routes import event_stream, wait_for_run
-from ..responses.run import ChatOptions, ResponseRun
+from ..responses.prompt_builder import ChatOptions
+from ..responses.run import ResponseRun
 from .request import ChatRequest
 
 _DONE = b"data: [DONE]\n\n"

@@ -1,0 +1,136 @@
+"""A run's Response object, and how the run ends: once, in this order.
+
+The Response ends with its status, error or reason, and usage (its tokens counted in the metrics once,
+however it ended); a completed or incomplete response's input and output become its conversation's next
+items; then it is stored (a background run's final record, with its last events, in one transaction)
+and its stream's terminal event goes out. A foreground response the store cannot take fails rather than
+tell the client `completed` with nothing to continue from.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import anyio
+
+from ..core.conversation_store import Conversation, DuplicateItem
+from ..core.services import Services
+from ..errors import APIError
+from ..protocol import EventType, ResponseStatus, ending_event
+from ..storage import StorageError
+from ..store import StoredResponse
+from .history import keep_state, new_items
+from .items import Event
+from .journal import Frames, Journal
+from .prompt_builder import PromptBuilder
+from .request import ResponsesRequest
+from .response_object import ResponseObject, ended
+from .run_state import RunState
+from .run_trace import RunTrace
+
+logger = logging.getLogger("gateway.responses")
+
+
+class RunEnding:
+    def __init__(
+        self, services: Services, request: ResponsesRequest, tenant: str, state: RunState, prompts: PromptBuilder, trace: RunTrace
+    ) -> None:
+        self._services = services
+        self._request = request
+        self._tenant = tenant
+        self._state = state
+        self._prompts = prompts
+        self._trace = trace
+        self.response: ResponseObject  # made by the run's launch (or resume)
+        self.failure: APIError | None = None
+        self._tokens_counted = False
+
+    def snapshot(self) -> ResponseObject:
+        return self.response | {"output": self._state.output.as_dicts()}
+
+    def count_tokens(self) -> None:
+        """Add the response's tokens to the metrics, once, however it ended."""
+        if not self._tokens_counted:
+            self._tokens_counted = True
+            usage, tokens = self._state.usage, self._services.metrics.tokens
+            tokens.labels("in").inc(usage.input)
+            tokens.labels("out").inc(usage.output)
+
+    def counted_elsewhere(self) -> None:
+        """The run was handed over: the adopter counts its tokens, these among them."""
+        self._tokens_counted = True
+
+    def finish(self, status: ResponseStatus, error: dict[str, str] | None, incomplete: dict[str, str] | None) -> None:
+        self.count_tokens()
+        self.response = ended(self.snapshot(), status, error, incomplete, self._state.usage)
+
+    async def end(self, status: ResponseStatus, incomplete: dict[str, str] | None, journal: Journal | None) -> None:
+        """The response ends with `status` (and `self.failure`, if it failed): recorded, added to its
+        conversation, stored, and its terminal event sent."""
+        error = {"code": "server_error", "message": self.failure.message} if self.failure is not None else None
+        self.finish(status, error, incomplete)
+        with anyio.CancelScope(shield=True):
+            conversation = self._state.plan.conversation
+            if conversation is not None and status in (ResponseStatus.COMPLETED, ResponseStatus.INCOMPLETE):
+                await self._add_to_conversation(conversation)
+            if journal is not None:
+                await self._finish_background(journal)
+            else:
+                if self._request.store:
+                    await self._save_or_fail()
+                self._state.output.emit(self._terminal_events(background=False))
+
+    def _terminal_events(self, background: bool) -> list[Event]:
+        """The stream's last event, as the response ended. A cancelled response's stream has readers only
+        in the background (a foreground one was cancelled because its reader left): it ends with an
+        error event, since OpenAI's stream has no cancelled event."""
+        log, status = self._state.output.events, self.response["status"]
+        if status != ResponseStatus.CANCELLED:
+            return [log.make(ending_event(status), response=self.response)]
+        if background:
+            return [log.make(EventType.ERROR, code="response_cancelled", message="The response was cancelled.", param=None)]
+        return []
+
+    async def _finish_background(self, journal: Journal) -> None:
+        """The terminal event, then the final record with the events not written yet; only then is the run
+        forgotten here, so a reader always finds it, live or stored."""
+        self._state.output.emit(self._terminal_events(background=True))
+        try:
+            await journal.finish(lambda frames: self.save(frames, owner=self._services.replicas.id))
+        finally:
+            self._services.runs.background.pop(self.response["id"], None)
+
+    async def _save_or_fail(self) -> None:
+        """Store the response; if the database stays unreachable beyond its retry window, the response
+        fails (a client told `completed` would find nothing to continue from)."""
+        try:
+            with self._trace.storage("save"):
+                await self.save()
+        except StorageError as exc:
+            logger.error("response %s could not be stored: %s", self.response["id"], exc)
+            self.failure = APIError(503, "The response could not be stored.", type="server_error", code="storage_unavailable")
+            self.finish(ResponseStatus.FAILED, {"code": "server_error", "message": self.failure.message}, None)
+
+    async def save(self, frames: Frames | None = None, owner: str | None = None) -> bool:
+        """Store the response: with a parent, only the messages it added to the parent's dialog."""
+        plan, growing = self._state.plan, self._prompts.growing
+        dialog, parent_id = plan.dialog, plan.parent_id
+        start = plan.parent_length if parent_id is not None else 0
+        await growing.complete(dialog.messages, start)
+        record = StoredResponse(
+            self.response, plan.input_items, dialog.to_json(start), dialog.open_calls, dialog.state(), self._tenant,
+            parent_id=parent_id, tokens=growing.pieces(start),
+        )  # fmt: skip
+        return await self._services.store.put(record, lambda: (dialog.to_json(), growing.pieces(0)), frames=frames, owner=owner)
+
+    async def _add_to_conversation(self, conversation: Conversation) -> None:
+        """The response's input and output become the conversation's next items (a failed or cancelled
+        response adds nothing, so the client can send the same input again)."""
+        plan = self._state.plan
+        items = plan.input_items + self._state.output.as_dicts()
+        keep_state(conversation, plan.dialog)
+        try:
+            if not await self._services.conversations.append(conversation, new_items(plan.dialog, plan.new_messages_from, items)):
+                logger.warning("conversation %s was deleted while response %s ran", conversation.id, self.response["id"])
+        except DuplicateItem as exc:  # another response of the conversation added the same client item meanwhile
+            logger.warning("response %s not added to conversation %s: item %s is there already", self.response["id"], conversation.id, exc.item_id)

@@ -1,0 +1,184 @@
+"""Each engine call's prompt and sampling parameters, from the run's state.
+
+The prompt is the preamble (system and developer messages: instructions, tools, the answer's format)
+and the dialog, rendered turn after turn on the tokens of the last (`GrowingPrompt`); then a forced
+`tool_choice`'s call header, and an adopted call's tokens. When it does not fit, `truncation: "auto"`
+drops the oldest turns, and `context_management` first replaces the past with the model's summary of it
+(a `compaction` item). What the call may generate is what the request and the context leave.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from openai_harmony import Role
+
+from ..core.services import Services
+from ..engine import Sampling
+from ..errors import APIError, bad_request
+from ..harmony import GrowingPrompt, Preamble, Prompt, encoding
+from .compaction import CompactionOutput, summarize
+from .request import ResponsesRequest
+from .run_state import RunState
+from .sealed import Purpose
+from .tools import Toolset
+
+COMPACT_AT = 0.8  # of the context, where `context_management` names no threshold
+
+
+@dataclass(frozen=True)
+class ChatOptions:
+    """What only Chat Completions asks of a run: stop sequences (applied to the visible text by the
+    gateway) and sampling penalties (sent to vLLM)."""
+
+    stops: tuple[str, ...] = ()
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
+    logit_bias: dict[str, int] | None = None
+
+
+@dataclass(frozen=True)
+class EngineCall:
+    prompt: Prompt
+    sampling: Sampling
+    model_id: str
+
+
+class PromptBuilder:
+    def __init__(
+        self, services: Services, request: ResponsesRequest, tenant: str, chat: ChatOptions, state: RunState, toolset: Toolset, logprobs: int | None
+    ) -> None:
+        self._services = services
+        self._request = request
+        self._tenant = tenant
+        self._chat = chat
+        self._state = state
+        self._toolset = toolset
+        self._logprobs = logprobs
+        self.growing = GrowingPrompt(services.renderer, services.metrics.prompt_tokens)  # this run's prompt, turn after turn
+        self.preamble = Preamble()
+        self.prefill: list[int] = []  # a forced call's header, which the model's tokens go on from
+        self.continuing: list[int] = []  # an adopted call's tokens, which the engine goes on from
+        self.prompt = Prompt("", 0)  # the last call's
+
+    def planned(self) -> None:
+        """The run's dialog is planned and its tools prepared: the prompt starts from the parent's tokens."""
+        plan = self._state.plan
+        if plan.parent_prompt is not None:
+            self.growing.adopt(plan.parent_prompt)
+        else:
+            self.growing.seed(plan.parent_tokens)
+        self.preamble = self._preamble()
+
+    def _preamble(self) -> Preamble:
+        request = self._request
+        response_format = None
+        text_format = request.text.format if request.text else None
+        if text_format is not None and text_format.type == "json_schema":
+            if text_format.schema_ is None:
+                raise bad_request("A json_schema format needs a schema.", param="text.format.schema")
+            response_format = (text_format.name or "response", text_format.schema_)
+        declared = self._toolset.declarations()
+        effort = request.reasoning.effort if request.reasoning else None
+        return Preamble(effort, request.instructions, declared.functions, declared.system, declared.developer, response_format)
+
+    def force_call(self) -> None:
+        """Harmony cannot force a tool call, but the prompt is ours: a forced `tool_choice` starts the
+        assistant's message with the call's header (tools/base.py, `forced_header`), until one is called."""
+        header = None if self._state.tool_called else self._toolset.forced_header()
+        self.prefill = encoding().encode(header, allowed_special="all") if header else []
+
+    async def render(self, max_model_len: int | None) -> Prompt:
+        """The prompt; with `truncation: "auto"`, without as many of the oldest turns as it takes to fit
+        the context (the preamble, developer messages and the turn in progress are always kept)."""
+        prompt = await self.growing.render(self.preamble, self._state.dialog.messages) + self.prefill + self.continuing
+        if max_model_len is None or len(prompt) < max_model_len or self._request.truncation != "auto":
+            return prompt
+        return Prompt.of(await self._truncated(max_model_len, prompt.ids()))
+
+    async def _truncated(self, max_model_len: int, whole: list[int]) -> list[int]:
+        render, messages = self._services.renderer.render, self._state.dialog.messages
+        # Turns start at user messages; cutting at the last one keeps only the turn in progress. The
+        # fewest turns to drop is found by bisection, so the prompt is rendered a few times, not per turn.
+        cuts = [index for index, message in enumerate(messages) if message.author.role == Role.USER and index > 0]
+        low, high, best = 0, len(cuts) - 1, whole
+        while low <= high:
+            middle = (low + high) // 2
+            cut = cuts[middle]
+            kept = [m for m in messages[:cut] if m.author.role == Role.DEVELOPER] + messages[cut:]
+            candidate = await render(self.preamble, kept) + self.prefill + self.continuing
+            if len(candidate) < max_model_len:
+                best, high = candidate, middle - 1
+            else:
+                low = middle + 1
+                if len(candidate) < len(best):
+                    best = candidate
+        return best  # still too long when even the turn in progress does not fit: the caller says so
+
+    async def next_call(self) -> EngineCall:
+        """The next engine call's prompt and sampling: compacted first when it is due, refused (400) when
+        even the truncated prompt leaves no room to generate."""
+        self.force_call()
+        model = await self._services.engine.model()
+        prompt = await self.render(model.max_model_len)
+        if not self.continuing and self._compaction_due(len(prompt), model.max_model_len):
+            await self._compact()
+            prompt = await self.render(model.max_model_len)
+        room = None if model.max_model_len is None else model.max_model_len - len(prompt)
+        if room is not None and room <= 0:
+            raise APIError(
+                400,
+                f"This model's maximum context length is {model.max_model_len} tokens. However, your "
+                f"request has {len(prompt)} input tokens. Please reduce the length of the input.",
+                param="input",
+                code="context_length_exceeded",
+            )
+        budget = self._request.max_output_tokens
+        if budget is not None:
+            budget -= self._state.usage.output
+        else:
+            budget = room if room is not None else self._services.config.engine.default_max_tokens
+        if room is not None:
+            budget = min(budget, room)
+        self.prompt = prompt
+        request, chat = self._request, self._chat
+        sampling = Sampling(
+            max_tokens=max(budget, 1),
+            temperature=request.temperature,
+            top_p=request.top_p,
+            seed=request.seed,
+            presence_penalty=chat.presence_penalty,
+            frequency_penalty=chat.frequency_penalty,
+            logit_bias=chat.logit_bias,
+            logprobs=self._logprobs,
+        )
+        return EngineCall(prompt, sampling, model.id)
+
+    def _compaction_due(self, prompt_tokens: int, max_model_len: int | None) -> bool:
+        """`context_management` asks for compaction past a threshold; once per growth of the dialog, so a
+        summary that still does not fit ends as the context allows, not in a loop."""
+        settings = self._request.context_management
+        if not settings or self._state.compacted_at == len(self._state.dialog.messages):
+            return False
+        threshold = settings[0].compact_threshold or (int(max_model_len * COMPACT_AT) if max_model_len else None)
+        return threshold is not None and prompt_tokens > threshold
+
+    async def _compact(self) -> None:
+        """Replace the dialog's past with the model's summary of it, streamed as a `compaction` item; the
+        prompt is rendered anew from there, and the response is stored whole (its past was rewritten)."""
+        state, services = self._state, self._services
+        output, dialog = state.output, state.dialog
+        state.unmark()
+        item = output.add(CompactionOutput)
+        output.emit(item.compacting(output.events))
+        effort = self._request.reasoning.effort if self._request.reasoning else None
+        summary = await summarize(services, dialog.messages, dialog.session_key, effort)
+        state.usage.input += summary.input_tokens
+        state.usage.output += summary.output_tokens
+        dialog.owner = item.id
+        dialog.compact(summary.text)
+        state.compacted_at = len(dialog.messages)
+        output.emit(item.sealed(output.events, services.sealer.seal(summary.text, Purpose.COMPACTION, self._tenant)))
+        self.growing = GrowingPrompt(services.renderer, services.metrics.prompt_tokens)
+        state.forget_parent()
+        state.mark_turn(state.turns - 1)
