@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import time
+from contextlib import nullcontext
 from functools import partial
 from typing import Any, AsyncIterator, cast
 
@@ -26,12 +27,12 @@ from ..engine import Chunks, EngineStream
 from ..errors import APIError
 from ..parser import MalformedHarmony
 from ..protocol import EventType, Include, ItemStatus, ResponseStatus
-from ..storage import StorageError
-from ..store import Orphan, TooManyRunning
+from ..store import Orphan
 from .admission import Slot
 from .adoption import ReplayStream
 from .conversation import Dialog, tool_result
 from .dialog_plan import DialogPlan, Remembered, plan_dialog
+from .durable import DurableRun
 from .ending import RunEnding
 from .journal import Journal
 from .log import Batch
@@ -94,15 +95,13 @@ class ResponseRun:
         self._started = time.perf_counter()
         self._first_token_seen = False
         self._cancel = anyio.CancelScope()
+        # A background run's side in the store: begun there, journaled, handed over (durable.py).
+        self.durable = DurableRun(services, tenant, self._request_json or "", self.state, self.ending) if self.background else None
         self.journal: Journal | None = None  # a background response's events and progress, in the store
         # Steering input waits for this response (socket.py): it ends at its next safe boundary, after a
         # tool's output and before the next engine call, for a successor to go on with the input.
         self.steered = False
         self._adopted: Checkpoint | None = None  # the checkpoint a run adopted here goes on from
-        # Shutting down (`hand_over`): the run stops at its next clean point and another replica goes on.
-        self._handover = anyio.CancelScope()
-        self._handing_over = False
-        self._in_tool = False
         self._slot: Slot | None = None  # a foreground run's place among those running (admission.py)
         # The sequence number of the first event this process's log holds: an adopted run's log goes on
         # where the events its first replica stored end (readers here read those from the store).
@@ -161,7 +160,6 @@ class ResponseRun:
             raise
         if self.journal is not None:
             self.services.runs.background[self.response["id"]] = self
-            self.services.runs.start(self.journal.run)
         self.services.runs.start(self.execute)
 
     def _release_slot(self) -> None:
@@ -197,33 +195,17 @@ class ResponseRun:
 
     async def _begin(self) -> None:
         """A background response is stored as it starts, for every replica to find (a failure here is the
-        request's: a 503, and the engine request opened by `prepare` is closed)."""
-        if not self.background:
+        request's: a 503 or a 429, and the engine request opened by `prepare` is closed)."""
+        if self.durable is None:
             return
-        services = self.services
         try:
-            try:
-                await services.store.begin(
-                    self.snapshot(), self.plan.input_items, self.tenant, services.replicas.id, services.config.loop.max_background_per_tenant,
-                    services.sealer.seal(self._request_json or "", Purpose.RUN_REQUEST, self.tenant),
-                )
-            except TooManyRunning as exc:
-                raise APIError(
-                    429, f"You have {exc.limit} background responses running, as many as this gateway runs for one project at once; "
-                    "wait for one to end (or cancel one).", code="too_many_background_responses",
-                ) from None  # fmt: skip
+            await self.durable.begin()
         except BaseException:
             with anyio.CancelScope(shield=True):
                 if self._stream is not None:
                     await self._stream.aclose()
             raise
-        self._start_journal()
-
-    def _start_journal(self) -> None:
-        services = self.services
-        self.journal = Journal(
-            services.store, self.response["id"], services.replicas.id, self.output.log, self.snapshot, self.state.checkpoint, self.cancel
-        )
+        self.journal = self.durable.start_journal(self.cancel)
 
     def follow(self) -> AsyncIterator[Batch]:
         """The run's events as a reader here may see them: a background run's once journaled (journal.py)."""
@@ -236,22 +218,8 @@ class ResponseRun:
     def hand_over(self) -> None:
         """This replica shuts down: stop a background run at its next clean point (at once while the engine
         streams, after the tool call in flight returns), for another replica to adopt and go on with."""
-        if self.journal is None:
-            return
-        self._handing_over = True
-        if not self._in_tool:
-            self._handover.cancel()
-
-    async def _hand_over(self) -> None:
-        assert self.journal is not None
-        response_id = self.response["id"]
-        self.ending.counted_elsewhere()
-        try:
-            with anyio.CancelScope(shield=True):
-                if await self.journal.hand_over(lambda: self.services.replicas.hand_over(response_id)):
-                    logger.info("response %s handed over to another replica", response_id)
-        finally:
-            self.services.runs.background.pop(response_id, None)
+        if self.durable is not None and self.journal is not None:
+            self.durable.request_hand_over()
 
     async def execute(self) -> None:
         """The run's task: every event goes to the log, which ends with exactly one terminal event
@@ -276,11 +244,11 @@ class ResponseRun:
         status: ResponseStatus = ResponseStatus.COMPLETED
         incomplete: dict[str, str] | None = None
         handed_over = False
+        durable = self.durable
         try:
-            with self.services.drain.guard() as guard, self._cancel, self._handover:
+            with self.services.drain.guard() as guard, self._cancel, durable.scope if durable is not None else nullcontext():
                 status, incomplete = await self._loop()
-            # Stopped for another replica to go on: at a clean point, or where the grace period cut it off.
-            handed_over = self._handing_over and (self._handover.cancelled_caught or guard.cancelled_caught)
+            handed_over = durable is not None and durable.handed_over(cut_off=guard.cancelled_caught)
             if guard.cancelled_caught and not handed_over:
                 raise APIError(
                     503, "The gateway is shutting down; the response was stopped.", type="server_error", code="server_shutting_down"
@@ -301,7 +269,8 @@ class ResponseRun:
                 if self._stream is not None:
                     await self._stream.aclose()
         if handed_over:
-            await self._hand_over()
+            assert durable is not None
+            await durable.hand_over()
             return
         if status in (ResponseStatus.FAILED, ResponseStatus.CANCELLED):
             emit([event for item in self.output.unfinished() for event in item.closed(log, ItemStatus.INCOMPLETE)])
@@ -334,8 +303,8 @@ class ResponseRun:
             # The tool's output, or what went wrong (no such tool, bad arguments), goes to the model.
             self.dialog.append(tool_result(call.recipient, call.channel, call.output or ""))
             self.state.mark_turn()
-            if self._handing_over:
-                self._handover.cancel()  # the tool's output is in: a clean point to stop at
+            if self.durable is not None:
+                self.durable.at_clean_point()
             if self.steered:
                 return ResponseStatus.INCOMPLETE, {"reason": "steered"}
             if self.state.turns >= self.services.config.loop.max_turns:
@@ -343,20 +312,15 @@ class ResponseRun:
             self._stream = await self._open_stream()
 
     async def _run_tool(self, call: ToolCall, resumed: bool) -> None:
-        # A background run's events, the call's among them, are written first: a replica that adopts the run
-        # then finds the call made, and does not make it again.
-        if self.journal is not None and call.kind is CallKind.HOSTED:
-            try:
-                if not await self.journal.flush():  # another replica runs the response now: this run was cancelled
-                    await anyio.lowlevel.checkpoint()  # and stops here, before the call
-            except StorageError as exc:
-                logger.warning("response %s: the call's checkpoint was not written (%s); running it anyway", self.response["id"], exc)
-        self._in_tool = True
-        try:
+        durable = self.durable
+        if durable is None:
             with self.trace.tool(call):
                 await self.toolset.run(call, resumed)
-        finally:
-            self._in_tool = False
+            return
+        if self.journal is not None and call.kind is CallKind.HOSTED:
+            await durable.before_call()
+        with durable.tool_call(), self.trace.tool(call):
+            await self.toolset.run(call, resumed)
 
     async def _turn(self) -> TurnOutcome:
         """Stream one engine call into the output."""
@@ -419,10 +383,9 @@ class ResponseRun:
         self.first_logged = next_sequence_number
         self._adopted = checkpoint
         self.trace.begin(self.model_id, self.request.instructions)
-        self._start_journal()
+        assert self.durable is not None  # only background runs are adopted
+        self.journal = self.durable.start_journal(self.cancel)
         self.services.runs.background[response["id"]] = self
-        assert self.journal is not None
-        self.services.runs.start(self.journal.run)
         self.services.runs.start(self.execute)
 
     async def _go_on(self, checkpoint: Checkpoint) -> Chunks:
