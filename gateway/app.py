@@ -31,11 +31,11 @@ from .tracing import Tracing
 from .shutdown import Drain
 from .chat.routes import routes as chat_routes
 from .responses.routes import routes as response_routes
-from .responses.socket import TenantSockets
+from .responses.tenant_sockets import TenantSockets
 from .responses.log import Runs
 from .responses.sealed import Sealer
 from .responses.admission import Admission
-from .core.services import Services
+from .services import Services
 from .replicas import Replicas
 from .responses.run import ResponseRun
 from .sandbox_sessions import SessionDirectory

@@ -1,6 +1,7 @@
-"""The packages stand in one order, each importing only those below it at run time (gateway/core's
-docstring): read from the source's import statements, so a new import that breaks the order fails here
-before it becomes a cycle."""
+"""The packages stand in one order, each importing only those below it (gateway/core's docstring), at run
+time, lazily inside a function, or for the type checker alike: read from the source's import statements,
+so a new import that breaks the order fails here before it becomes a cycle. No module imports, by any
+path, one that imports it back; no module of the loop grows past what one reads in a sitting."""
 
 from __future__ import annotations
 
@@ -9,8 +10,18 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# Lowest first. A package may import those before it, never those after it.
-ORDER = ["runtime", "sandbox", "tools", "gateway.core", "gateway.files", "gateway.skills", "gateway.responses", "gateway.conversations", "gateway.chat"]
+# Lowest first. A package may import those before it, never those after it. The composition root (the
+# app's services, the app) stands above them all.
+ORDER = [
+    "runtime", "sandbox", "tools", "gateway.core", "gateway.files", "gateway.skills", "gateway.responses", "gateway.conversations",
+    "gateway.chat", "gateway.services", "gateway.app",
+]  # fmt: skip
+PACKAGES = ["gateway", "tools", "sandbox", "runtime"]
+# The loop's modules (gateway/responses) longer than this say why here.
+MAX_LOOP_MODULE_LINES = 400
+LONG_LOOP_MODULES = {
+    "gateway/responses/request.py": "the request's models, field for field as the openai SDK types them: one table, read by lookup",
+}
 # The stand-alone packages import nothing of the gateway at all.
 STAND_ALONE = {"runtime", "sandbox", "tools"}
 
@@ -20,23 +31,37 @@ def _module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def _runtime_imports(path: Path) -> set[str]:
-    """The modules `path` imports when it runs (not those under `if TYPE_CHECKING:`)."""
+def _imports(path: Path, module: str | None = None) -> set[str]:
+    """The modules `path` imports: at its top, inside functions (lazily) and under `if TYPE_CHECKING:`."""
     tree = ast.parse(path.read_text())
-    skipped = {id(node) for block in ast.walk(tree) if isinstance(block, ast.If) and "TYPE_CHECKING" in ast.unparse(block.test) for node in ast.walk(block)}
-    package = _module_name(path).split(".")
+    package = (module or _module_name(path)).split(".")
     if path.name != "__init__.py":
         package = package[:-1]
     found = set()
     for node in ast.walk(tree):
-        if id(node) in skipped:
-            continue
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
             base = package[: len(package) - node.level + 1] if node.level else []
-            found.add(".".join(base + ([node.module] if node.module else [])))
+            source = ".".join(base + ([node.module] if node.module else []))
+            found.add(source)
+            found.update(f"{source}.{alias.name}" for alias in node.names)  # `from package import module`
     return found
+
+
+def _module_graph() -> dict[str, set[str]]:
+    """Every module of the project, and those of the project it imports."""
+    paths = {_module_name(path): path for package in PACKAGES for path in (ROOT / package).rglob("*.py")}
+    graph = {}
+    for name, path in paths.items():
+        targets = set()
+        for imported in _imports(path):
+            while imported and imported not in paths:
+                imported = imported.rpartition(".")[0]
+            if imported and imported != name:
+                targets.add(imported)
+        graph[name] = targets
+    return graph
 
 
 def _package_of(module: str) -> str | None:
@@ -50,7 +75,7 @@ def test_packages_import_only_those_below_them() -> None:
     wrong = []
     for package in ORDER:
         for path in sorted((ROOT / package.replace(".", "/")).rglob("*.py")):
-            for imported in _runtime_imports(path):
+            for imported in _imports(path):
                 target = _package_of(imported)
                 above = target is not None and ORDER.index(target) > ORDER.index(package)
                 into_gateway = package in STAND_ALONE and imported.split(".")[0] == "gateway"
@@ -59,10 +84,68 @@ def test_packages_import_only_those_below_them() -> None:
     assert wrong == []
 
 
-def test_the_order_is_read_from_real_imports() -> None:
+def test_the_order_is_read_from_real_imports(tmp_path: Path) -> None:
     # The check above cannot pass by reading nothing: a module known to import below it is seen to.
-    assert "gateway.core.ids" in _runtime_imports(ROOT / "gateway/files/routes.py")
-    assert "gateway.files.requested" in _runtime_imports(ROOT / "gateway/responses/request.py")
+    assert "gateway.core.ids" in _imports(ROOT / "gateway/files/routes.py")
+    assert "gateway.files.requested" in _imports(ROOT / "gateway/responses/request.py")
+    # Nor by missing an import for the type checker, or one inside a function.
+    hidden = tmp_path / "hidden.py"
+    hidden.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import gateway.app\ndef f():\n    from gateway import chat\n")
+    assert {"gateway.app", "gateway.chat"} <= _imports(hidden, "gateway.core.hidden")
+
+
+def test_no_module_imports_one_that_imports_it_back() -> None:
+    """No cycle among the project's modules, however long, lazy and type-only imports included: every
+    strongly connected part of the import graph is one module (Tarjan's algorithm, iteratively)."""
+    graph = _module_graph()
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    on_stack: list[str] = []
+    cycles = []
+    for root in graph:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        on_stack.append(root)
+        while work:
+            node, targets = work[-1]
+            target = next(targets, None)
+            if target is not None:
+                if target not in index:
+                    index[target] = low[target] = len(index)
+                    on_stack.append(target)
+                    work.append((target, iter(sorted(graph[target]))))
+                elif target in on_stack:
+                    low[node] = min(low[node], index[target])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                part = on_stack[on_stack.index(node) :]
+                del on_stack[on_stack.index(node) :]
+                if len(part) > 1:
+                    cycles.append(sorted(part))
+    assert cycles == []
+
+
+def test_the_cycle_check_sees_a_cycle() -> None:
+    # The graph it reads has edges both ways where a cycle would be: the run imports its state, and a
+    # tool's call names its taker without importing tools/.
+    graph = _module_graph()
+    assert "gateway.responses.run_state" in graph["gateway.responses.run"]
+    assert "gateway.responses.tools.base" not in graph["gateway.responses.tool_call"]
+
+
+def test_the_loop_modules_are_short() -> None:
+    long = {}
+    for path in sorted((ROOT / "gateway/responses").rglob("*.py")):
+        relative = str(path.relative_to(ROOT))
+        lines = len(path.read_text().splitlines())
+        if lines > MAX_LOOP_MODULE_LINES and relative not in LONG_LOOP_MODULES:
+            long[relative] = lines
+    assert long == {}
 
 
 def test_event_types_are_spelled_once() -> None:

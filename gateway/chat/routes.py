@@ -20,7 +20,8 @@ from ..jsontext import JSONResponse, dumps
 from ..body import parse_body
 from ..protocol import RESPONSE_ENDINGS, EventType
 from ..responses.items import CustomToolCallOutput, Delta, FunctionCallOutput, MessageOutput, ReasoningOutput
-from ..core.requests import refuse_while_draining, services_of, tenant_of
+from ..core.requests import refuse_while_draining, tenant_of
+from ..responses.needs import needs_of
 from ..responses.routes import event_stream, wait_for_run
 from ..responses.prompt_builder import ChatOptions
 from ..responses.run import ResponseRun
@@ -30,10 +31,10 @@ _DONE = b"data: [DONE]\n\n"
 
 
 async def create_chat_completion(request: Request) -> Response:
-    services = services_of(request)
-    refuse_while_draining(services)
+    services = needs_of(request)
+    refuse_while_draining(services.drain)
     body = await parse_body(request, ChatRequest, services.config.server.body_limits())
-    refuse_while_draining(services)  # again: the body may have finished arriving after SIGTERM
+    refuse_while_draining(services.drain)  # again: the body may have finished arriving after SIGTERM
     chat = ChatOptions(tuple(body.stop or ()), body.presence_penalty, body.frequency_penalty, body.logit_bias)
     run = ResponseRun(services, body.to_responses(), tenant_of(request), chat)
     await run.launch()

@@ -15,6 +15,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from ..core.models import StrictModel
+from .needs import needs_of
 from ..jsontext import JSONResponse
 from ..body import parse_body
 from ..errors import bad_request, not_found
@@ -24,7 +25,7 @@ from ..responses.conversation import Dialog, append_input
 from ..core.ids import new_id
 from ..responses.request import InputItem, Metadata
 from ..responses.tools.registry import check_include
-from ..core.requests import include_query, services_of, tenant_of
+from ..core.requests import include_query, tenant_of
 from ..responses.history import duplicate, keep_state, missing, new_items, open_conversation, refuse_known_ids
 from ..core.conversation_store import Conversation, DuplicateItem
 
@@ -46,7 +47,7 @@ class CreateItems(StrictModel):
 
 
 async def create_conversation(request: Request) -> Response:
-    services = services_of(request)
+    services = needs_of(request)
     body = await parse_body(request, CreateConversation, services.config.server.body_limits())
     conversation = Conversation(new_id("conv"), int(time.time()), body.metadata or {}, tenant_of(request))
     dialog = Dialog()
@@ -64,7 +65,7 @@ async def retrieve_conversation(request: Request) -> Response:
 
 
 async def update_conversation(request: Request) -> Response:
-    services = services_of(request)
+    services = needs_of(request)
     conversation = await _conversation(request)
     body = await parse_body(request, UpdateConversation, services.config.server.body_limits())
     if not await services.conversations.set_metadata(conversation, body.metadata):
@@ -74,7 +75,7 @@ async def update_conversation(request: Request) -> Response:
 
 
 async def delete_conversation(request: Request) -> Response:
-    services = services_of(request)
+    services = needs_of(request)
     conversation_id = request.path_params["conversation_id"]
     if not await services.conversations.delete(conversation_id, tenant_of(request)):
         raise missing(conversation_id)
@@ -82,7 +83,7 @@ async def delete_conversation(request: Request) -> Response:
 
 
 async def list_items(request: Request) -> Response:
-    services = services_of(request)
+    services = needs_of(request)
     conversation = await _conversation(request)
     check_include(include_query(request))
     query = page_query(request)
@@ -95,7 +96,7 @@ async def list_items(request: Request) -> Response:
 async def create_items(request: Request) -> Response:
     """Add items at the end. They are read like a response's input: a `function_call_output` must answer
     a call the conversation holds, an approval response a pending request."""
-    services = services_of(request)
+    services = needs_of(request)
     check_include(include_query(request))
     body = await parse_body(request, CreateItems, services.config.server.body_limits())
     conversation, dialog, known = await open_conversation(
@@ -114,7 +115,7 @@ async def create_items(request: Request) -> Response:
 
 
 async def retrieve_item(request: Request) -> Response:
-    services = services_of(request)
+    services = needs_of(request)
     conversation = await _conversation(request)
     check_include(include_query(request))
     item = await services.conversations.item(conversation.id, request.path_params["item_id"])
@@ -125,7 +126,7 @@ async def retrieve_item(request: Request) -> Response:
 
 async def delete_item(request: Request) -> Response:
     """Take an item, and the messages it stands for, out of the conversation; answers the conversation."""
-    services = services_of(request)
+    services = needs_of(request)
     conversation = await _conversation(request)
     if not await services.conversations.delete_item(conversation.id, request.path_params["item_id"]):
         raise _missing_item(request)
@@ -133,7 +134,7 @@ async def delete_item(request: Request) -> Response:
 
 
 async def _conversation(request: Request) -> Conversation:
-    services = services_of(request)
+    services = needs_of(request)
     conversation_id = request.path_params["conversation_id"]
     conversation = await services.conversations.get(conversation_id, tenant_of(request))
     if conversation is None:

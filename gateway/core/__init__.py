@@ -1,7 +1,8 @@
-"""What every API package (responses/, chat/, conversations/, files/) shares: ids, the tenant and services
-of a request, the services themselves, and the conversations' store.
+"""What every API package (responses/, chat/, conversations/, files/) shares: ids, the tenant of a request,
+the conversations' store.
 
 The packages stand in one order, each importing only those below it: core, then files, then responses
 (the run loop, which uses files and conversations), then conversations' and chat's routes. Nothing here
-imports a package above it at run time.
+imports a package above it, at run time or for the type checker. The app's services are made above them
+all (gateway/services.py); each package names what it uses of them in its own `needs.py`.
 """

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any
 
-from starlette.requests import Request
+from starlette.requests import HTTPConnection, Request
 
 from ..errors import APIError
-
-if TYPE_CHECKING:
-    from ..core.services import Services
+from ..shutdown import Drain
 
 
 def tenant_of(request: Request) -> str:
@@ -18,9 +16,9 @@ def tenant_of(request: Request) -> str:
     return tenant
 
 
-def services_of(request: Request) -> "Services":
-    services: Services = request.app.state.services
-    return services
+def services_of(request: HTTPConnection) -> Any:
+    """The app's services (gateway/services.py), for a package's `needs_of` to name the part it uses."""
+    return request.app.state.services
 
 
 def include_query(request: Request) -> list[str]:
@@ -29,6 +27,6 @@ def include_query(request: Request) -> list[str]:
     return params.getlist("include") + params.getlist("include[]")
 
 
-def refuse_while_draining(services: "Services") -> None:
-    if services.drain.draining:
+def refuse_while_draining(drain: Drain) -> None:
+    if drain.draining:
         raise APIError(503, "The gateway is shutting down.", type="server_error", code="server_shutting_down")

@@ -12,12 +12,13 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from ..core.models import StrictModel
+from .needs import needs_of
 from ..jsontext import JSONResponse
 from ..body import parse_body
 from ..errors import bad_request, not_found
 from ..paging import page_of, page_query
 from ..core.ids import new_id
-from ..core.requests import services_of, tenant_of
+from ..core.requests import tenant_of
 from .routes import download, files_of
 from .service import check_memory_limit
 from .store import ContainerFile
@@ -47,7 +48,7 @@ class AddFile(StrictModel):
 
 
 async def create_container(request: Request) -> Response:
-    services = services_of(request)
+    services = needs_of(request)
     files, sandbox = services.files, services.sandbox
     body = await parse_body(request, CreateContainer, services.config.server.body_limits())
     if sandbox is None:
@@ -85,7 +86,7 @@ async def retrieve_container(request: Request) -> Response:
 
 
 async def delete_container(request: Request) -> Response:
-    services = services_of(request)
+    services = needs_of(request)
     container_id, tenant = request.path_params["container_id"], tenant_of(request)
     if not await services.files.delete_container(container_id, tenant):
         raise not_found(f"Container '{container_id}' not found.")
@@ -95,7 +96,7 @@ async def delete_container(request: Request) -> Response:
 
 
 async def create_container_file(request: Request) -> Response:
-    services = services_of(request)
+    services = needs_of(request)
     files, tenant = services.files, tenant_of(request)
     container = await files.container(request.path_params["container_id"], tenant)
     if request.headers.get("content-type", "").lower().startswith("multipart/"):

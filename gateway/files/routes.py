@@ -15,7 +15,8 @@ from ..errors import bad_request
 from runtime.numbers import decimal
 from ..paging import page_of, page_query
 from ..core.ids import new_id
-from ..core.requests import services_of, tenant_of
+from .needs import needs_of
+from ..core.requests import tenant_of
 from .service import FileService
 from .store import QuotaExceeded, StoredFile, TooMany
 
@@ -26,7 +27,7 @@ MIN_EXPIRY_S, MAX_EXPIRY_S = 3600, 30 * 24 * 3600
 
 
 def files_of(request: Request) -> FileService:
-    return services_of(request).files
+    return needs_of(request).files
 
 
 async def create_file(request: Request) -> Response:

@@ -23,7 +23,7 @@ from ..engine import Sampling
 from ..errors import APIError
 from ..harmony import Preamble
 from ..parser import HarmonyStreamParser, MessageFinished
-from ..core.services import Services
+from .needs import ResponsesNeeds
 from .items import Event, Events, OutputItem
 from .request import InputItem, ResponsesRequest
 from ..protocol import EventType
@@ -66,7 +66,7 @@ class CompactRequest(StrictModel):
 
 
 async def summarize(
-    services: Services, messages: list[Message], session_key: str, effort: str | None = None, instructions: str | None = None
+    services: ResponsesNeeds, messages: list[Message], session_key: str, effort: str | None = None, instructions: str | None = None
 ) -> Summary:
     """The model's summary of `messages`: one engine call, its final answer (or, cut off, what it wrote)."""
     preamble = Preamble(effort=effort or "low", instructions=instructions)

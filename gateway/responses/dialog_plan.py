@@ -16,7 +16,7 @@ from ..store import RUNNING
 from .conversation import Dialog, append_input
 from .request import CompactionItem, ReasoningItem, ReasoningText, ResponsesRequest
 from .sealed import Purpose, Unsealable
-from ..core.services import Services
+from .needs import ResponsesNeeds
 
 
 @dataclass
@@ -43,7 +43,7 @@ class Remembered:
     stored: bool
 
 
-async def plan_dialog(services: Services, request: ResponsesRequest, tenant: str, remembered: Remembered | None = None) -> DialogPlan:
+async def plan_dialog(services: ResponsesNeeds, request: ResponsesRequest, tenant: str, remembered: Remembered | None = None) -> DialogPlan:
     plan = DialogPlan()
     if remembered is not None and request.previous_response_id == remembered.response_id:
         plan.dialog, plan.parent_prompt = remembered.dialog.copy(), remembered.prompt
@@ -86,7 +86,7 @@ async def plan_dialog(services: Services, request: ResponsesRequest, tenant: str
     return plan
 
 
-def unseal_reasoning(services: Services, request: ResponsesRequest, tenant: str) -> None:
+def unseal_reasoning(services: ResponsesNeeds, request: ResponsesRequest, tenant: str) -> None:
     """Reasoning and compaction items sent back with `encrypted_content` carry the text the gateway sealed:
     that text is what the model reads. A blob that does not open as that kind of item for this tenant is a
     400 (another tenant's, another kind's, or changed: the same answer for each)."""

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 
 import anyio
 
-from ..core.services import Services
+from .needs import ResponsesNeeds
 from ..errors import APIError
 from ..storage import StorageError
 from ..store import TooManyRunning
@@ -28,7 +28,7 @@ logger = logging.getLogger("gateway.responses")
 
 
 class DurableRun:
-    def __init__(self, services: Services, tenant: str, request_json: str, state: RunState, ending: RunEnding) -> None:
+    def __init__(self, services: ResponsesNeeds, tenant: str, request_json: str, state: RunState, ending: RunEnding) -> None:
         self._services = services
         self._tenant = tenant
         self._request_json = request_json  # the request as it came, sealed in the store for an adopter

@@ -14,7 +14,7 @@ import logging
 import anyio
 
 from ..core.conversation_store import Conversation, DuplicateItem
-from ..core.services import Services
+from .needs import ResponsesNeeds
 from ..errors import APIError
 from ..protocol import EventType, ResponseStatus, ending_event
 from ..storage import StorageError
@@ -33,7 +33,7 @@ logger = logging.getLogger("gateway.responses")
 
 class RunEnding:
     def __init__(
-        self, services: Services, request: ResponsesRequest, tenant: str, state: RunState, prompts: PromptBuilder, trace: RunTrace
+        self, services: ResponsesNeeds, request: ResponsesRequest, tenant: str, state: RunState, prompts: PromptBuilder, trace: RunTrace
     ) -> None:
         self._services = services
         self._request = request

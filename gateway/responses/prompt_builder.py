@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from openai_harmony import Role
 
-from ..core.services import Services
+from .needs import ResponsesNeeds
 from ..engine import Sampling
 from ..errors import APIError, bad_request
 from ..harmony import GrowingPrompt, Preamble, Prompt, encoding
@@ -46,7 +46,7 @@ class EngineCall:
 
 class PromptBuilder:
     def __init__(
-        self, services: Services, request: ResponsesRequest, tenant: str, chat: ChatOptions, state: RunState, toolset: Toolset, logprobs: int | None
+        self, services: ResponsesNeeds, request: ResponsesRequest, tenant: str, chat: ChatOptions, state: RunState, toolset: Toolset, logprobs: int | None
     ) -> None:
         self._services = services
         self._request = request

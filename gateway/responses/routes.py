@@ -26,15 +26,16 @@ from .dialog_plan import plan_dialog
 from .run import ResponseRun
 from .sealed import Purpose
 from .socket import ResponsesSocketApp
-from ..core.requests import include_query, refuse_while_draining, services_of, tenant_of
-from ..core.services import Services
+from ..core.requests import include_query, refuse_while_draining, tenant_of
+from .needs import needs_of
+from .needs import ResponsesNeeds
 
 
 async def create_response(request: Request) -> Response:
-    services = services_of(request)
-    refuse_while_draining(services)
+    services = needs_of(request)
+    refuse_while_draining(services.drain)
     body = await parse_body(request, ResponsesRequest, services.config.server.body_limits())
-    refuse_while_draining(services)  # again: the body may have finished arriving after SIGTERM
+    refuse_while_draining(services.drain)  # again: the body may have finished arriving after SIGTERM
     run = ResponseRun(services, body, tenant_of(request))
     await run.launch()
     if body.stream:
@@ -50,8 +51,8 @@ async def create_response(request: Request) -> Response:
 async def compact(request: Request) -> Response:
     """`POST /v1/responses/compact`: the conversation (input, or a stored response and input) as the user's
     messages and one compaction item holding the model's summary, sealed."""
-    services = services_of(request)
-    refuse_while_draining(services)
+    services = needs_of(request)
+    refuse_while_draining(services.drain)
     body = await parse_body(request, CompactRequest, services.config.server.body_limits())
     tenant = tenant_of(request)
     slot = services.runs.admission.admit(tenant)  # an engine call, as a response's: counted as one
@@ -66,14 +67,14 @@ async def compact(request: Request) -> Response:
     return JSONResponse(compacted_response(messages, summary, services.sealer.seal(summary.text, Purpose.COMPACTION, tenant)))
 
 
-def event_stream(services: Services, run: ResponseRun, frames: AsyncIterator[bytes]) -> EventStream:
+def event_stream(services: ResponsesNeeds, run: ResponseRun, frames: AsyncIterator[bytes]) -> EventStream:
     """The SSE response for a run's frames, counted while it lasts. It ends early when the client goes
     away, reads nothing for `send_timeout_s`, or still reads a while after the shutdown grace period;
     then the run is cancelled, aborting its engine request."""
     return sse_response(services, _reading(services, run, frames))
 
 
-def sse_response(services: Services, frames: AsyncIterator[bytes]) -> EventStream:
+def sse_response(services: ResponsesNeeds, frames: AsyncIterator[bytes]) -> EventStream:
     drain = services.drain
     return EventStream(
         frames, sep="\n", ping=15, send_timeout=services.config.server.send_timeout_s, give_up=lambda: drain.past_grace(READER_GRACE_S)
@@ -83,7 +84,7 @@ def sse_response(services: Services, frames: AsyncIterator[bytes]) -> EventStrea
 READER_GRACE_S = 2.0  # how long after the shutdown grace period a slow reader may go on reading
 
 
-async def _reading(services: Services, run: ResponseRun, frames: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+async def _reading(services: ResponsesNeeds, run: ResponseRun, frames: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
     gauge = services.metrics.active_streams
     gauge.inc()
     try:
@@ -95,7 +96,7 @@ async def _reading(services: Services, run: ResponseRun, frames: AsyncIterator[b
             run.cancel()
 
 
-async def _frames(services: Services, run: ResponseRun, after: int = -1) -> AsyncIterator[bytes]:
+async def _frames(services: ResponsesNeeds, run: ResponseRun, after: int = -1) -> AsyncIterator[bytes]:
     """The run's events as SSE frames, from the one after sequence number `after` on: those a replica
     that began an adopted run stored, read back first; then the run's log here; if another replica took
     the run over meanwhile, the rest as that replica stored it."""
@@ -138,7 +139,7 @@ async def wait_for_run(request: Request, run: ResponseRun) -> None:
 
 async def count_input_tokens(request: Request) -> Response:
     """`POST /v1/responses/input_tokens`: exact, since the gateway renders the prompt itself."""
-    services = services_of(request)
+    services = needs_of(request)
     body = await parse_body(request, ResponsesRequest, services.config.server.body_limits())
     count = await ResponseRun(services, body, tenant_of(request)).input_tokens()
     return JSONResponse({"object": "response.input_tokens", "input_tokens": count})
@@ -148,7 +149,7 @@ async def retrieve_response(request: Request) -> Response:
     """The response as it is now. A background response running here is read live; one running on
     another replica is read from the store, which its replica keeps up to date. With `stream=true`, its
     events from the one after `starting_after` on, then following it until it ends."""
-    services = services_of(request)
+    services = needs_of(request)
     check_include(include_query(request))
     stream, after = _stream_query(request)
     run = _live(request)
@@ -173,7 +174,7 @@ async def cancel_response(request: Request) -> Response:
     """Stop a background response (its engine request aborted, a running tool call interrupted), here or
     on the replica running it; one that already ended is answered as it is. Only background responses
     can be cancelled."""
-    services = services_of(request)
+    services = needs_of(request)
     run = _live(request)
     if run is not None:
         run.cancel()
@@ -194,7 +195,7 @@ FINAL_WRITE_WAIT_S = 5.0  # how long a retrieve waits for an ended response's fi
 
 def _live(request: Request) -> ResponseRun | None:
     """The tenant's background response of this id, if it runs in this process."""
-    services = services_of(request)
+    services = needs_of(request)
     run = services.runs.background.get(request.path_params["response_id"])
     return run if run is not None and run.tenant == tenant_of(request) else None
 
@@ -217,7 +218,7 @@ def _stream_query(request: Request) -> tuple[bool, int]:
 
 async def delete_response(request: Request) -> Response:
     response_id = request.path_params["response_id"]
-    services = services_of(request)
+    services = needs_of(request)
     if not await services.store.delete(response_id, tenant_of(request)):
         raise _missing(response_id)
     return JSONResponse({"id": response_id, "object": "response.deleted", "deleted": True})
@@ -239,7 +240,7 @@ async def list_input_items(request: Request) -> Response:
 async def _stored(request: Request) -> StoredResponse:
     """The tenant's stored response, without its dialog (no endpoint shows it)."""
     response_id = request.path_params["response_id"]
-    services = services_of(request)
+    services = needs_of(request)
     stored = await services.store.get(response_id, tenant_of(request), dialog=False)
     if stored is None:
         raise _missing(response_id)

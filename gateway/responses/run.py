@@ -22,7 +22,7 @@ from typing import Any, AsyncIterator, cast
 
 import anyio
 
-from ..core.services import Services
+from .needs import ResponsesNeeds
 from ..engine import Chunks, EngineStream
 from ..errors import APIError
 from ..parser import MalformedHarmony
@@ -55,7 +55,7 @@ logger = logging.getLogger("gateway.responses")
 class ResponseRun:
     def __init__(
         self,
-        services: Services,
+        services: ResponsesNeeds,
         request: ResponsesRequest,
         tenant: str,
         chat: ChatOptions | None = None,
@@ -355,13 +355,10 @@ class ResponseRun:
     def snapshot(self) -> ResponseObject:
         return self.ending.snapshot()
 
-    def finish(self, status: ResponseStatus, error: dict[str, str] | None, incomplete: dict[str, str] | None) -> None:
-        self.ending.finish(status, error, incomplete)
-
     # -- adoption: going on with a background run on another replica (adoption.py) -------------------------
 
     @classmethod
-    async def adopt(cls, services: Services, orphan: Orphan) -> None:
+    async def adopt(cls, services: ResponsesNeeds, orphan: Orphan) -> None:
         """Go on with a run whose replica stopped; raises if it cannot be (the caller then ends it as failed)."""
         request = ResponsesRequest.model_validate_json(services.sealer.open(orphan.request, Purpose.RUN_REQUEST, orphan.tenant))
         run = cls(services, request, orphan.tenant)

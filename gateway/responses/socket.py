@@ -32,7 +32,7 @@ from ..errors import APIError, refuse_websocket
 from ..jsontext import dumps
 from ..protocol import ResponseStatus
 from ..core.requests import refuse_while_draining
-from ..core.services import Services
+from .needs import ResponsesNeeds, needs_of
 from .dialog_plan import Remembered
 from .items import Delta, Event
 from .request import MessageItem, ResponsesRequest
@@ -62,24 +62,6 @@ class ClientEvent(RootModel[Annotated[Union[CreateEvent, SteerEvent], Field(disc
     pass
 
 
-class TenantSockets:
-    """Open sockets per tenant, bounded."""
-
-    def __init__(self) -> None:
-        self.open: Counter[str] = Counter()
-
-    def take(self, tenant: str, limit: int) -> bool:
-        if self.open[tenant] >= limit:
-            return False
-        self.open[tenant] += 1
-        return True
-
-    def give_back(self, tenant: str) -> None:
-        self.open[tenant] -= 1
-        if self.open[tenant] <= 0:
-            del self.open[tenant]
-
-
 class ResponsesSocketApp:
     """The route's ASGI app (an object, so that Starlette hands it the ASGI `send` itself rather than a
     `WebSocket`): events go out through `send`, not `WebSocket.send`, since a response sends a message
@@ -87,7 +69,7 @@ class ResponsesSocketApp:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         websocket = WebSocket(scope, receive, send)
-        services: Services = websocket.app.state.services
+        services = needs_of(websocket)
         tenant: str = websocket.scope["state"]["tenant"]  # the middleware checked the key
         config = services.config.server.websocket
         if services.drain.draining:
@@ -105,7 +87,7 @@ class ResponsesSocketApp:
 
 
 class ResponsesSocket:
-    def __init__(self, websocket: WebSocket, send: Send, services: Services, tenant: str) -> None:
+    def __init__(self, websocket: WebSocket, send: Send, services: ResponsesNeeds, tenant: str) -> None:
         self.websocket, self.services, self.tenant = websocket, services, tenant
         self._asgi_send = send
         self.config = services.config.server.websocket
@@ -200,7 +182,7 @@ class ResponsesSocket:
             request.input = [message for steer in waiting for message in steer.messages] + _as_items(request.input)
         carried = steers or waiting
         try:
-            refuse_while_draining(self.services)
+            refuse_while_draining(self.services.drain)
             run = ResponseRun(self.services, request, self.tenant, remembered=self.remembered, generate=event.generate is not False)
             await run.launch()
         except APIError as exc:

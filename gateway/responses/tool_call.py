@@ -10,12 +10,22 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from .items import OutputItem
+from .items import Event, OutputItem
 
-if TYPE_CHECKING:
-    from .tools.base import AnyTool
+
+class CallTaker(Protocol):
+    """What a call knows of the tool that claimed it (tools/base.py's `Tool` is one)."""
+
+    @property
+    def metric(self) -> str: ...  # its calls' label in the tool-call metrics
+
+    async def written(self, call: ToolCall, text: str) -> list[Event]: ...
+
+    async def run(self, call: ToolCall) -> None: ...
+
+    async def resume(self, call: ToolCall) -> None: ...
 
 
 class CallKind(enum.Enum):
@@ -36,13 +46,13 @@ class ToolCall:
     recipient: str
     channel: str | None
     kind: CallKind = CallKind.UNCLAIMED
-    tool: "AnyTool | None" = None  # the tool that claimed the call
+    tool: CallTaker | None = None  # the tool that claimed the call
     item: OutputItem | None = None  # the output item that streams the call, when one does
     tool_name: str = ""  # the function of the tool's namespace the call is to
     arguments: str = ""  # hosted calls: the arguments as the model wrote them, once complete
     output: str | None = None  # what the model is told: the tool's output, or why there is none
 
-    def claim(self, tool: "AnyTool", kind: CallKind, item: OutputItem | None = None) -> OutputItem | None:
+    def claim(self, tool: CallTaker, kind: CallKind, item: OutputItem | None = None) -> OutputItem | None:
         """A declared tool takes the call; returns its item."""
         assert self.kind is CallKind.UNCLAIMED and kind not in (CallKind.UNCLAIMED, CallKind.INVALID), f"{self.kind} claimed as {kind}"
         self.tool, self.kind, self.item = tool, kind, item

@@ -11,7 +11,8 @@ from pydantic import Field
 
 from ..body import parse_body
 from ..core.models import StrictModel
-from ..core.requests import services_of, tenant_of
+from .needs import needs_of
+from ..core.requests import tenant_of
 from ..errors import APIError, bad_request
 from ..files.routes import download
 from ..files.upload import read_small_form
@@ -25,12 +26,12 @@ FILE_FIELDS = ("files", "files[]")  # one zip, or a directory's files (the SDK's
 
 
 def skills_of(request: Request) -> SkillService:
-    return services_of(request).skills
+    return needs_of(request).skills
 
 
 async def _uploaded(request: Request) -> tuple[Bundle, dict[str, str]]:
     """The bundle the form's files make, and the form's other fields."""
-    idle_s = services_of(request).files.config.upload_idle_timeout_s
+    idle_s = needs_of(request).files.config.upload_idle_timeout_s
     form = await read_small_form(request, MAX_UPLOAD_BYTES, MAX_FILES, idle_s)
     strays = [name for name, _, _ in form.files if name not in FILE_FIELDS]
     if strays:
@@ -61,7 +62,7 @@ class UpdateSkill(StrictModel):
 
 
 async def update_skill(request: Request) -> Response:
-    body = await parse_body(request, UpdateSkill, services_of(request).config.server.body_limits())
+    body = await parse_body(request, UpdateSkill, needs_of(request).config.server.body_limits())
     version = body.default_version
     skills, skill_id = skills_of(request), request.path_params["skill_id"]
     updated = await skills.store.set_default(skill_id, tenant_of(request), int(version))
@@ -83,7 +84,7 @@ async def delete_skill(request: Request) -> Response:
 async def skill_content(request: Request) -> Response:
     skills = skills_of(request)
     version = await skills.version(request.path_params["skill_id"], tenant_of(request), None)
-    return await download(services_of(request).files, version.blob, f"{version.name}.zip")
+    return await download(needs_of(request).files, version.blob, f"{version.name}.zip")
 
 
 async def create_version(request: Request) -> Response:
@@ -123,7 +124,7 @@ async def delete_version(request: Request) -> Response:
 
 async def version_content(request: Request) -> Response:
     version = await skills_of(request).version(request.path_params["skill_id"], tenant_of(request), _number(request))
-    return await download(services_of(request).files, version.blob, f"{version.name}.zip")
+    return await download(needs_of(request).files, version.blob, f"{version.name}.zip")
 
 
 def _number(request: Request) -> str:

@@ -21,18 +21,23 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, ClassVar, Generic, Iterable, TypeAlias, TypeVar
+from typing import Any, ClassVar, Generic, Iterable, Protocol, TypeAlias, TypeVar
 
 from pydantic import BaseModel
+from sandbox.manager import SandboxManager
+from tools.browser import BrowserBackends
+from tools.servers import MCPServers
 
+from ...config import GatewayConfig
+from ...files.service import FileService
 from ...harmony import ToolDescription, ToolNamespaceConfig
+from ...skills.service import SkillService
 from ...metrics import Metrics
 from ...protocol import Include, ItemStatus
 from ..conversation import Dialog
 from ..items import Event, OutputItem
 from ..output import ResponseOutput
 from ..request import RequestTool, ResponsesRequest, ToolChoiceForm
-from ...core.services import Services
 from ..tool_call import CallKind, ToolCall
 from .containers import ResponseContainers
 
@@ -58,11 +63,23 @@ class CallBudget:
         return True
 
 
+class ToolNeeds(Protocol):
+    """What a tool may use of the app (a part of gateway/services.py's `Services`)."""
+
+    config: GatewayConfig
+    metrics: Metrics
+    files: FileService
+    skills: SkillService
+    mcp: MCPServers
+    sandbox: SandboxManager | None  # None: no code_interpreter on this gateway
+    browser: BrowserBackends | None  # None: no web_search on this gateway
+
+
 @dataclass
 class ToolContext:
     """What every tool of a response may use."""
 
-    services: Services
+    services: ToolNeeds
     request: ResponsesRequest
     tenant: str
     output: ResponseOutput
@@ -112,7 +129,7 @@ class Tool(Generic[DeclaredT]):
         self.dialog = Dialog()
 
     @classmethod
-    def available(cls, services: Services) -> bool:
+    def available(cls, services: ToolNeeds) -> bool:
         """Whether this gateway runs the kind at all; a request's tool of a kind it does not is refused
         by name (or dropped, with `server.drop_unavailable_tools`)."""
         return True

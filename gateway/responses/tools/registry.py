@@ -14,8 +14,7 @@ from tools.namespaces import RESERVED_NAMESPACES
 from ...errors import bad_request
 from ...protocol import Include
 from ..request import NOT_INCLUDABLE, AllowedTools, unsupported
-from ...core.services import Services
-from .base import AnyTool
+from .base import AnyTool, ToolNeeds
 from .apply_patch import ApplyPatch
 from .code_interpreter import CodeInterpreter
 from .functions import FunctionTools
@@ -59,7 +58,7 @@ def check_include(values: list[str]) -> None:
             raise bad_request(f"Invalid value for 'include[{index}]': '{value}' is not an includable field.", param=f"include[{index}]")
 
 
-def available_tools(tools: list[Any], services: Services) -> list[Any]:
+def available_tools(tools: list[Any], services: ToolNeeds) -> list[Any]:
     """The request's tools without those nothing here runs: refused by name, or dropped if configured so."""
 
     def unavailable(tool: Any) -> bool:

@@ -14,9 +14,8 @@ from ...protocol import EventType, Include, ItemStatus
 from ..conversation import Dialog
 from ..items import Event, Events, OutputItem
 from ..request import WEB_SEARCH_TYPES, NamedWebSearch, WebSearchTool, RequestTool, ToolChoiceForm
-from ...core.services import Services
 from ..tool_call import CallKind, ToolCall
-from .base import Declarations, Tool, ToolContext
+from .base import Declarations, Tool, ToolContext, ToolNeeds
 
 VIEW_CHARS = {"low": 2000, "medium": 4000, "high": 8000}  # search_context_size: how much of a page a view shows
 
@@ -78,7 +77,7 @@ class WebSearch(Tool[WebSearchTool]):
         self.browser: Browser | None = None  # made in prepare(), from the conversation's pages
 
     @classmethod
-    def available(cls, services: Services) -> bool:
+    def available(cls, services: ToolNeeds) -> bool:
         return services.browser is not None
 
     @staticmethod

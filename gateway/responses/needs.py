@@ -1,0 +1,37 @@
+"""What the Responses API (its routes, socket and runs) uses of the app: a part of gateway/services.py's
+`Services`. A tool sees less: `ToolNeeds` (tools/base.py)."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from starlette.requests import HTTPConnection
+
+from ..core.conversation_store import ConversationStore
+from ..core.requests import services_of
+from ..engine import EngineClient
+from ..harmony import PromptRenderer
+from ..replicas import Replicas
+from ..shutdown import Drain
+from ..store import ResponseStore
+from .log import Runs
+from .sealed import Sealer
+from .tenant_sockets import TenantSockets
+from .tools.base import ToolNeeds
+
+
+class ResponsesNeeds(ToolNeeds, Protocol):
+    engine: EngineClient
+    store: ResponseStore
+    conversations: ConversationStore
+    drain: Drain
+    renderer: PromptRenderer
+    runs: Runs
+    replicas: Replicas
+    sealer: Sealer
+    sockets: TenantSockets
+
+
+def needs_of(request: HTTPConnection) -> ResponsesNeeds:
+    needs: ResponsesNeeds = services_of(request)
+    return needs

@@ -1,0 +1,47 @@
+"""What the app is made of: made once at start-up (app.py), shared by every route and run.
+
+This is the composition root, above every package: each package names only the part it uses, as a
+`Protocol` of its own (its `needs.py`), which `Services` satisfies; none of them imports this module.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sandbox.manager import SandboxManager
+from tools.browser import BrowserBackends
+from tools.servers import MCPServers
+
+from .config import GatewayConfig
+from .core.conversation_store import ConversationStore
+from .engine import EngineClient
+from .files.service import FileService
+from .harmony import PromptRenderer
+from .metrics import Metrics
+from .replicas import Replicas
+from .responses.log import Runs
+from .responses.sealed import Sealer
+from .responses.tenant_sockets import TenantSockets
+from .shutdown import Drain
+from .skills.service import SkillService
+from .store import ResponseStore
+
+
+@dataclass
+class Services:
+    config: GatewayConfig
+    engine: EngineClient
+    store: ResponseStore
+    conversations: ConversationStore
+    drain: Drain
+    metrics: Metrics
+    renderer: PromptRenderer
+    runs: Runs
+    replicas: Replicas
+    sealer: Sealer
+    mcp: MCPServers
+    files: FileService
+    skills: SkillService
+    sockets: TenantSockets  # open Responses WebSockets, per tenant
+    sandbox: SandboxManager | None = None  # None: no code_interpreter on this gateway
+    browser: BrowserBackends | None = None  # None: no web_search on this gateway
