@@ -9,6 +9,7 @@ vLLM and frees its KV cache.
 from __future__ import annotations
 
 import asyncio
+import enum
 import json
 from dataclasses import dataclass
 from typing import Any, AsyncIterator, Mapping, Protocol
@@ -53,10 +54,28 @@ class TokenLogprob:
     top: list[tuple[int, float]]
 
 
+class FinishReason(enum.StrEnum):
+    """Why the engine ended a generation (vLLM's `finish_reason`)."""
+
+    STOP = "stop"  # the model's stop token, or a stop sequence
+    LENGTH = "length"  # max_tokens
+    ABORT = "abort"  # the engine gave the request up: a failure
+
+    @classmethod
+    def read(cls, value: Any) -> FinishReason | None:
+        """The engine's value; one this gateway does not know ends the generation as a failure."""
+        if value is None:
+            return None
+        return _FINISH_REASONS.get(value, cls.ABORT) if isinstance(value, str) else cls.ABORT
+
+
+_FINISH_REASONS = {reason.value: reason for reason in FinishReason}
+
+
 @dataclass(slots=True)
 class EngineChunk:
     token_ids: list[int]
-    finish_reason: str | None  # stop | length | abort, on the last chunk only
+    finish_reason: FinishReason | None  # on the last chunk only
     logprobs: list[TokenLogprob | None] | None = None  # per token id, when asked for
 
 
@@ -236,7 +255,7 @@ class EngineStream:
         if choices:
             choice = choices[0]
             logprobs = choice.get("logprobs")
-            chunk = EngineChunk(choice.get("token_ids") or [], choice.get("finish_reason"), None if logprobs is None else _logprobs(logprobs))
+            chunk = EngineChunk(choice.get("token_ids") or [], FinishReason.read(choice.get("finish_reason")), None if logprobs is None else _logprobs(logprobs))
         elif "error" in data:
             error = data["error"] or {}
             raise server_error(502, f"The engine failed: {error.get('message', 'unknown error')}", "engine_error")

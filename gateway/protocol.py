@@ -11,7 +11,7 @@ formatted from prefixes built once per item, items.py: the same frame, made with
 from __future__ import annotations
 
 import enum
-from typing import Any
+from typing import Any, Mapping
 
 from .jsontext import dumps
 
@@ -100,12 +100,21 @@ class EventType(enum.StrEnum):
 
 # The last event of a response's own stream, one per status it can end in.
 RESPONSE_ENDINGS = (EventType.COMPLETED, EventType.INCOMPLETE, EventType.FAILED)
-_ENDING_OF = {"completed": EventType.COMPLETED, "incomplete": EventType.INCOMPLETE, "failed": EventType.FAILED}
+_ENDING_OF = {ResponseStatus.COMPLETED: EventType.COMPLETED, ResponseStatus.INCOMPLETE: EventType.INCOMPLETE, ResponseStatus.FAILED: EventType.FAILED}
 
 
 def ending_event(status: str) -> EventType:
-    """The event a response's stream ends with, for the status it ended in (not `cancelled`: see run.py)."""
-    return _ENDING_OF[status]
+    """The event a response's stream ends with, for the status it ended in (not `cancelled`: see below)."""
+    return _ENDING_OF[ResponseStatus(status)]
+
+
+def terminal_event(status: str, response: Mapping[str, Any]) -> tuple[EventType, dict[str, Any]]:
+    """The last event of a response's stream, as its type and fields (the sequence number is the writer's):
+    its ending, with the Response; for a cancelled one, an error event, since OpenAI's stream has no
+    cancelled event (whoever ended it: its run, or a replica that ended another's)."""
+    if status == ResponseStatus.CANCELLED:
+        return EventType.ERROR, {"code": "response_cancelled", "message": "The response was cancelled.", "param": None}
+    return ending_event(status), {"response": response}
 # What may end an SSE stream: a response's ending, or an `error` event (a cancelled response followed, a
 # store that went away), since OpenAI's stream has no event for those.
 STREAM_ENDINGS = (*RESPONSE_ENDINGS, EventType.ERROR)

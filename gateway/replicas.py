@@ -21,7 +21,7 @@ from typing import Any, Awaitable, Callable
 import anyio
 
 from .config import StorageConfig
-from .protocol import EventType, ending_event, event_frame
+from .protocol import ResponseStatus, event_frame, terminal_event
 from .storage import Database, StorageError
 from .store import RUNNING, Orphan, ResponseStore, Stalled, StoredResponse
 
@@ -117,7 +117,7 @@ class Replicas:
             if await self._adopted(stalled):
                 ended += 1
                 continue
-            if await self._end(stalled, "failed", _STOPPED):
+            if await self._end(stalled, ResponseStatus.FAILED, _STOPPED):
                 log.warning("response %s failed: its replica %s stopped renewing its lease", stalled.id, stalled.owner)
                 ended += 1
         return ended
@@ -134,7 +134,7 @@ class Replicas:
             await self._adopt(orphan)
         except Exception:
             log.exception("response %s could not be adopted from replica %s; it fails", stalled.id, stalled.owner)
-            await self._end(Stalled(stalled.id, self.id), "failed", _STOPPED)
+            await self._end(Stalled(stalled.id, self.id), ResponseStatus.FAILED, _STOPPED)
         return True
 
     async def cancel(self, stored: StoredResponse, wait_s: float) -> None:
@@ -147,7 +147,7 @@ class Replicas:
             if state is None or state[0] not in RUNNING or state[1] is None:
                 return
             if not await self._alive(state[1]):
-                await self._end(Stalled(stored.response["id"], state[1]), "cancelled", None)
+                await self._end(Stalled(stored.response["id"], state[1]), ResponseStatus.CANCELLED, None)
                 return
             if time.monotonic() >= resend:
                 await self.db.notify(CANCEL_CHANNEL, stored.response["id"])
@@ -168,12 +168,9 @@ class Replicas:
         if not rows:
             return False
         response: dict[str, Any] = json.loads(rows[0][0]) | {"status": status, "error": error}
-        if status == "cancelled":
-            event: dict[str, Any] = {"type": EventType.ERROR, "code": "response_cancelled", "message": "The response was cancelled.", "param": None}
-        else:
-            event = {"type": ending_event(status), "response": response}
+        kind, fields = terminal_event(status, response)
 
         def frame(sequence_number: int) -> bytes:
-            return event_frame(event | {"sequence_number": sequence_number})
+            return event_frame({"type": kind, "sequence_number": sequence_number, **fields})
 
         return await self.store.take_over(stalled, response, frame)

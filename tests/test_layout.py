@@ -162,3 +162,24 @@ def test_event_types_are_spelled_once() -> None:
             if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in spelled:
                 found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {node.value}")
     assert found == []
+
+
+def test_statuses_are_spelled_once() -> None:
+    """Every status the gateway writes or compares is an `ItemStatus` or a `ResponseStatus` (gateway/protocol.py);
+    only a request model's `Literal[...]`, which says what a client may send, spells one as text."""
+    from gateway.protocol import ItemStatus, ResponseStatus
+
+    spelled = {status.value for status in ItemStatus} | {status.value for status in ResponseStatus}
+    found = []
+    for path in sorted((ROOT / "gateway").rglob("*.py")):
+        if path.name == "protocol.py":
+            continue
+        tree = ast.parse(path.read_text())
+        literals = {
+            id(node) for subscript in ast.walk(tree)
+            if isinstance(subscript, ast.Subscript) and ast.unparse(subscript.value) == "Literal" for node in ast.walk(subscript.slice)
+        }  # fmt: skip
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in spelled and id(node) not in literals:
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {node.value}")
+    assert found == []

@@ -26,7 +26,7 @@ from ..parser import HarmonyStreamParser, MessageFinished
 from .needs import ResponsesNeeds
 from .items import Event, Events, OutputItem
 from .request import InputItem, ResponsesRequest
-from ..protocol import EventType
+from ..protocol import EventType, ItemStatus
 
 # The one instruction gpt-oss summarises with, tuned for what an agent needs to go on working.
 INSTRUCTION = (
@@ -114,7 +114,7 @@ class CompactionOutput(OutputItem):
         return [added, self._event(events, EventType.COMPACTION_COMPACTING)]
 
     def sealed(self, events: Events, encrypted_content: str) -> list[Event]:
-        self.encrypted_content, self.status = encrypted_content, "completed"
+        self.encrypted_content, self.status = encrypted_content, ItemStatus.COMPLETED
         return [self.done(events)]
 
     def as_dict(self) -> Event:
@@ -124,7 +124,7 @@ class CompactionOutput(OutputItem):
 def compacted_response(messages: list[Message], summary: Summary, encrypted_content: str) -> dict[str, Any]:
     """`POST /v1/responses/compact`'s answer: every user message, then one compaction item."""
     users = [
-        {"id": new_id("msg"), "type": "message", "role": "user", "status": "completed", "content": [{"type": "input_text", "text": text}]}
+        {"id": new_id("msg"), "type": "message", "role": "user", "status": ItemStatus.COMPLETED, "content": [{"type": "input_text", "text": text}]}
         for text in user_texts(messages)
     ]
     compaction = {"id": new_id("cmp"), "type": "compaction", "encrypted_content": encrypted_content, "created_by": None}

@@ -10,6 +10,7 @@ from typing import Any
 from openai_harmony import Author, Message, Role
 from tools.urls import shown
 
+from ..protocol import ItemStatus
 from ..errors import bad_request
 from ..core.ids import new_id
 from .shell_models import (
@@ -275,21 +276,21 @@ def _append_item(dialog: Dialog, index: int, item: InputItem, records: list[dict
             return  # a call already in the history, sent again with the whole thread
         dialog.append(tool_call_message(item.recipient, item.arguments))
         dialog.open_calls[item.call_id] = item.recipient
-        records.append(item.model_dump() | {"id": item.id or new_id("fc"), "status": "completed"})
+        records.append(item.model_dump() | {"id": item.id or new_id("fc"), "status": ItemStatus.COMPLETED})
     elif isinstance(item, (ShellCallItem, LocalShellCallItem, ApplyPatchCallItem)):
         if item.call_id in dialog.answered or item.call_id in dialog.open_calls:
             return  # sent again with the whole thread
         to, prefix = _CLIENT_ACTIONS[type(item)]
         dialog.append(tool_call_message(to, item.arguments()))
         dialog.open_calls[item.call_id] = to
-        records.append(item.model_dump(exclude_none=True) | {"id": item.id or new_id(prefix), "status": "completed"})
+        records.append(item.model_dump(exclude_none=True) | {"id": item.id or new_id(prefix), "status": ItemStatus.COMPLETED})
     elif isinstance(item, CustomToolCallItem):
         if item.call_id in dialog.answered or item.call_id in dialog.open_calls:
             return  # sent again with the whole thread
         message = Message.from_role_and_content(Role.ASSISTANT, item.input)
         dialog.append(message.with_channel("commentary").with_recipient(item.recipient))
         dialog.open_calls[item.call_id] = item.recipient
-        records.append(item.model_dump() | {"id": item.id or new_id("ctc"), "status": "completed"})
+        records.append(item.model_dump() | {"id": item.id or new_id("ctc"), "status": ItemStatus.COMPLETED})
     elif isinstance(item, (FunctionCallOutputItem, CustomToolCallOutputItem, ShellCallOutputItem, LocalShellCallOutputItem, ApplyPatchCallOutputItem)):
         output = item.text()
         digest = hashlib.sha256(output.encode()).hexdigest()
@@ -308,9 +309,9 @@ def _append_item(dialog: Dialog, index: int, item: InputItem, records: list[dict
             recipient = f"functions.{recipient}"
         dialog.append(tool_result(recipient, "commentary", output))
         if isinstance(item, (ShellCallOutputItem, LocalShellCallOutputItem, ApplyPatchCallOutputItem)):
-            record = item.model_dump(exclude_none=True) | {"status": item.status or "completed"}
+            record = item.model_dump(exclude_none=True) | {"status": item.status or ItemStatus.COMPLETED}
         else:
-            record = item.model_dump() | {"status": "completed"}
+            record = item.model_dump() | {"status": ItemStatus.COMPLETED}
         records.append(record | {"id": item.id or new_id("fco")})
     elif isinstance(item, ToolSearchCallItem):
         if item.call_id is not None and (item.call_id in dialog.answered or item.call_id in dialog.open_calls):
@@ -318,7 +319,7 @@ def _append_item(dialog: Dialog, index: int, item: InputItem, records: list[dict
         dialog.append(tool_call_message(TOOL_SEARCH_RECIPIENT, item.arguments_text()))
         if item.execution == "client" and item.call_id is not None:
             dialog.open_calls[item.call_id] = TOOL_SEARCH_RECIPIENT
-        records.append(item.model_dump(exclude_none=True) | {"id": item.id or new_id("tsc"), "status": item.status or "completed"})
+        records.append(item.model_dump(exclude_none=True) | {"id": item.id or new_id("tsc"), "status": item.status or ItemStatus.COMPLETED})
     elif isinstance(item, ToolSearchOutputItem):
         _append_search_output(dialog, index, item, records)
     elif isinstance(item, McpApprovalResponseItem):
@@ -370,7 +371,7 @@ def _append_search_output(dialog: Dialog, index: int, item: ToolSearchOutputItem
         dialog.unwritten_loads.append(UnwrittenLoad(len(dialog.messages), tools))
     dialog.append(tool_result(TOOL_SEARCH_RECIPIENT, "commentary", loaded_text(tools)))
     dialog.load([loaded_record(tool) for tool in tools])
-    record = item.model_dump(exclude_none=True) | {"id": item.id or new_id("tso"), "status": item.status or "completed"}
+    record = item.model_dump(exclude_none=True) | {"id": item.id or new_id("tso"), "status": item.status or ItemStatus.COMPLETED}
     record["tools"] = [_without_credentials(tool) for tool in item.tools]
     records.append(record)
 
@@ -392,6 +393,6 @@ def _message_record(item_id: str | None, role: str, text: str) -> dict[str, Any]
         "id": item_id or new_id("msg"),
         "type": "message",
         "role": role,
-        "status": "completed",
+        "status": ItemStatus.COMPLETED,
         "content": [{"type": part_type, "text": text}],
     }

@@ -16,7 +16,7 @@ import anyio
 from ..core.conversation_store import Conversation, DuplicateItem
 from .needs import ResponsesNeeds
 from ..errors import APIError
-from ..protocol import EventType, ResponseStatus, ending_event
+from ..protocol import ResponseStatus, terminal_event
 from ..storage import StorageError
 from ..store import StoredResponse
 from .history import keep_state, new_items
@@ -84,12 +84,11 @@ class RunEnding:
         """The stream's last event, as the response ended. A cancelled response's stream has readers only
         in the background (a foreground one was cancelled because its reader left): it ends with an
         error event, since OpenAI's stream has no cancelled event."""
-        log, status = self._state.output.events, self.response["status"]
-        if status != ResponseStatus.CANCELLED:
-            return [log.make(ending_event(status), response=self.response)]
-        if background:
-            return [log.make(EventType.ERROR, code="response_cancelled", message="The response was cancelled.", param=None)]
-        return []
+        status = self.response["status"]
+        if status == ResponseStatus.CANCELLED and not background:
+            return []
+        kind, fields = terminal_event(status, self.response)
+        return [self._state.output.events.make(kind, **fields)]
 
     async def _finish_background(self, journal: Journal) -> None:
         """The terminal event, then the final record with the events not written yet; only then is the run

@@ -60,7 +60,7 @@ class OutputItem:
     def __init__(self, output_index: int) -> None:
         self.id = new_id(self.id_prefix)
         self.output_index = output_index
-        self.status: str = ItemStatus.IN_PROGRESS
+        self.status: ItemStatus = ItemStatus.IN_PROGRESS
         self.done_sent = False  # its `output_item.done` was emitted: nothing more of it will come
 
     def as_dict(self) -> Event:
@@ -81,7 +81,7 @@ class OutputItem:
         """The events that open the item as the model starts writing it."""
         raise NotImplementedError
 
-    def closed(self, events: Events, status: str = "completed") -> list[Event]:
+    def closed(self, events: Events, status: ItemStatus = ItemStatus.COMPLETED) -> list[Event]:
         """The events that end the item (cut off, or the response failed: `incomplete`)."""
         raise NotImplementedError
 
@@ -137,7 +137,7 @@ class TextItem(OutputItem):
         self.chunks.append(text)
         return events.delta(self, text)
 
-    def closed(self, events: Events, status: str = "completed") -> list[Event]:
+    def closed(self, events: Events, status: ItemStatus = ItemStatus.COMPLETED) -> list[Event]:
         self.status = status
         text = self.text
         ids = {"item_id": self.id, "output_index": self.output_index, "content_index": 0}
@@ -166,14 +166,14 @@ class ReasoningOutput(TextItem):
         self._sealed: str | None = None
 
     def as_dict(self) -> Event:
-        content = [self.part(self.text)] if self.status != "in_progress" else []
+        content = [self.part(self.text)] if self.status != ItemStatus.IN_PROGRESS else []
         item: Event = {"id": self.id, "type": "reasoning", "summary": [], "content": content}
-        if self.seal is not None and self.status != "in_progress":
+        if self.seal is not None and self.status != ItemStatus.IN_PROGRESS:
             if self._sealed is None:
                 self._sealed = self.seal(self.text)
             item["encrypted_content"] = self._sealed
-        if self.status == "incomplete":
-            item["status"] = "incomplete"
+        if self.status == ItemStatus.INCOMPLETE:
+            item["status"] = ItemStatus.INCOMPLETE
         return item
 
 
@@ -228,7 +228,7 @@ class MessageOutput(TextItem):
         return {"logprobs": list(self.logprobs or ())}
 
     def as_dict(self) -> Event:
-        content = [self.part(self.text)] if self.status != "in_progress" else []
+        content = [self.part(self.text)] if self.status != ItemStatus.IN_PROGRESS else []
         return {
             "id": self.id,
             "type": "message",
@@ -261,7 +261,7 @@ class FunctionCallOutput(TextItem):
     def opened(self, events: Events) -> list[Event]:
         return [self.added(events)]
 
-    def closed(self, events: Events, status: str = "completed") -> list[Event]:
+    def closed(self, events: Events, status: ItemStatus = ItemStatus.COMPLETED) -> list[Event]:
         self.status = status
         return [
             events.make(
@@ -287,7 +287,7 @@ class FunctionCallOutput(TextItem):
             "status": self.status,
             "call_id": self.call_id,
             "name": self.name,
-            "arguments": self.text if self.status != "in_progress" else "",
+            "arguments": self.text if self.status != ItemStatus.IN_PROGRESS else "",
         }
         if self.namespace is not None:
             item["namespace"] = self.namespace
@@ -303,7 +303,7 @@ class CustomToolCallOutput(FunctionCallOutput):
     delta_type = EventType.CUSTOM_TOOL_CALL_INPUT_DELTA
     done_type = EventType.CUSTOM_TOOL_CALL_INPUT_DONE
 
-    def closed(self, events: Events, status: str = "completed") -> list[Event]:
+    def closed(self, events: Events, status: ItemStatus = ItemStatus.COMPLETED) -> list[Event]:
         self.status = status
         ids = {"item_id": self.id, "output_index": self.output_index}
         return [events.make(self.done_type, **ids, input=self.text), self.done(events)]
@@ -315,7 +315,7 @@ class CustomToolCallOutput(FunctionCallOutput):
             "status": self.status,
             "call_id": self.call_id,
             "name": self.name,
-            "input": self.text if self.status != "in_progress" else "",
+            "input": self.text if self.status != ItemStatus.IN_PROGRESS else "",
         }
 
 
@@ -331,7 +331,7 @@ class ToolCallItem(TextItem):
     in_progress_type: EventType
     completed_type: EventType
     failed_type: EventType | None = None
-    running_status: str = ItemStatus.IN_PROGRESS
+    running_status: ItemStatus = ItemStatus.IN_PROGRESS
 
     def __init__(self, output_index: int) -> None:
         super().__init__(output_index)
@@ -355,12 +355,12 @@ class ToolCallItem(TextItem):
         self.status = self.running_status
         return [self._input_done(events), *self.running(events)]
 
-    def finished(self, events: Events, status: str) -> list[Event]:
+    def finished(self, events: Events, status: ItemStatus) -> list[Event]:
         self.status = status
-        kind = self.completed_type if status == "completed" else self.failed_type
+        kind = self.completed_type if status == ItemStatus.COMPLETED else self.failed_type
         return ([self._event(events, kind)] if kind else []) + [self.done(events)]
 
-    def closed(self, events: Events, status: str = "completed") -> list[Event]:
+    def closed(self, events: Events, status: ItemStatus = ItemStatus.COMPLETED) -> list[Event]:
         written = [] if self.input_done else [self._input_done(events)]
         self.status = status
         return written + [self.done(events)]

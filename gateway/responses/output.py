@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, TypeVar
 
+from ..engine import FinishReason
+from ..protocol import ItemStatus
 from ..core.ids import derived_ids
 from .items import Event, Events, OutputItem
 from .log import Batch, EventLog
@@ -29,7 +31,7 @@ class ResponseOutput:
         # The engine call in progress: its tokens whose events were emitted, and whether the call's own
         # events are all out (the model's turn ended; a tool call may run).
         self.generated: list[int] = []
-        self.finish_reason: str | None = None
+        self.finish_reason: FinishReason | None = None
         self.call_ended = False
         self._muted = False  # adoption: the events of tokens parsed again were sent before
         self._resume_at = 0
@@ -47,7 +49,7 @@ class ResponseOutput:
         if not self._muted:
             self.log.append(batch)
 
-    def emit_tokens(self, batch: Batch, tokens: list[int], finish_reason: str | None) -> None:
+    def emit_tokens(self, batch: Batch, tokens: list[int], finish_reason: FinishReason | None) -> None:
         """The events of one engine chunk, and its tokens noted as out with them."""
         if not self._muted:
             self.log.append(batch)
@@ -92,7 +94,7 @@ class StoredItem(OutputItem):
     def __init__(self, output_index: int, stored: dict[str, Any]) -> None:
         self.id = str(stored.get("id", ""))
         self.output_index = output_index
-        self.status = str(stored.get("status", "completed"))
+        self.status = ItemStatus(stored.get("status", ItemStatus.COMPLETED))
         self.done_sent = True
         self._stored = stored
 

@@ -23,7 +23,7 @@ from typing import Any, AsyncIterator, cast
 import anyio
 
 from .needs import ResponsesNeeds
-from ..engine import Chunks, EngineStream
+from ..engine import Chunks, EngineStream, FinishReason
 from ..errors import APIError
 from ..parser import MalformedHarmony
 from ..protocol import EventType, Include, ItemStatus, ResponseStatus
@@ -290,7 +290,7 @@ class ResponseRun:
         while True:
             outcome = await self._turn()
             self.output.unmute()
-            if outcome.finish_reason == "length":
+            if outcome.finish_reason is FinishReason.LENGTH:
                 return ResponseStatus.INCOMPLETE, {"reason": "max_output_tokens"}
             call = outcome.call
             if call is None or call.kind.ends_response:

@@ -14,6 +14,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..engine import FinishReason
 from ..jsontext import dumps
 from .conversation import Dialog
 from .dialog_plan import DialogPlan
@@ -48,7 +49,7 @@ class TurnStart:
 class Checkpoint:
     turn: TurnStart
     generated: list[int] = field(default_factory=list)  # the call's tokens whose events were sent
-    finish_reason: str | None = None  # the engine finished the call
+    finish_reason: FinishReason | None = None  # the engine finished the call
     ended: bool = False  # the call's own events are all out: a tool call it ended with may be running
 
     @staticmethod
@@ -62,7 +63,7 @@ class Checkpoint:
     @classmethod
     def decode(cls, text: str) -> Checkpoint:
         data = json.loads(text)
-        return cls(TurnStart(**data["turn"]), list(data["generated"]), data["finish_reason"], bool(data["ended"]))
+        return cls(TurnStart(**data["turn"]), list(data["generated"]), FinishReason.read(data["finish_reason"]), bool(data["ended"]))
 
     def dialog(self, planned: Dialog) -> Dialog:
         """The dialog as the call began, from the one the request plans (which holds what came before the run)."""

@@ -11,6 +11,7 @@ from typing import Any, Iterator, Mapping
 from opentelemetry import context as otel_context
 from opentelemetry.trace import INVALID_SPAN, Span, SpanKind
 
+from ..engine import FinishReason
 from ..tracing import carried, child_span, failed, in_span, tracer
 from .tool_call import ToolCall
 
@@ -51,7 +52,7 @@ class RunTrace:
         if self._engine.is_recording():
             self._engine.set_attribute("gen_ai.response.time_to_first_chunk", time.perf_counter() - self._engine_started)
 
-    def engine_done(self, output_tokens: int, finish_reason: str | None, error: str | None = None) -> None:
+    def engine_done(self, output_tokens: int, finish_reason: FinishReason | None, error: str | None = None) -> None:
         span, self._engine = self._engine, INVALID_SPAN
         if span.is_recording():
             span.set_attribute("gen_ai.usage.output_tokens", output_tokens)

@@ -10,6 +10,7 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from ..protocol import ItemStatus
 from ..core.models import StrictModel
 
 SHELL_NAMESPACE = "shell"  # the Harmony recipient of the model's shell calls: shell.exec
@@ -275,5 +276,5 @@ class ApplyPatchCallOutputItem(StrictModel):
     provider_data: Any = Field(None, exclude=True)
 
     def text(self) -> str:
-        head = "The patch was applied." if self.status == "completed" else "The patch failed."
+        head = "The patch was applied." if self.status == ItemStatus.COMPLETED.value else "The patch failed."
         return f"{head}\n{self.output}" if self.output else head

@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ..engine import Chunks
+from ..protocol import ItemStatus
+from ..engine import Chunks, FinishReason
 from ..errors import APIError
 from ..parser import HarmonyStreamParser, MessageFinished, MessageStarted, TextDelta
 from .citations import CitationRewriter, Piece, container_file_citations
@@ -36,7 +37,7 @@ class Usage:
 
 @dataclass
 class TurnOutcome:
-    finish_reason: str | None = None
+    finish_reason: FinishReason | None = None
     stopped: bool = False  # a stop sequence ended the generation before the engine did
     call: ToolCall | None = None  # the call the model's turn ended with
 
@@ -97,7 +98,7 @@ class Turn:
                         elif self._visible(item, parsed.text, stopper, rewriter, batch):
                             # A stop sequence: the message ends here, and with it the generation.
                             item = stopper = rewriter = None
-                            outcome.finish_reason, outcome.stopped = "stop", True
+                            outcome.finish_reason, outcome.stopped = FinishReason.STOP, True
                             break
                     elif type(parsed) is MessageStarted:
                         item = self._open_item(parsed)
@@ -130,14 +131,14 @@ class Turn:
             usage.reasoning += parser.reasoning_tokens
         # The engine stopped: anything still open was cut off by max_tokens.
         if item is not None:
-            emit([*self._held_back(item, stopper, rewriter), *item.closed(events, "incomplete")])
+            emit([*self._held_back(item, stopper, rewriter), *item.closed(events, ItemStatus.INCOMPLETE)])
         partial = parser.partial_message()
         if partial is not None:
             dialog.append(partial)
         self.output.call_ended = True
         if outcome.finish_reason is None:
-            outcome.finish_reason = "stop"
-        elif outcome.finish_reason == "abort":
+            outcome.finish_reason = FinishReason.STOP
+        elif outcome.finish_reason is FinishReason.ABORT:
             raise APIError(502, "The engine aborted the generation.", type="server_error", code="engine_error")
         return outcome
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ...protocol import ItemStatus
 from ..items import Event
 from ..shell_models import APPLY_PATCH_NAMESPACE, ApplyPatchTool, NamedApplyPatch, PatchOperation
 from .client_actions import ClientAction, ClientActionItem
@@ -66,7 +67,7 @@ class ApplyPatchCall(ClientActionItem[PatchOperation]):
             "type": "apply_patch_call",
             "call_id": self.call_id,
             "operation": operation.model_dump(exclude_none=True) if operation else None,
-            "status": "completed" if self.status == "completed" else "in_progress",
+            "status": ItemStatus.COMPLETED if self.status == ItemStatus.COMPLETED else ItemStatus.IN_PROGRESS,
         }
 
 

@@ -205,5 +205,5 @@ async def run_call(call: ToolCall, metrics: Metrics, resumed: bool = False) -> N
     started = time.perf_counter()
     if call.kind is CallKind.HOSTED and call.tool is not None:
         await (call.tool.resume(call) if resumed else call.tool.run(call))
-    outcome = getattr(call.item, "status", "failed")
+    outcome = getattr(call.item, "status", ItemStatus.FAILED)
     metrics.tool_call(call.metric, outcome, time.perf_counter() - started)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 
 from runtime.isolation import TooCostly, run_isolated
+from ...protocol import ItemStatus
 from ...errors import bad_request
 from ..conversation import Dialog
 from ..grammars import input_problem
@@ -76,39 +77,39 @@ class ClientTools(Tool[DeclaredT]):
         item = call.item
         assert isinstance(item, FunctionCallOutput)
         status = await self._status(call, item)
-        if status == "completed":
+        if status == ItemStatus.COMPLETED:
             self.dialog.open_calls[item.call_id] = item.recipient  # answered by the client's output item
         return item.closed(self.context.output.events, status)
 
-    async def _status(self, call: ToolCall, item: FunctionCallOutput) -> str:
+    async def _status(self, call: ToolCall, item: FunctionCallOutput) -> ItemStatus:
         if isinstance(item, CustomToolCallOutput):
             return await self._input_status(call, item)
         try:
             json.loads(item.text)
         except ValueError as exc:
             call.invalidate(f"the arguments are not valid JSON ({exc}). Call the function again with a JSON object.")
-            return "incomplete"
+            return ItemStatus.INCOMPLETE
         schema = self.schemas.get(item.recipient)
         if schema is None:
-            return "completed"
+            return ItemStatus.COMPLETED
         # In a worker process, bounded: the client's schema and the model's arguments decide the cost.
         try:
             problem = await run_isolated(self.context.services.config.isolation.schema_timeout_s, argument_problem, schema, item.text)
         except TooCostly as exc:
             problem = f"the arguments could not be checked against the function's schema ({exc})"
         if problem is None:
-            return "completed"
+            return ItemStatus.COMPLETED
         call.invalidate(f"the arguments do not match the parameters of {item.name}: {problem}. Call the function again with arguments that do.")
-        return "incomplete"
+        return ItemStatus.INCOMPLETE
 
-    async def _input_status(self, call: ToolCall, item: CustomToolCallOutput) -> str:
+    async def _input_status(self, call: ToolCall, item: CustomToolCallOutput) -> ItemStatus:
         """A custom tool's input that breaks its grammar goes back to the model, like bad JSON arguments."""
         tool = self.callables[item.recipient][0]
         grammar = tool.format if isinstance(tool, CustomTool) else None
         if not isinstance(grammar, GrammarInput):
-            return "completed"
+            return ItemStatus.COMPLETED
         problem = await input_problem(grammar.syntax, grammar.definition, item.text)
         if problem is None:
-            return "completed"
+            return ItemStatus.COMPLETED
         call.invalidate(f"the input of {item.name} is not valid: {problem}. Call the tool again with input that is.")
-        return "incomplete"
+        return ItemStatus.INCOMPLETE

@@ -14,6 +14,7 @@ from typing import Any, ClassVar, Generic, Iterable, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from ...protocol import ItemStatus
 from ...core.ids import new_id
 from ...errors import bad_request
 from ...harmony import ToolDescription, ToolNamespaceConfig
@@ -48,7 +49,7 @@ class ClientActionItem(OutputItem, Generic[ArgumentsT]):
     def progress(self, events: Events, arguments: ArgumentsT) -> list[Event]:
         return []
 
-    def closed(self, events: Events, status: str = "completed") -> list[Event]:
+    def closed(self, events: Events, status: ItemStatus = ItemStatus.COMPLETED) -> list[Event]:
         self.status = status
         return [self.done(events)]
 
@@ -131,7 +132,7 @@ class ClientAction(Tool[DeclaredT]):
         if problem is not None:
             call.invalidate(f"{problem}. Call {self.recipient} again with arguments that are valid.")
             live = call.item
-            return live.closed(self.context.output.events, "incomplete") if isinstance(live, ClientActionItem) else []
+            return live.closed(self.context.output.events, ItemStatus.INCOMPLETE) if isinstance(live, ClientActionItem) else []
         return self.accepted(call, arguments)
 
     def accepted(self, call: ToolCall, arguments: Any) -> list[Event]:

@@ -154,7 +154,7 @@ class CodeInterpreter(Tool[CodeInterpreterTool]):
         output = self.context.output
         output.emit(item.finished(output.events, status))
 
-    async def _execute(self, item: CodeInterpreterCallOutput, resumed: bool, container: ContainerSync) -> tuple[str, list[Event], str]:
+    async def _execute(self, item: CodeInterpreterCallOutput, resumed: bool, container: ContainerSync) -> tuple[ItemStatus, list[Event], str]:
         """Run the code in its container's session: the item's status and outputs, and what the model reads.
         The execution is named by the item's id, for another replica to collect if this one stops."""
         sandbox = self.context.services.sandbox
@@ -179,7 +179,7 @@ class CodeInterpreter(Tool[CodeInterpreterTool]):
         return _described(execution, container)
 
 
-def _described(execution: Execution, container: ContainerSync) -> tuple[str, list[Event], str]:
+def _described(execution: Execution, container: ContainerSync) -> tuple[ItemStatus, list[Event], str]:
     """An execution as the item shows it and the model reads it: its status, outputs and text."""
     lines = [STATE_LOST] if execution.state_lost else []
     lines.append(execution.output.rstrip("\n") if execution.output.strip() else "[no output]")
@@ -189,8 +189,8 @@ def _described(execution: Execution, container: ContainerSync) -> tuple[str, lis
     text = "\n".join(lines)
     outputs: list[Event] = [{"type": "logs", "logs": text}]
     outputs += [{"type": "image", "url": f"data:image/png;base64,{image}"} for image in execution.images]
-    return ("failed" if execution.status == "restarted" else "completed"), outputs, text
+    return (ItemStatus.FAILED if execution.status == "restarted" else ItemStatus.COMPLETED), outputs, text
 
 
-def _failed(text: str) -> tuple[str, list[Event], str]:
-    return "failed", [{"type": "logs", "logs": text}], text
+def _failed(text: str) -> tuple[ItemStatus, list[Event], str]:
+    return ItemStatus.FAILED, [{"type": "logs", "logs": text}], text

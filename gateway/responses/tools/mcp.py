@@ -20,7 +20,7 @@ from tools.servers import EnabledServer, ServerRefused, schema_for_model, tool_l
 
 from ...errors import APIError, bad_request
 from ...harmony import ToolDescription, ToolNamespaceConfig
-from ...protocol import EventType
+from ...protocol import EventType, ItemStatus
 from ..conversation import Dialog, PendingApproval, tool_result
 from ..items import Event, Events, OutputItem, ToolCallItem
 from ..request import McpTool, NamedMcp, RequestTool, ToolChoiceForm
@@ -82,7 +82,7 @@ class McpListToolsOutput(OutputItem):
         added = self.added(events)
         in_progress = self._event(events, EventType.MCP_LIST_TOOLS_IN_PROGRESS)
         self.tools, self.error = tools, error
-        self.status = "failed" if error else "completed"
+        self.status = ItemStatus.FAILED if error else ItemStatus.COMPLETED
         outcome = self._event(events, EventType.MCP_LIST_TOOLS_FAILED if error else EventType.MCP_LIST_TOOLS_COMPLETED)
         return [added, in_progress, outcome, self.done(events)]
 
@@ -105,7 +105,7 @@ class McpApprovalRequestOutput(OutputItem):
 
     def announced(self, events: Events) -> list[Event]:
         added = self.added(events)
-        self.status = "completed"
+        self.status = ItemStatus.COMPLETED
         return [added, self.done(events)]
 
     def as_dict(self) -> Event:
@@ -271,7 +271,7 @@ class McpServers(Tool[McpTool]):
             call.invalidate("the arguments are not a valid JSON object. Call the tool again with a JSON object.")
             if isinstance(item, McpCallOutput):
                 item.error = protocol_error(INVALID_PARAMS, "The arguments are not a valid JSON object.")
-                return item.written(events) + item.finished(events, "failed")
+                return item.written(events) + item.finished(events, ItemStatus.FAILED)
             return []
         if isinstance(item, McpCallOutput):
             return item.written(events)  # open while it runs
@@ -304,7 +304,7 @@ class McpServers(Tool[McpTool]):
             text = f"Error: the call failed ({type(exc).__name__})."
         call.output = text
         output = self.context.output
-        output.emit(item.finished(output.events, "failed" if item.error else "completed"))
+        output.emit(item.finished(output.events, ItemStatus.FAILED if item.error else ItemStatus.COMPLETED))
 
 
 def server_namespace(server: EnabledServer, names: set[str] | None = None) -> ToolNamespaceConfig:

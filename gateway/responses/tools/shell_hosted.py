@@ -9,6 +9,7 @@ import logging
 
 from sandbox.manager import BACKEND_ERRORS, SandboxFull, SessionNotFound, ShellCommand, ShellEnd, ShellOutput, describe_shell_tool
 
+from ...protocol import ItemStatus
 from ...core.ids import new_id
 from ...errors import bad_request
 from ...files.requested import AutoContainer
@@ -92,10 +93,10 @@ class HostedShell:
                 self.container.container_id, commands, self.context.tenant, stream,
                 files=files, idle_ttl_s=container.container.idle_minutes * 60,
             )  # fmt: skip
-            status, notes = "completed", [*files.notes, *container.take_notes()]
+            status, notes = ItemStatus.COMPLETED, [*files.notes, *container.take_notes()]
         except (SandboxFull, SessionNotFound, *BACKEND_ERRORS) as exc:
             log.warning("the shell could not run in %s: %s", self.container.container_id, exc)
-            ended, status, notes = [], "incomplete", [f"[The commands could not be run: {_reason(exc, self.container.container_id)}.]"]
+            ended, status, notes = [], ItemStatus.INCOMPLETE, [f"[The commands could not be run: {_reason(exc, self.container.container_id)}.]"]
         contents = [_content(end) for end in ended]
         output.emit([item.command_done(output.events, index, content.model_dump(exclude_none=True)) for index, content in enumerate(contents)])
         output.emit(item.closed(output.events, status))

@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic_core import from_json
 
-from ...protocol import EventType
+from ...protocol import EventType, ItemStatus
 from ..items import Event, Events, LiveArgumentsItem, OutputItem
 from ..shell_models import ShellAction
 from .client_actions import ClientActionItem
@@ -104,7 +104,7 @@ class ShellCallOutput(OutputItem):
         ids = {"item_id": self.id, "output_index": self.output_index}
         return events.make(EventType.SHELL_CALL_OUTPUT_CONTENT_DONE, **ids, command_index=command_index, output=[content])
 
-    def closed(self, events: Events, status: str = "completed") -> list[Event]:
+    def closed(self, events: Events, status: ItemStatus = ItemStatus.COMPLETED) -> list[Event]:
         self.status = status
         return [self.done(events)]
 

@@ -15,6 +15,7 @@ from typing import Any, Iterable
 
 import anyio
 
+from ...protocol import ItemStatus
 from ...core.ids import new_id
 from ...errors import bad_request
 from ...harmony import ToolDescription, ToolNamespaceConfig
@@ -53,7 +54,7 @@ class SearchCall(OutputItem):
     def opened(self, events: Events) -> list[Event]:
         return [self.added(events)]
 
-    def closed(self, events: Events, status: str = "completed") -> list[Event]:
+    def closed(self, events: Events, status: ItemStatus = ItemStatus.COMPLETED) -> list[Event]:
         self.status = status
         return [self.done(events)]
 

@@ -43,18 +43,18 @@ class WebSearchCallOutput(OutputItem):
 
     def finished(self, events: Events, action: dict[str, Any], sources: list[str], failed: bool) -> list[Event]:
         self.action, self.sources = action, sources
-        self.status = "failed" if failed else "completed"
+        self.status = ItemStatus.FAILED if failed else ItemStatus.COMPLETED
         completed = [] if failed else [self._event(events, EventType.WEB_SEARCH_CALL_COMPLETED)]
         return completed + [self.done(events)]
 
-    def closed(self, events: Events, status: str = "incomplete") -> list[Event]:
+    def closed(self, events: Events, status: ItemStatus = ItemStatus.INCOMPLETE) -> list[Event]:
         """Ended without running (the response was cut off or failed)."""
         self.status = status
         return [self.done(events)]
 
     def as_dict(self) -> Event:
         item: Event = {"id": self.id, "type": "web_search_call", "status": self.status}
-        if self.status in ("in_progress", "searching"):
+        if self.status in (ItemStatus.IN_PROGRESS, ItemStatus.SEARCHING):
             return item
         action = dict(self.action or {"type": ACTIONS[self.function]})  # closed before it ran: its kind only
         if action["type"] == "search" and self.show_sources:
