@@ -116,7 +116,9 @@ def main() -> None:
         print(f"  median {statistics.median(latencies):.2f} s, max {max(latencies):.2f} s (target: lease + 1 s = {args.lease + 1:g} s)")
         print(f"  streams whole (no gap, no repeat, one terminal event, the answer complete): {whole}/{args.trials}")
         drained, completed = drain_trial(config, tmp, survivor, args.agents)
-        print(f"SIGTERM with {args.agents} running agents: drained in {drained:.2f} s (target: under 5 s); {completed}/{args.agents} completed on the other replica")
+        print(
+            f"SIGTERM with {args.agents} running agents: drained in {drained:.2f} s (target: under 5 s); {completed}/{args.agents} completed on the other replica"
+        )
     finally:
         survivor.stop()
         emulator.stop()

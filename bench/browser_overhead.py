@@ -33,7 +33,7 @@ from gateway.responses.citations import CitationRewriter  # noqa: E402
 from tests.conftest import Process, free_port  # noqa: E402
 from tools.browser.backends import HttpFetcher, McpSearch, to_page  # noqa: E402
 from tools.browser.guard import AddressPolicy  # noqa: E402
-from tools.browser.session import Browser, BrowseOptions  # noqa: E402
+from tools.browser.session import BrowseOptions, Browser  # noqa: E402
 from tools.connection import MCPConnection, ServerSpec  # noqa: E402
 
 BLOCK = 20

@@ -31,7 +31,9 @@ from tests.conftest import Gateway, gateway_config, metric, start_emulator  # no
 MODEL = "openai/gpt-oss-20b"
 
 
-async def conversation(client: httpx.AsyncClient, url: str, context: int, rounds: int, seed: int, ready: asyncio.Barrier, done: asyncio.Barrier) -> int:
+async def conversation(
+    client: httpx.AsyncClient, url: str, context: int, rounds: int, seed: int, ready: asyncio.Barrier, done: asyncio.Barrier
+) -> int:
     body = {"model": MODEL, "input": [{"role": "user", "content": filler(context, seed)}]}
     response = (await client.post(url + "/v1/responses", json=body, timeout=600)).json()
     await ready.wait()  # every conversation is stored: the measured part starts

@@ -3,7 +3,7 @@
 Starts the engine emulator in its own process and reads long streams through `EngineClient` here,
 counting this process's CPU (user + system) per chunk read: connection, HTTP parsing, line splitting,
 the chunk's JSON and its `EngineChunk`. With `--against DIR`, the `EngineClient` of another checkout's
-`gateway/engine.py` (a git worktree of an earlier commit) is read in the same run, interleaved, for a
+`gateway/engine/client.py` (a git worktree of an earlier commit) is read in the same run, interleaved, for a
 side-by-side figure.
 Run: .venv/bin/python bench/engine_read.py [--tokens 3000] [--rounds 8] [--against /tmp/before]
 """
@@ -11,7 +11,6 @@ Run: .venv/bin/python bench/engine_read.py [--tokens 3000] [--rounds 8] [--again
 from __future__ import annotations
 
 import argparse
-import asyncio
 import importlib.util
 import resource
 import statistics
@@ -25,10 +24,11 @@ import uvloop
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from gateway.config import EngineConfig  # noqa: E402
-from gateway.engine import EngineClient, Sampling  # noqa: E402
-from gateway.harmony import Preamble, Prompt, render_prompt  # noqa: E402
 from openai_harmony import Message, Role  # noqa: E402
+
+from gateway.config import EngineConfig  # noqa: E402
+from gateway.engine.client import EngineClient, Sampling  # noqa: E402
+from gateway.engine.harmony import Preamble, Prompt, render_prompt  # noqa: E402
 from tests.conftest import start_emulator  # noqa: E402
 
 
@@ -37,10 +37,17 @@ def cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+def _engine_path(checkout: Path) -> Path:
+    """The engine client's module in a checkout: gateway/engine/client.py, or before the engine had a
+    package of its own, gateway/engine.py."""
+    moved = checkout / "gateway/engine/client.py"
+    return moved if moved.exists() else checkout / "gateway/engine.py"
+
+
 def engine_module_of(checkout: Path) -> ModuleType:
     """Another checkout's engine.py, loaded as a module of this gateway package (its imports are of
     modules the two share)."""
-    spec = importlib.util.spec_from_file_location("gateway._engine_before", checkout / "gateway/engine.py")
+    spec = importlib.util.spec_from_file_location("gateway._engine_before", _engine_path(checkout))
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module

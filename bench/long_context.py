@@ -162,7 +162,14 @@ def main() -> None:
     PIN = None if args.no_pin else [os.getpid(), emulator.proc.pid]
     try:
         for context in (int(size) for size in args.contexts.split(",")):
-            sandbox = {"backend": args.backend, "pool_size": args.agents, "max_sessions": 4 * args.agents, "max_sessions_per_tenant": 4 * args.agents, "instance": f"bench-{os.getpid()}", **image}
+            sandbox = {
+                "backend": args.backend,
+                "pool_size": args.agents,
+                "max_sessions": 4 * args.agents,
+                "max_sessions_per_tenant": 4 * args.agents,
+                "instance": f"bench-{os.getpid()}",
+                **image,
+            }
             config = gateway_config(
                 emulator.url,
                 tmp,
@@ -171,7 +178,13 @@ def main() -> None:
             )
             root = Path(__file__).resolve().parent.parent
             config["tool_servers"] = [
-                {"label": "local", "transport": "stdio", "command": [sys.executable, "-m", "tests.mcp_server"], "args": ["--name", "local"], "cwd": str(root)}
+                {
+                    "label": "local",
+                    "transport": "stdio",
+                    "command": [sys.executable, "-m", "tests.mcp_server"],
+                    "args": ["--name", "local"],
+                    "cwd": str(root),
+                }
             ]
             gateway = Gateway(config, tmp).start(timeout=60)
             try:

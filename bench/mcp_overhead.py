@@ -79,9 +79,7 @@ async def main(calls: int) -> None:
     await compare("stdio", stdio, lambda: stdio_client(params), calls)
 
     port = free_port()
-    server = subprocess.Popen(
-        [*command, "--transport", "streamable-http", "--port", str(port)], cwd=ROOT, stderr=subprocess.DEVNULL
-    )
+    server = subprocess.Popen([*command, "--transport", "streamable-http", "--port", str(port)], cwd=ROOT, stderr=subprocess.DEVNULL)
     try:
         wait_for_port(port)
         url = f"http://127.0.0.1:{port}/mcp"

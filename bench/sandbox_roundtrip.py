@@ -29,7 +29,7 @@ from gateway.config import SandboxConfig, StorageConfig  # noqa: E402
 from gateway.replicas import Replicas  # noqa: E402
 from gateway.sandbox_sessions import SessionDirectory  # noqa: E402
 from gateway.storage import open_database  # noqa: E402
-from gateway.store import ResponseStore  # noqa: E402
+from gateway.storage.response_store import ResponseStore  # noqa: E402
 from sandbox.docker_backend import Owner  # noqa: E402
 from sandbox.manager import SandboxManager  # noqa: E402
 

@@ -74,7 +74,9 @@ async def backend(name: str, image: str, runs: int) -> None:
         figures("kernel ping", await timed(runs, ping))
         one = [ShellCommand("true")]
         shell = figures("one shell command", await timed(runs, lambda: manager.shell("cntr_bench", one, "bench", lambda i, o: None)))
-        synced = figures("with the files listed", await timed(runs, lambda: manager.shell("cntr_bench", one, "bench", lambda i, o: None, files=ListFiles())))
+        synced = figures(
+            "with the files listed", await timed(runs, lambda: manager.shell("cntr_bench", one, "bench", lambda i, o: None, files=ListFiles()))
+        )
         print(f"  added beyond the command: {shell - itself:.2f} ms ({synced - itself:.2f} ms with the files listed)")
         await manager.close()
         tasks.cancel_scope.cancel()

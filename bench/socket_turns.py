@@ -63,7 +63,11 @@ async def over_http(client: openai.AsyncOpenAI, turns: int, context: int, seed: 
     for number in range(turns):
         output = {"type": "function_call_output", "call_id": last_call(response.output), "output": f"record {number}"}
         stream = await client.responses.create(
-            model=MODEL, input=[output], tools=[TOOL], previous_response_id=response.id, stream=True  # type: ignore[list-item]
+            model=MODEL,
+            input=[output],
+            tools=[TOOL],
+            previous_response_id=response.id,
+            stream=True,  # type: ignore[list-item]
         )
         response = [event async for event in stream][-1].response  # type: ignore[attr-defined]
     assert response.status == "completed" and response.output_text == "done", response

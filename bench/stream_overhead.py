@@ -31,10 +31,11 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from gateway.harmony import MESSAGE, Preamble, render_prompt  # noqa: E402
 from openai_harmony import Message, Role  # noqa: E402
-from tests.conftest import Gateway, gateway_config, start_emulator  # noqa: E402
+
 from bench.profiling import profiled, top  # noqa: E402
+from gateway.engine.harmony import MESSAGE, Preamble, render_prompt  # noqa: E402
+from tests.conftest import Gateway, gateway_config, start_emulator  # noqa: E402
 
 TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -55,9 +56,9 @@ async def gateway_stream(client: httpx.AsyncClient, url: str, text: str) -> tupl
     body = {"model": "openai/gpt-oss-20b", "input": text, "stream": True, "store": False} | EXTRA_BODY
     async with client.stream("POST", url + "/v1/responses", json=body) as response:
         async for line in response.aiter_lines():
-            if first is None and line.startswith("data: {\"type\":\"response.output_text.delta\""):
+            if first is None and line.startswith('data: {"type":"response.output_text.delta"'):
                 first = time.perf_counter() - started
-            elif line.startswith("data: {\"type\":\"response.completed\""):
+            elif line.startswith('data: {"type":"response.completed"'):
                 tokens = json.loads(line[6:])["response"]["usage"]["output_tokens"]
     assert first is not None
     return first, tokens
@@ -68,8 +69,7 @@ async def chat_stream(client: httpx.AsyncClient, url: str, text: str) -> tuple[f
     started = time.perf_counter()
     first = None
     tokens = 0
-    body = {"model": "openai/gpt-oss-20b", "messages": [{"role": "user", "content": text}], "stream": True,
-            "stream_options": {"include_usage": True}}
+    body = {"model": "openai/gpt-oss-20b", "messages": [{"role": "user", "content": text}], "stream": True, "stream_options": {"include_usage": True}}
     async with client.stream("POST", url + "/v1/chat/completions", json=body) as response:
         async for line in response.aiter_lines():
             if first is None and '"delta":{"content":"' in line and '"content":""' not in line:
@@ -86,8 +86,13 @@ async def engine_stream(client: httpx.AsyncClient, url: str, prompt: list[int], 
     first = None
     seen_message = False
     body = {
-        "model": "openai/gpt-oss-20b", "prompt": prompt, "max_tokens": max_tokens, "stream": True,
-        "return_token_ids": True, "stop_token_ids": [200002, 200012], "stream_options": {"include_usage": True},
+        "model": "openai/gpt-oss-20b",
+        "prompt": prompt,
+        "max_tokens": max_tokens,
+        "stream": True,
+        "return_token_ids": True,
+        "stop_token_ids": [200002, 200012],
+        "stream_options": {"include_usage": True},
     }
     async with client.stream("POST", url + "/v1/completions", json=body) as response:
         async for line in response.aiter_lines():
@@ -125,9 +130,7 @@ async def measure(
         for _ in range(rounds * 3 if api == "responses" and chunk == 1 else 0):
             results = await asyncio.gather(*(gateway_stream(client, gateway.url, short_text) for _ in range(streams)))
             gateway_ttft += [t for t, _ in results]
-            engine_ttft += await asyncio.gather(
-                *(engine_stream(client, engine_url, prompt, 100_000) for _ in range(streams))
-            )
+            engine_ttft += await asyncio.gather(*(engine_stream(client, engine_url, prompt, 100_000) for _ in range(streams)))
     p = lambda xs, q: statistics.quantiles(xs, n=100)[q - 1] if len(xs) > 1 else xs[0]  # noqa: E731
     if not gateway_ttft:
         return {"streams": streams, "tokens": streamed, "cpu_us_per_token": cpu / streamed * 1e6}

@@ -11,52 +11,52 @@ import anyio
 from anyio.abc import TaskGroup
 from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.applications import Starlette
-from starlette.middleware import Middleware
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
 from runtime import isolation
-
-from . import harmony
-from .jsontext import JSONResponse
-from .harmony import PromptRenderer
-from .config import GatewayConfig
-from .engine import EngineClient
-from .errors import APIError, handle_api_error, handle_storage_error, handle_unexpected, handle_unstorable_value
-from .metrics import Metrics
-from .middleware import GatewayMiddleware
-from .tracing import Tracing
-from .shutdown import Drain
-from .chat.routes import routes as chat_routes
-from .responses.routes import routes as response_routes
-from .responses.tenant_sockets import TenantSockets
-from .responses.log import Runs
-from .responses.sealed import Sealer
-from .responses.admission import Admission
-from .services import Services
-from .replicas import Replicas
-from .responses.run import ResponseRun
-from .sandbox_sessions import SessionDirectory
-from .storage import Database, StorageError, UnstorableValue, open_database
-from .storage.database import Dialect
-from .store import ResponseStore, expire_responses
-from .core.conversation_store import ConversationStore
-from .conversations.routes import routes as conversation_routes
-from .files.blobs import Blobs
-from .files.containers import routes as container_routes
-from .files.routes import routes as file_routes
-from .files.service import FileService
-from .files.store import FileStore
-from .skills.routes import routes as skill_routes
-from .skills.service import SkillService
-from .skills.store import SkillStore
 from sandbox.docker_backend import Owner
 from sandbox.local_backend import memory_bytes
 from sandbox.manager import SandboxManager, SandboxUnavailable
 from tools.browser import make_backends
 from tools.servers import MCPServers
+
+from .chat.routes import routes as chat_routes
+from .config import GatewayConfig
+from .conversations.routes import routes as conversation_routes
+from .engine import harmony
+from .engine.client import EngineClient
+from .engine.harmony import PromptRenderer
+from .errors import APIError, handle_api_error, handle_storage_error, handle_unexpected, handle_unstorable_value
+from .files.blobs import Blobs
+from .files.containers import routes as container_routes
+from .files.routes import routes as file_routes
+from .files.service import FileService
+from .jsontext import JSONResponse
+from .metrics import Metrics
+from .replicas import Replicas
+from .responses.admission import Admission
+from .responses.log import Runs
+from .responses.routes import routes as response_routes
+from .responses.run import ResponseRun
+from .responses.sealed import Sealer
+from .responses.tenant_sockets import TenantSockets
+from .sandbox_sessions import SessionDirectory
+from .services import Services
+from .shutdown import Drain
+from .skills.routes import routes as skill_routes
+from .skills.service import SkillService
+from .storage import Database, StorageError, UnstorableValue, open_database
+from .storage.conversation_store import ConversationStore
+from .storage.database import Dialect
+from .storage.file_store import FileStore
+from .storage.response_store import ResponseStore, expire_responses
+from .storage.skill_store import SkillStore
+from .tracing import Tracing
+from .web.middleware import GatewayMiddleware
 
 log = logging.getLogger("gateway")
 
@@ -170,9 +170,22 @@ def create_app(config: GatewayConfig, drain: Drain | None = None) -> Starlette:
             app_metrics.watch((lambda: sandbox.live_sessions) if sandbox is not None else None, mcp.health)
             browser = make_backends(config.browser, mcp) if config.browser is not None else None
             app.state.services = Services(
-                config=config, engine=engine, store=store, conversations=conversations, drain=drain, metrics=app_metrics, renderer=renderer,
-                runs=runs, replicas=replicas, sealer=Sealer(config.server.reasoning_key, config.server.retired_reasoning_keys), sandbox=sandbox, mcp=mcp, browser=browser,
-                files=files, skills=SkillService(SkillStore(database), files.blobs), sockets=TenantSockets(),
+                config=config,
+                engine=engine,
+                store=store,
+                conversations=conversations,
+                drain=drain,
+                metrics=app_metrics,
+                renderer=renderer,
+                runs=runs,
+                replicas=replicas,
+                sealer=Sealer(config.server.reasoning_key, config.server.retired_reasoning_keys),
+                sandbox=sandbox,
+                mcp=mcp,
+                browser=browser,
+                files=files,
+                skills=SkillService(SkillStore(database), files.blobs),
+                sockets=TenantSockets(),
             )
             replicas.on_adopt(lambda orphan: ResponseRun.adopt(app.state.services, orphan))
             shared = database.dialect is Dialect.POSTGRESQL
@@ -221,5 +234,7 @@ def create_app(config: GatewayConfig, drain: Drain | None = None) -> Starlette:
             Exception: handle_unexpected,
         },
         lifespan=lifespan,
-        middleware=[Middleware(GatewayMiddleware, auth=config.auth, metrics=app_metrics, log_access=config.logging.access_log, traced=tracing.enabled)],
+        middleware=[
+            Middleware(GatewayMiddleware, auth=config.auth, metrics=app_metrics, log_access=config.logging.access_log, traced=tracing.enabled)
+        ],
     )

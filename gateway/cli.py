@@ -1,8 +1,8 @@
 """The `gateway` command.
 
-    gateway serve --config FILE [--host H] [--port P]
-    gateway check-config FILE
-    gateway sandbox build [--base IMAGE] [--tag TAG]
+gateway serve --config FILE [--host H] [--port P]
+gateway check-config FILE
+gateway sandbox build [--base IMAGE] [--tag TAG]
 """
 
 from __future__ import annotations
@@ -50,11 +50,12 @@ def main(argv: list[str] | None = None) -> int:
 def _serve(config: GatewayConfig, host: str | None, port: int | None) -> int:
     import uvicorn
 
-    from .app import create_app
     from runtime.cpu import use_short_switch_interval
-    from .http_protocol import MAX_HEAD_BYTES, with_header_timeout
+
+    from .app import create_app
     from .logs import configure_logging
     from .shutdown import Drain
+    from .web.http_protocol import MAX_HEAD_BYTES, with_header_timeout
 
     configure_logging(config.logging)
     use_short_switch_interval()

@@ -19,8 +19,8 @@ from sandbox.config import SandboxConfig
 from tools.browser.config import BrowserConfig, FetchConfig, SearchConfig
 from tools.config import Approval, ApprovalFilter, MCPConfig, ToolNames, ToolServerConfig
 
-from .body import BodyLimits
 from .errors import param_path
+from .web.body import BodyLimits
 
 __all__ = [
     "Approval", "ApprovalFilter", "BrowserConfig", "FetchConfig", "GatewayConfig", "MCPConfig", "SandboxConfig",

@@ -17,7 +17,6 @@ import re
 from typing import Any
 
 import orjson
-
 from starlette.responses import JSONResponse as _StarletteJSONResponse
 
 _LINE_SEPARATORS = re.compile("[\u2028\u2029\x85]")

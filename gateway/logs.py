@@ -8,7 +8,7 @@ import time
 
 from .config import LoggingConfig
 from .jsontext import escape_line_separators
-from .middleware import request_id_var
+from .web.middleware import request_id_var
 
 
 class _RequestIdFilter(logging.Filter):

@@ -6,7 +6,6 @@ import time
 from typing import Callable, Iterator
 
 import anyio
-
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector

@@ -47,6 +47,7 @@ class Include(enum.StrEnum):
     CODE_OUTPUTS = "code_interpreter_call.outputs"
     SEARCH_SOURCES = "web_search_call.action.sources"
 
+
 class EventType(enum.StrEnum):
     """Every event type a response streams, as OpenAI names it: the one spelling the gateway writes and reads."""
 
@@ -115,6 +116,8 @@ def terminal_event(status: str, response: Mapping[str, Any]) -> tuple[EventType,
     if status == ResponseStatus.CANCELLED:
         return EventType.ERROR, {"code": "response_cancelled", "message": "The response was cancelled.", "param": None}
     return ending_event(status), {"response": response}
+
+
 # What may end an SSE stream: a response's ending, or an `error` event (a cancelled response followed, a
 # store that went away), since OpenAI's stream has no event for those.
 STREAM_ENDINGS = (*RESPONSE_ENDINGS, EventType.ERROR)

@@ -23,7 +23,7 @@ import anyio
 from .config import StorageConfig
 from .protocol import ResponseStatus, event_frame, terminal_event
 from .storage import Database, StorageError
-from .store import RUNNING, Orphan, ResponseStore, Stalled, StoredResponse
+from .storage.response_store import RUNNING, Orphan, ResponseStore, Stalled, StoredResponse
 
 log = logging.getLogger("gateway.replicas")
 

@@ -56,7 +56,10 @@ class SessionDirectory:
             generation += int(moved)
             await tx.execute(
                 "UPDATE sandbox_sessions SET owner = ?, generation = ?, busy_until = ? WHERE session_id = ?",
-                self.owner, generation, now + busy_s, session_id,
+                self.owner,
+                generation,
+                now + busy_s,
+                session_id,
             )
             return Placement(container, self.owner, generation, last_used), moved
 
@@ -69,9 +72,13 @@ class SessionDirectory:
         now = time.time()
         try:
             await self.db.execute(
-                "INSERT INTO sandbox_sessions (session_id, tenant, container, owner, generation, busy_until, last_used) "
-                "VALUES (?, ?, ?, ?, 1, ?, ?)",
-                session_id, tenant, container, self.owner, now + busy_s, now,
+                "INSERT INTO sandbox_sessions (session_id, tenant, container, owner, generation, busy_until, last_used) VALUES (?, ?, ?, ?, 1, ?, ?)",
+                session_id,
+                tenant,
+                container,
+                self.owner,
+                now + busy_s,
+                now,
             )
         except Conflict:
             raise SessionTaken(session_id) from None
@@ -80,7 +87,10 @@ class SessionDirectory:
     async def release(self, session_id: str, container: str) -> None:
         await self.db.execute(
             "UPDATE sandbox_sessions SET busy_until = 0, last_used = ?, container = ? WHERE session_id = ? AND owner = ?",
-            time.time(), container, session_id, self.owner,
+            time.time(),
+            container,
+            session_id,
+            self.owner,
         )
 
     async def forget(self, session_id: str) -> bool:

@@ -13,10 +13,9 @@ from tools.browser import BrowserBackends
 from tools.servers import MCPServers
 
 from .config import GatewayConfig
-from .core.conversation_store import ConversationStore
-from .engine import EngineClient
+from .engine.client import EngineClient
+from .engine.harmony import PromptRenderer
 from .files.service import FileService
-from .harmony import PromptRenderer
 from .metrics import Metrics
 from .replicas import Replicas
 from .responses.log import Runs
@@ -24,7 +23,8 @@ from .responses.sealed import Sealer
 from .responses.tenant_sockets import TenantSockets
 from .shutdown import Drain
 from .skills.service import SkillService
-from .store import ResponseStore
+from .storage.conversation_store import ConversationStore
+from .storage.response_store import ResponseStore
 
 
 @dataclass

@@ -56,9 +56,7 @@ async def run_isolated(timeout_s: float, function: Callable[[Unpack[Args]], T], 
         _slots.set(slots)
     try:
         with anyio.fail_after(timeout_s + STARTUP_ALLOWANCE_S):
-            return await anyio.to_process.run_sync(
-                _limited, _settings["memory_bytes"], timeout_s, function, *args, cancellable=True, limiter=slots
-            )
+            return await anyio.to_process.run_sync(_limited, _settings["memory_bytes"], timeout_s, function, *args, cancellable=True, limiter=slots)
     except (OutOfTime, TimeoutError):
         raise TooCostly(f"it took longer than {timeout_s:g} s") from None
     except MemoryError:

@@ -78,9 +78,12 @@ def check_shell_reply(reply: dict[str, Any], max_output: int) -> ShellOutput | S
     stdout, stderr, code = reply.get("stdout"), reply.get("stderr"), reply.get("exit_code")
     if (
         status not in ("exit", "timeout")
-        or not isinstance(stdout, str) or len(stdout) > max_output + 4096
-        or not isinstance(stderr, str) or len(stderr) > max_output + 4096
-        or not isinstance(code, int) or isinstance(code, bool)
+        or not isinstance(stdout, str)
+        or len(stdout) > max_output + 4096
+        or not isinstance(stderr, str)
+        or len(stderr) > max_output + 4096
+        or not isinstance(code, int)
+        or isinstance(code, bool)
     ):
         raise KernelProtocolError("the kernel's shell reply is not valid")
     return ShellEnd(code if status == "exit" else None, stdout, stderr)

@@ -60,4 +60,3 @@ class Directory(Protocol):
 
     def on_taken(self, handler: Callable[[str, str], None]) -> None:
         """Call `handler(session_id, new_owner)` whenever a session changes hands."""
-

@@ -18,19 +18,17 @@ import docker
 import docker.errors
 from anyio.abc import SocketStream, UNIXSocketStream
 
-from .config import SandboxConfig
-
 from .build import sandbox_sha
 from .channel import KernelChannel, KernelDied
-from .kernel import KILL_GRACE_S
+from .config import SandboxConfig
 from .directory import Directory, Placement
+from .kernel import KILL_GRACE_S
 
 log = logging.getLogger("sandbox.docker")
 
 LABEL = "harmony-gateway.sandbox"
 INSTANCE_LABEL = "harmony-gateway.instance"
 OWNER_LABEL = "harmony-gateway.owner"  # the gateway replica that started the container
-
 
 
 class SandboxUnavailable(Exception):

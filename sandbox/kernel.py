@@ -362,8 +362,13 @@ class Shell:
     def run(self, command: str, timeout: float) -> dict[str, object]:
         try:
             process = subprocess.Popen(
-                [self.PROGRAM, "-c", command], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE, cwd=DATA_DIR, start_new_session=True, close_fds=True,
+                [self.PROGRAM, "-c", command],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                cwd=DATA_DIR,
+                start_new_session=True,
+                close_fds=True,
             )
         except OSError as exc:
             return {"status": "exit", "exit_code": 127, "stdout": "", "stderr": f"{self.PROGRAM}: {exc}\n"}
@@ -535,7 +540,7 @@ class DataFiles:
         parent, partial, fd, name = self.upload
         chunk = memoryview(base64.b64decode(data, validate=True))
         while chunk:
-            chunk = chunk[os.write(fd, chunk):]
+            chunk = chunk[os.write(fd, chunk) :]
         if last:
             os.close(fd)
             self.upload = (parent, partial, -1, name)

@@ -27,9 +27,8 @@ import anyio
 import anyio.to_thread
 from anyio.abc import Process
 
-from .config import SandboxConfig
-
 from .channel import KernelChannel
+from .config import SandboxConfig
 from .docker_backend import SandboxUnavailable
 
 log = logging.getLogger("sandbox.local")
@@ -103,9 +102,7 @@ class LocalBackend:
         )
         missing = [tool for tool in ("bwrap", "prlimit", "setpriv") if shutil.which(tool) is None]
         if missing:
-            raise SandboxUnavailable(
-                f"the local sandbox needs {', '.join(missing)} (Debian: apt-get install bubblewrap util-linux)"
-            )
+            raise SandboxUnavailable(f"the local sandbox needs {', '.join(missing)} (Debian: apt-get install bubblewrap util-linux)")
         self._root = Path(tempfile.mkdtemp(prefix=f"hg-sandbox-{self.config.instance}-"))
         self._root.chmod(0o711)  # sessions may reach their own directory and the kernel, and list nothing
         shutil.copy(Path(__file__).with_name("kernel.py"), self._root / "kernel.py")

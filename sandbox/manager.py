@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, Awaitable, Callable, Coroutine, Protocol, TypeVar
 
 import anyio
@@ -24,9 +25,8 @@ from opentelemetry import trace
 
 from runtime.quota import AllBusy, to_evict
 
-from .config import SandboxConfig
-
 from .channel import KernelChannel, KernelDied, KernelProtocolError, ShellEnd, ShellOutput
+from .config import SandboxConfig
 from .directory import Directory, Placement, SessionBusy, SessionNotFound, SessionTaken
 from .docker_backend import DockerBackend, Owner, SandboxUnavailable
 from .local_backend import LocalBackend
@@ -43,7 +43,18 @@ KILL_GRACE_S = 8.0
 # a worker that goes on for 1 s) before the whole kernel is replaced.
 INTERRUPT_WAIT_S = 3.0
 
-__all__ = ["BACKEND_ERRORS", "Execution", "ShellCommand", "ShellEnd", "ShellOutput", "SandboxFull", "SandboxManager", "SandboxUnavailable", "SessionBusy", "SessionNotFound"]
+__all__ = [
+    "BACKEND_ERRORS",
+    "Execution",
+    "ShellCommand",
+    "ShellEnd",
+    "ShellOutput",
+    "SandboxFull",
+    "SandboxManager",
+    "SandboxUnavailable",
+    "SessionBusy",
+    "SessionNotFound",
+]
 
 
 class Kernel(Protocol):
@@ -171,7 +182,12 @@ class SandboxManager:
         config = self.config
         log.info(
             "sandbox ready: %s backend, %s memory, %g CPU, %d processes, %g s per execution, pool of %d",
-            self.backend.isolation, config.memory, config.cpus, config.pids, config.timeout_s, config.pool_size,
+            self.backend.isolation,
+            config.memory,
+            config.cpus,
+            config.pids,
+            config.timeout_s,
+            config.pool_size,
         )
         self._refill.set()
         self._tasks = tasks
@@ -181,8 +197,16 @@ class SandboxManager:
             tasks.start_soon(task)
 
     async def execute(
-        self, container_id: str, code: str, resumed: bool, tenant: str, *, files: SessionFiles | None = None, idle_ttl_s: float | None = None,
-        token: str | None = None, on_cancel: Callable[[Execution], None] | None = None,
+        self,
+        container_id: str,
+        code: str,
+        resumed: bool,
+        tenant: str,
+        *,
+        files: SessionFiles | None = None,
+        idle_ttl_s: float | None = None,
+        token: str | None = None,
+        on_cancel: Callable[[Execution], None] | None = None,
     ) -> Execution:
         """Run code in the tenant's session named `container_id`, starting the session if it is not live.
 
@@ -236,8 +260,14 @@ class SandboxManager:
         return None if started else result
 
     async def shell(
-        self, container_id: str, commands: list[ShellCommand], tenant: str, on_output: Callable[[int, ShellOutput], None], *,
-        files: SessionFiles | None = None, idle_ttl_s: float | None = None,
+        self,
+        container_id: str,
+        commands: list[ShellCommand],
+        tenant: str,
+        on_output: Callable[[int, ShellOutput], None],
+        *,
+        files: SessionFiles | None = None,
+        idle_ttl_s: float | None = None,
     ) -> list[ShellEnd]:
         """Run shell commands one after another in the tenant's session named `container_id` (its Python
         state is not touched): how each ended. What each writes goes to `on_output(index, output)` as it
@@ -247,7 +277,7 @@ class SandboxManager:
         async def run(session: _Session) -> list[ShellEnd]:
             ended = []
             for index, command in enumerate(commands):
-                end, replaced = await self._run_shell(container_id, session, command, lambda output: on_output(index, output))
+                end, replaced = await self._run_shell(container_id, session, command, partial(on_output, index))
                 ended.append(end)
                 if replaced:
                     break
@@ -257,7 +287,12 @@ class SandboxManager:
         return ended
 
     async def _in_session(
-        self, container_id: str, tenant: str, files: SessionFiles | None, idle_ttl_s: float | None, work: Callable[[_Session], Awaitable[T]],
+        self,
+        container_id: str,
+        tenant: str,
+        files: SessionFiles | None,
+        idle_ttl_s: float | None,
+        work: Callable[[_Session], Awaitable[T]],
         copy_in: bool = True,
     ) -> tuple[T, bool]:
         """Do `work` in the tenant's session, held by this replica, its files synced around it (with
@@ -397,8 +432,10 @@ class SandboxManager:
         except TimeoutError:
             reason = f"the code did not stop at the {timeout:g} s time limit and the kernel had to be killed"
         except KernelDied as exc:
-            reason = f"the Python kernel failed: {exc}" if isinstance(exc, KernelProtocolError) else (
-                f"the Python kernel died: {await session.kernel.death_reason()}"
+            reason = (
+                f"the Python kernel failed: {exc}"
+                if isinstance(exc, KernelProtocolError)
+                else (f"the Python kernel died: {await session.kernel.death_reason()}")
             )
         else:
             if reply["status"] != "restarted":
@@ -435,7 +472,9 @@ class SandboxManager:
         except TimeoutError:
             reason = f"the command did not stop at the {timeout:g} s time limit and the sandbox had to be restarted"
         except KernelDied as exc:
-            reason = f"the sandbox failed: {exc}" if isinstance(exc, KernelProtocolError) else f"the sandbox died: {await session.kernel.death_reason()}"
+            reason = (
+                f"the sandbox failed: {exc}" if isinstance(exc, KernelProtocolError) else f"the sandbox died: {await session.kernel.death_reason()}"
+            )
         log.warning("sandbox session %s restarts during a shell command: %s", container_id, reason)
         await self._replace_kernel(session)
         return ShellEnd(None, "", f"{reason}; Python's variables and files outside /mnt/data are gone.\n"), True
@@ -451,7 +490,9 @@ class SandboxManager:
                 await session.kernel.channel.interrupt()
                 return await finish(session.kernel.channel)
         except (TimeoutError, KernelDied) as exc:
-            log.warning("sandbox session %s did not stop when its call was cancelled (%s); its kernel is replaced", container_id, str(exc) or "no answer")
+            log.warning(
+                "sandbox session %s did not stop when its call was cancelled (%s); its kernel is replaced", container_id, str(exc) or "no answer"
+            )
             await self._replace_kernel(session)
             return None
 
@@ -481,9 +522,7 @@ class SandboxManager:
                 self._end(victim)
         except AllBusy as full:
             whose = "this tenant's" if full.per_tenant else "its"
-            raise SandboxFull(
-                f"the sandbox has reached {whose} limit of {full.cap} live sessions, all busy; try again later"
-            ) from None
+            raise SandboxFull(f"the sandbox has reached {whose} limit of {full.cap} live sessions, all busy; try again later") from None
 
     def _end(self, container_id: str) -> None:
         session = self._sessions.pop(container_id)

@@ -241,7 +241,9 @@ def create_body(spec: Any, limits: Limits) -> dict[str, Any]:
     need(host.get("NetworkMode") == "none", "network must be none")
     need(host.get("ReadonlyRootfs") is True, "the root file system must be read-only")
     need(host.get("CapDrop") == ["ALL"], "every capability must be dropped")
-    need(host.get("SecurityOpt") in (["no-new-privileges"], ["no-new-privileges:true"]), "no-new-privileges is required, and no other security option")
+    need(
+        host.get("SecurityOpt") in (["no-new-privileges"], ["no-new-privileges:true"]), "no-new-privileges is required, and no other security option"
+    )
     memory = host.get("Memory")
     need(_int_in(memory, 1, limits.max_memory), f"a memory limit of at most {limits.max_memory} bytes is required")
     need(host.get("MemorySwap") == memory, "MemorySwap must equal Memory (no swap)")

@@ -200,7 +200,9 @@ async def _send_error(conn: h11.Connection, client: ByteStream, status: int, mes
     headers = [("Content-Type", "application/json"), ("Content-Length", str(len(payload)))]
     if close:
         headers.append(("Connection", "close"))
-    await client.send(conn.send(h11.Response(status_code=status, headers=headers)) + conn.send(h11.Data(data=payload)) + conn.send(h11.EndOfMessage()))
+    await client.send(
+        conn.send(h11.Response(status_code=status, headers=headers)) + conn.send(h11.Data(data=payload)) + conn.send(h11.EndOfMessage())
+    )
 
 
 async def _splice(client: ByteStream, client_early: bytes, docker: ByteStream, docker_early: bytes) -> None:

@@ -26,7 +26,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from gateway import harmony
+from gateway.engine import harmony
 
 MODEL = "openai/gpt-oss-20b"
 ASSISTANT_START = [harmony.START, 173781]  # <|start|>assistant
@@ -356,10 +356,7 @@ def create_emulator(max_model_len: int = 131072, chunk_delay: float = 0.0) -> St
                 return None
             name = (lambda t: f"token_id:{t}") if by_id else (lambda t: encoding.decode([t]))
             values = [-round(0.05 + (t % 13) / 20, 4) for t in ids]
-            tops = [
-                {name(t + k): round(value - k, 4) for k in range(max(wanted_logprobs, 1))}
-                for t, value in zip(ids, values)
-            ]
+            tops = [{name(t + k): round(value - k, 4) for k in range(max(wanted_logprobs, 1))} for t, value in zip(ids, values)]
             return {"tokens": [name(t) for t in ids], "token_logprobs": values, "top_logprobs": tops, "text_offset": [0] * len(ids)}
 
         if not body.get("stream"):
@@ -367,8 +364,15 @@ def create_emulator(max_model_len: int = 131072, chunk_delay: float = 0.0) -> St
             choice = {"index": 0, "text": text_of(generated), "logprobs": logprobs_of(generated), "finish_reason": finish, "stop_reason": stop_reason}
             if return_ids:
                 choice |= {"token_ids": generated, "prompt_token_ids": prompt}
-            usage = {"prompt_tokens": len(prompt), "completion_tokens": len(generated), "total_tokens": len(prompt) + len(generated), "prompt_tokens_details": None}
-            return JSONResponse({"id": completion_id, "object": "text_completion", "created": created, "model": MODEL, "choices": [choice], "usage": usage})
+            usage = {
+                "prompt_tokens": len(prompt),
+                "completion_tokens": len(generated),
+                "total_tokens": len(prompt) + len(generated),
+                "prompt_tokens_details": None,
+            }
+            return JSONResponse(
+                {"id": completion_id, "object": "text_completion", "created": created, "model": MODEL, "choices": [choice], "usage": usage}
+            )
 
         delay = plan.chunk_delay if plan.chunk_delay is not None else chunk_delay
 
@@ -409,7 +413,12 @@ def create_emulator(max_model_len: int = 131072, chunk_delay: float = 0.0) -> St
                     if delay:
                         await asyncio.sleep(delay)
                 if include_usage:
-                    usage = {"prompt_tokens": len(prompt), "completion_tokens": len(generated), "total_tokens": len(prompt) + len(generated), "prompt_tokens_details": {"cached_tokens": 16}}
+                    usage = {
+                        "prompt_tokens": len(prompt),
+                        "completion_tokens": len(generated),
+                        "total_tokens": len(prompt) + len(generated),
+                        "prompt_tokens_details": {"cached_tokens": 16},
+                    }
                     yield f"data: {raw_json({'id': completion_id, 'object': 'text_completion', 'created': created, 'model': MODEL, 'choices': [], 'usage': usage})}\n\n"
                 yield "data: [DONE]\n\n"
                 finished = True

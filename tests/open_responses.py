@@ -33,7 +33,9 @@ LOGPROB = obj({"token": STRING, "logprob": NUMBER, "bytes": {"type": "array", "i
 OUTPUT_TEXT = obj({"type": const("output_text"), "text": STRING, "annotations": {"type": "array"}, "logprobs": {"type": "array", "items": LOGPROB}})
 STATUS = {"enum": ["in_progress", "completed", "incomplete"]}
 
-MESSAGE = obj({"type": const("message"), "id": STRING, "status": STATUS, "role": const("assistant"), "content": {"type": "array", "items": OUTPUT_TEXT}})
+MESSAGE = obj(
+    {"type": const("message"), "id": STRING, "status": STATUS, "role": const("assistant"), "content": {"type": "array", "items": OUTPUT_TEXT}}
+)
 FUNCTION_CALL = obj({"type": const("function_call"), "id": STRING, "call_id": STRING, "name": STRING, "arguments": STRING, "status": STATUS})
 REASONING = obj(
     {"type": const("reasoning"), "id": STRING, "summary": {"type": "array"}},
@@ -117,7 +119,9 @@ EVENTS: dict[str, dict[str, Any]] = {
     "response.output_item.done": _event("response.output_item.done", {"output_index": INTEGER, "item": OUTPUT_ITEM}),
     "response.content_part.added": _event("response.content_part.added", _PART_EVENT | {"part": {"type": "object", "required": ["type"]}}),
     "response.content_part.done": _event("response.content_part.done", _PART_EVENT | {"part": {"type": "object", "required": ["type"]}}),
-    "response.output_text.delta": _event("response.output_text.delta", _PART_EVENT | {"delta": STRING, "logprobs": {"type": "array", "items": LOGPROB}}),
+    "response.output_text.delta": _event(
+        "response.output_text.delta", _PART_EVENT | {"delta": STRING, "logprobs": {"type": "array", "items": LOGPROB}}
+    ),
     "response.output_text.done": _event("response.output_text.done", _PART_EVENT | {"text": STRING, "logprobs": {"type": "array", "items": LOGPROB}}),
     "response.refusal.delta": _event("response.refusal.delta", _PART_EVENT | {"delta": STRING}),
     "response.refusal.done": _event("response.refusal.done", _PART_EVENT | {"refusal": STRING}),
@@ -125,9 +129,15 @@ EVENTS: dict[str, dict[str, Any]] = {
     "response.function_call_arguments.done": _event("response.function_call_arguments.done", _ITEM_EVENT | {"arguments": STRING}),
     "response.reasoning_text.delta": _event("response.reasoning_text.delta", _PART_EVENT | {"delta": STRING}),
     "response.reasoning_text.done": _event("response.reasoning_text.done", _PART_EVENT | {"text": STRING}),
-    "response.reasoning_summary_part.added": _event("response.reasoning_summary_part.added", _ITEM_EVENT | {"summary_index": INTEGER, "part": {"type": "object"}}),
-    "response.reasoning_summary_part.done": _event("response.reasoning_summary_part.done", _ITEM_EVENT | {"summary_index": INTEGER, "part": {"type": "object"}}),
-    "response.reasoning_summary_text.delta": _event("response.reasoning_summary_text.delta", _ITEM_EVENT | {"summary_index": INTEGER, "delta": STRING}),
+    "response.reasoning_summary_part.added": _event(
+        "response.reasoning_summary_part.added", _ITEM_EVENT | {"summary_index": INTEGER, "part": {"type": "object"}}
+    ),
+    "response.reasoning_summary_part.done": _event(
+        "response.reasoning_summary_part.done", _ITEM_EVENT | {"summary_index": INTEGER, "part": {"type": "object"}}
+    ),
+    "response.reasoning_summary_text.delta": _event(
+        "response.reasoning_summary_text.delta", _ITEM_EVENT | {"summary_index": INTEGER, "delta": STRING}
+    ),
     "response.reasoning_summary_text.done": _event("response.reasoning_summary_text.done", _ITEM_EVENT | {"summary_index": INTEGER, "text": STRING}),
     "response.output_text.annotation.added": _event(
         "response.output_text.annotation.added", _PART_EVENT | {"annotation_index": INTEGER, "annotation": {"type": "object"}}

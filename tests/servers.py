@@ -98,9 +98,7 @@ class HAProxy:
     def __init__(self, backends: list[int], workdir: Path) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        servers = "\n".join(
-            f"    server replica{index} 127.0.0.1:{port} check inter 500ms fall 2 rise 1" for index, port in enumerate(backends)
-        )
+        servers = "\n".join(f"    server replica{index} 127.0.0.1:{port} check inter 500ms fall 2 rise 1" for index, port in enumerate(backends))
         self.config = workdir / f"haproxy-{self.port}.cfg"
         self.config.write_text(
             f"""global

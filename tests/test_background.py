@@ -43,7 +43,9 @@ def test_background_is_answered_at_once_and_polled(gateway):
 def test_a_stream_resumed_after_a_lost_connection_loses_nothing(gateway):
     client = gateway.client()
     first: list[dict[str, Any]] = []
-    with httpx.stream("POST", f"{gateway.url}/v1/responses", json={"model": MODEL, "input": SLOW, "background": True, "stream": True}, timeout=30) as answer:
+    with httpx.stream(
+        "POST", f"{gateway.url}/v1/responses", json={"model": MODEL, "input": SLOW, "background": True, "stream": True}, timeout=30
+    ) as answer:
         for line in answer.iter_lines():  # read a few events, then drop the connection
             if line.startswith("data: "):
                 first.append(json.loads(line[6:]))

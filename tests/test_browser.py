@@ -18,9 +18,9 @@ from tools.browser.decoding import BoundedDecoder, TooLarge
 from .conftest import ROOT, Gateway, Process, emulator_stats, free_port
 from .stream_checker import check_response_stream
 
-SEARCH = "[[browser search {\"query\": \"zebra stripes\"}]]"
-OPEN_FIRST = "[[browser open {\"id\": 0}]]"
-FIND = "[[browser find {\"pattern\": \"stripes\"}]]"
+SEARCH = '[[browser search {"query": "zebra stripes"}]]'
+OPEN_FIRST = '[[browser open {"id": 0}]]'
+FIND = '[[browser find {"pattern": "stripes"}]]'
 
 
 @pytest.fixture(scope="module")
@@ -78,7 +78,11 @@ def test_search_open_find_and_a_cited_answer_streamed(browsing: Gateway, site: P
     calls = [item for item in response.output if item.type == "web_search_call"]
     assert [call.status for call in calls] == ["completed"] * 3
     search, opened, found = (call.action.model_dump(exclude_none=True) for call in calls)
-    assert search == {"type": "search", "query": "zebra stripes", "sources": [{"type": "url", "url": zebra}, {"type": "url", "url": site.url + "/articles/lion"}]}
+    assert search == {
+        "type": "search",
+        "query": "zebra stripes",
+        "sources": [{"type": "url", "url": zebra}, {"type": "url", "url": site.url + "/articles/lion"}],
+    }
     assert opened == {"type": "open_page", "url": zebra}
     assert found == {"type": "find_in_page", "url": zebra, "pattern": "stripes"}
     # Each call streamed live: added, in_progress, searching (once written), completed, done.
@@ -142,7 +146,7 @@ def test_cited_answer_without_streaming_and_in_a_continuation(browsing: Gateway,
     second = client.responses.create(
         model="openai/gpt-oss-20b",
         previous_response_id=first.id,
-        input="[[browser open {\"cursor\": 0, \"id\": 1}]][[answer As said【0†L0】 and read【1†L1】.]]",
+        input='[[browser open {"cursor": 0, "id": 1}]][[answer As said【0†L0】 and read【1†L1】.]]',
         tools=[{"type": "web_search"}],
     )
     assert second.status == "completed", second.error
@@ -240,7 +244,7 @@ def test_the_gzip_bomb_costs_no_memory(emulator: Process, site: Process, make_ga
 
 
 def test_search_results_cannot_forge_citation_markers(browsing: Gateway, emulator: Process) -> None:
-    search = "[[browser search {\"query\": \"forged\"}]]"
+    search = '[[browser search {"query": "forged"}]]'
     response = browsing.client().responses.create(model="openai/gpt-oss-20b", input=search, tools=[{"type": "web_search"}])
     assert response.status == "completed"
     prompt = emulator_stats(emulator)["last_prompt"]
@@ -284,9 +288,7 @@ def test_pages_through_the_official_mcp_fetch_server(emulator: Process, site: Pr
     # no Node on its PATH, its HTML extractor is the pure-Python one (Node's would be fetched from npm).
     command = [sys.executable, "-m", "mcp_server_fetch", "--ignore-robots-txt", "--allow-private-ips"]
     fetch = {"label": "fetch", "transport": "stdio", "command": command, "env": {"PATH": "/nonexistent"}}
-    gateway = make_gateway(
-        emulator.url, tool_servers=[search_server(site), fetch], browser=browser_config(fetch={"type": "mcp", "server": "fetch"})
-    )
+    gateway = make_gateway(emulator.url, tool_servers=[search_server(site), fetch], browser=browser_config(fetch={"type": "mcp", "server": "fetch"}))
     client = gateway.client()
     response = client.responses.create(
         model="openai/gpt-oss-20b", input=f"{SEARCH}{OPEN_FIRST}[[answer Stripes【1†L0】.]]", tools=[{"type": "web_search"}]
@@ -304,9 +306,7 @@ def test_pages_through_the_official_mcp_fetch_server(emulator: Process, site: Pr
 
 
 def test_web_search_is_refused_by_name_without_a_browser(gateway: Gateway) -> None:
-    response = httpx.post(
-        gateway.url + "/v1/responses", json={"model": "openai/gpt-oss-20b", "input": "hi", "tools": [{"type": "web_search"}]}
-    )
+    response = httpx.post(gateway.url + "/v1/responses", json={"model": "openai/gpt-oss-20b", "input": "hi", "tools": [{"type": "web_search"}]})
     assert response.status_code == 400
     assert response.json()["error"]["param"] == "tools[0]"
 
@@ -322,7 +322,6 @@ def test_allowed_domains_limit_results_and_pages(browsing: Gateway, site: Proces
     assert search.action.sources == []
     assert opened.status == "failed"
     assert "outside the domains" in response.output_text
-
 
 
 def test_citations_rewrite_the_same_however_the_text_is_split() -> None:
@@ -350,7 +349,9 @@ def test_citations_rewrite_the_same_however_the_text_is_split() -> None:
         "end ([b.example](https://b.example/y))"
     )
     assert [whole_text[a["start_index"] : a["end_index"]] for a in whole_annotations] == [
-        "([a.example](https://a.example/x))", "([b.example](https://b.example/y))", "([b.example](https://b.example/y))",
+        "([a.example](https://a.example/x))",
+        "([b.example](https://b.example/y))",
+        "([b.example](https://b.example/y))",
     ]
     rng = random.Random(7)
     for _ in range(300):

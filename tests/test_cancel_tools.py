@@ -40,7 +40,9 @@ PYTHON_LOOP = python(
     "import time\nfor i in range(%d):\n    open('/tmp/py_ticks', 'a').write(f'{i}\\n')\n    print('tick', i, flush=True)\n    time.sleep(1)" % TICKS
 )
 SHELL_LOOP = shell([f"for i in $(seq {TICKS}); do echo $i >> /tmp/sh_ticks; echo line $i; sleep 1; done"])
-COUNT = python("import time, os\ntime.sleep(2)\nprint(*[len(open(p).read().split()) if os.path.exists(p) else 0 for p in ('/tmp/py_ticks', '/tmp/sh_ticks')], kept)")
+COUNT = python(
+    "import time, os\ntime.sleep(2)\nprint(*[len(open(p).read().split()) if os.path.exists(p) else 0 for p in ('/tmp/py_ticks', '/tmp/sh_ticks')], kept)"
+)
 
 
 def tools(container: str | dict[str, Any]) -> list[dict[str, Any]]:
@@ -88,7 +90,9 @@ def test_cancel_interrupts_python_and_kills_the_shell_command(sandboxed: Gateway
 
 def test_a_client_that_leaves_stops_the_tool(sandboxed: Gateway) -> None:
     client = sandboxed.client()
-    first = client.responses.create(model=MODEL, input=python("kept = 41\nopen('/tmp/py_ticks', 'w').close()\nopen('/tmp/sh_ticks', 'w').close()"), tools=tools({"type": "auto"}))
+    first = client.responses.create(
+        model=MODEL, input=python("kept = 41\nopen('/tmp/py_ticks', 'w').close()\nopen('/tmp/sh_ticks', 'w').close()"), tools=tools({"type": "auto"})
+    )
     container = next(item for item in first.output if item.type == "code_interpreter_call").container_id  # type: ignore[union-attr]
     for loop, running in [(PYTHON_LOOP, "response.code_interpreter_call.interpreting"), (SHELL_LOOP, "response.shell_call_output_content.delta")]:
         body = {"model": MODEL, "input": loop, "tools": tools(container), "stream": True}

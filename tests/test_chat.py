@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import json
 
 import httpx
-import openai
 import pytest
 
 from .chat_checker import check_chat_stream, parse_chat_sse
@@ -95,7 +93,11 @@ def test_multi_turn_tool_loop_with_reasoning_sent_back(gateway, emulator):
 def test_reasoning_content_is_accepted(gateway, emulator):
     messages = [
         {"role": "user", "content": ASK},
-        {"role": "assistant", "reasoning_content": "older name", "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": ARGS}}]},
+        {
+            "role": "assistant",
+            "reasoning_content": "older name",
+            "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": ARGS}}],
+        },
         {"role": "tool", "tool_call_id": "c1", "content": "cold"},
     ]
     gateway.client().chat.completions.create(model=MODEL, messages=messages, tools=[WEATHER])
@@ -198,9 +200,7 @@ def test_stop_sequences_end_the_visible_text(gateway, emulator, stream):
 
 def test_stop_sequence_that_never_completes_is_passed_on(gateway):
     """Text held back because it could begin a stop sequence is sent once it turns out not to."""
-    completion = gateway.client().chat.completions.create(
-        model=MODEL, messages=[{"role": "user", "content": "ends with Obs"}], stop="Observation"
-    )
+    completion = gateway.client().chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "ends with Obs"}], stop="Observation")
     assert completion.choices[0].message.content == "You said: ends with Obs"
 
 

@@ -43,7 +43,12 @@ def test_a_shell_call_streams_its_commands_and_ends_the_response(gateway):
     types = [event["type"] for event in events]
     commands = [event for event in events if event["type"].startswith("response.shell_call_command.")]
     assert [(event["type"].rsplit(".", 1)[1], event["command_index"]) for event in commands] == [
-        ("added", 0), ("delta", 0), ("done", 0), ("added", 1), ("delta", 1), ("done", 1)
+        ("added", 0),
+        ("delta", 0),
+        ("done", 0),
+        ("added", 1),
+        ("delta", 1),
+        ("done", 1),
     ]
     assert [event["delta"] for event in commands if event["type"].endswith("delta")] == COMMANDS["commands"]
     assert types.index("response.output_item.added") < types.index("response.shell_call_command.added")
@@ -99,7 +104,9 @@ def test_two_shells_and_a_namespace_named_shell_are_refused(gateway):
         client.responses.create(model=MODEL, input="hi", tools=[SHELL, SHELL])
     assert twice.value.param == "tools[1].type"
     with pytest.raises(openai.BadRequestError) as reserved:
-        client.responses.create(model=MODEL, input="hi", tools=[{"type": "namespace", "name": "shell", "description": "", "tools": [{"type": "function", "name": "x"}]}])
+        client.responses.create(
+            model=MODEL, input="hi", tools=[{"type": "namespace", "name": "shell", "description": "", "tools": [{"type": "function", "name": "x"}]}]
+        )
     assert "shell" in reserved.value.message
 
 
@@ -110,7 +117,14 @@ def test_a_local_shell_call_and_its_output(gateway, names_call_by):
     events = stream_sdk(client, input=f"[[call local_shell.exec {json.dumps(argv)}]]", tools=tools)
     call = events[-1]["response"]["output"][-1]
     assert call["type"] == "local_shell_call" and call["status"] == "completed"
-    assert call["action"] == {"type": "exec", "command": ["ls", "-la", "/tmp"], "env": {}, "timeout_ms": None, "user": None, "working_directory": "/home"}
+    assert call["action"] == {
+        "type": "exec",
+        "command": ["ls", "-la", "/tmp"],
+        "env": {},
+        "timeout_ms": None,
+        "user": None,
+        "working_directory": "/home",
+    }
     # The Agents SDK names the call by call_id; OpenAI's type, by id.
     answer = {"type": "local_shell_call_output", names_call_by: call["call_id"], "output": "a.txt\nb.txt"}
     second = client.responses.create(model=MODEL, previous_response_id=events[-1]["response"]["id"], input=[answer], tools=tools)

@@ -13,8 +13,8 @@ import openai
 import pydantic
 import pytest
 
-from .conftest import MODEL, Gateway, Process, emulator_stats
 from .chat_checker import parse_chat_sse
+from .conftest import MODEL, Gateway, Process, emulator_stats
 
 
 class GetWeather(pydantic.BaseModel):
@@ -160,7 +160,12 @@ def test_chat_custom_tool_round_trip(gateway: Gateway) -> None:
     messages += [message, {"role": "tool", "tool_call_id": call.id, "content": "applied"}]
     assert client.chat.completions.create(model=MODEL, messages=messages, tools=[PATCH]).choices[0].message.content == "The tool said: applied"
     streamed = httpx.post(gateway.url + "/v1/chat/completions", json={"messages": messages[:1], "tools": [PATCH], "stream": True})
-    calls = [call for chunk in parse_chat_sse(streamed.content) if "choices" in chunk and chunk["choices"] for call in chunk["choices"][0]["delta"].get("tool_calls", [])]
+    calls = [
+        call
+        for chunk in parse_chat_sse(streamed.content)
+        if "choices" in chunk and chunk["choices"]
+        for call in chunk["choices"][0]["delta"].get("tool_calls", [])
+    ]
     assert calls[0]["type"] == "custom" and calls[0]["custom"]["name"] == "apply_patch"
     assert "".join(call["custom"]["input"] for call in calls) == "*** Begin Patch"
 
@@ -173,7 +178,10 @@ def test_chat_allowed_tools_and_a_named_custom_tool(gateway: Gateway, emulator: 
     prompt = emulator_stats(emulator)["last_prompt"]
     assert "apply_patch" in prompt and "GetWeather" not in prompt
     forced = client.chat.completions.create(
-        model=MODEL, messages=[{"role": "user", "content": "hi"}], tools=[weather, PATCH], tool_choice={"type": "custom", "custom": {"name": "apply_patch"}}
+        model=MODEL,
+        messages=[{"role": "user", "content": "hi"}],
+        tools=[weather, PATCH],
+        tool_choice={"type": "custom", "custom": {"name": "apply_patch"}},
     )
     assert (forced.choices[0].message.tool_calls or [])[0].type == "custom"
 
@@ -213,7 +221,11 @@ def test_fields_clients_echo_inside_tool_calls(gateway: Gateway, field: str) -> 
         call["function"] |= {"parsed_arguments": {"city": "Rome"}}  # type: ignore[operator]
     else:
         call[field] = {}
-    messages = [{"role": "user", "content": "x"}, {"role": "assistant", "tool_calls": [call]}, {"role": "tool", "tool_call_id": "call_1", "content": "18 C"}]
+    messages = [
+        {"role": "user", "content": "x"},
+        {"role": "assistant", "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "18 C"},
+    ]
     answer = httpx.post(gateway.url + "/v1/chat/completions", json={"messages": messages})
     assert answer.status_code == 200, answer.text
 

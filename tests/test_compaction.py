@@ -12,7 +12,13 @@ from .conftest import MODEL, Process, emulator_stats, start_emulator, stream_sdk
 
 HEAD = "Summary of the conversation so far (earlier turns were compacted):\n"
 SEARCH = {"type": "tool_search"}
-HIDDEN = {"type": "function", "name": "hidden", "description": "Never found.", "parameters": {"type": "object", "properties": {}}, "defer_loading": True}
+HIDDEN = {
+    "type": "function",
+    "name": "hidden",
+    "description": "Never found.",
+    "parameters": {"type": "object", "properties": {}},
+    "defer_loading": True,
+}
 
 
 def test_compact_returns_the_users_messages_and_a_sealed_summary(gateway: Any, emulator: Process) -> None:

@@ -144,7 +144,9 @@ def test_reasoning_round_trips_sealed(gateway, emulator):
     thought = reasoning.content[0].text
     assert reasoning.encrypted_content.find(thought) == -1  # sealed, not plain
     sent_back = {"type": "reasoning", "id": reasoning.id, "summary": [], "encrypted_content": reasoning.encrypted_content}
-    client.responses.create(model=MODEL, input=[{"role": "user", "content": "secret plan"}, sent_back, {"role": "user", "content": "go on"}], store=False)
+    client.responses.create(
+        model=MODEL, input=[{"role": "user", "content": "secret plan"}, sent_back, {"role": "user", "content": "go on"}], store=False
+    )
     assert thought in emulator_stats(emulator)["last_prompt"]
     blob = reasoning.encrypted_content
     tampered = sent_back | {"encrypted_content": blob[:20] + ("A" if blob[20] != "A" else "B") + blob[21:]}

@@ -8,9 +8,9 @@ import sys
 
 import pytest
 
-from gateway import harmony
 from gateway.config import ConfigError, load_config, parse_config
-from gateway.vocab import VOCAB_FILE, VOCAB_SHA256, ensure_vocabulary
+from gateway.engine import harmony
+from gateway.engine.vocab import VOCAB_FILE, VOCAB_SHA256, ensure_vocabulary
 
 from .conftest import ROOT
 
@@ -68,8 +68,14 @@ def test_vocabulary_is_rebuilt_offline_and_verified(tmp_path, monkeypatch):
 
 def test_special_token_ids_match_the_encoding():
     encoding = harmony.encoding()
-    for text, token in [("<|return|>", harmony.RETURN), ("<|call|>", harmony.CALL), ("<|message|>", harmony.MESSAGE),
-                        ("<|start|>", harmony.START), ("<|end|>", harmony.END), ("<|channel|>", harmony.CHANNEL)]:
+    for text, token in [
+        ("<|return|>", harmony.RETURN),
+        ("<|call|>", harmony.CALL),
+        ("<|message|>", harmony.MESSAGE),
+        ("<|start|>", harmony.START),
+        ("<|end|>", harmony.END),
+        ("<|channel|>", harmony.CHANNEL),
+    ]:
         assert encoding.encode(text, allowed_special="all") == [token]
     assert sorted(encoding.stop_tokens_for_assistant_actions()) == sorted(harmony.STOP_TOKEN_IDS)
 

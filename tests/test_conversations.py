@@ -14,9 +14,7 @@ WEATHER = {"type": "function", "name": "get_weather", "parameters": {"type": "ob
 
 def test_conversation_lifecycle(gateway):
     client = gateway.client()
-    conversation = client.conversations.create(
-        metadata={"topic": "demo"}, items=[{"type": "message", "role": "user", "content": "My name is Ada."}]
-    )
+    conversation = client.conversations.create(metadata={"topic": "demo"}, items=[{"type": "message", "role": "user", "content": "My name is Ada."}])
     assert conversation.id.startswith("conv_") and conversation.object == "conversation"
     assert conversation.metadata == {"topic": "demo"}
     assert client.conversations.retrieve(conversation.id).created_at == conversation.created_at

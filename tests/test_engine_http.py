@@ -1,4 +1,4 @@
-"""The engine's HTTP client (gateway/engine_http.py, engine.py): connections kept and reused, a stream's
+"""The engine's HTTP client (gateway/engine/transport.py, client.py): connections kept and reused, a stream's
 lines found whatever its byte boundaries, a slow reader's buffer bounded, and an engine that answers
 with broken or oversized HTTP refused with a defined error."""
 
@@ -9,13 +9,13 @@ import random
 import time
 
 import pytest
+from openai_harmony import Message, Role
 
 from gateway.config import EngineConfig
-from gateway.engine import EngineClient, Lines, Sampling
-from gateway.engine_http import BUFFERED_HIGH, EngineHTTPError, EnginePool, ProtocolFault
+from gateway.engine.client import EngineClient, Lines, Sampling
+from gateway.engine.harmony import Preamble, Prompt, render_prompt
+from gateway.engine.transport import BUFFERED_HIGH, EngineHTTPError, EnginePool, ProtocolFault
 from gateway.errors import APIError
-from gateway.harmony import Preamble, Prompt, render_prompt
-from openai_harmony import Message, Role
 
 from .conftest import emulator_stats
 

@@ -10,8 +10,9 @@ import httpx
 import openai
 import pytest
 
-from .conftest import MODEL, emulator_stats, free_port, metric as _metric, open_stream, start_emulator, stream_raw
-from .stream_checker import check_response_stream, parse_sse
+from .conftest import MODEL, emulator_stats, free_port, open_stream, start_emulator, stream_raw
+from .conftest import metric as _metric
+from .stream_checker import check_response_stream
 
 
 def wait_for(condition, timeout: float = 5.0) -> None:
@@ -190,9 +191,7 @@ def test_truncation_auto_drops_the_oldest_turns(workdir, make_gateway):
             previous = response.id
         else:
             raise AssertionError("the conversation never outgrew the context")
-        response = client.responses.create(
-            model=MODEL, input=text, previous_response_id=previous, max_output_tokens=40, truncation="auto"
-        )
+        response = client.responses.create(model=MODEL, input=text, previous_response_id=previous, max_output_tokens=40, truncation="auto")
         assert response.status in ("completed", "incomplete") and response.truncation == "auto"
         prompt = emulator_stats(small)["last_prompt"]
         assert f"turn {turn} " in prompt and "turn 0 " not in prompt  # the oldest turns are gone, this one is kept
@@ -211,7 +210,7 @@ def test_32_concurrent_streams(gateway):
             return await asyncio.gather(*(one(client, n) for n in range(32)))
 
     results = asyncio.run(main())
-    for n, events in enumerate(results):
+    for events in results:
         response = check_response_stream(events)
         assert response.status == "completed"
         assert response.output_text == " ".join(f"word{i}" for i in range(60))
@@ -232,7 +231,7 @@ def test_the_echoed_prompt_is_cut_from_the_first_chunk(chunk):
     into as many Python ints); what is left is the same chunk, the model's text and tokens untouched."""
     import json
 
-    from gateway.engine import without_prompt_ids
+    from gateway.engine.client import without_prompt_ids
 
     original, trimmed = json.loads(chunk), json.loads(without_prompt_ids(chunk))
     choice = original["choices"][0]

@@ -108,7 +108,9 @@ def test_a_container_made_through_the_api(sandboxed: Gateway) -> None:
     # A file deleted through the API is gone from the session at its next call.
     extra = next(file for file in client.containers.files.list(container.id) if file.path.endswith("extra.txt"))
     client.containers.files.delete(extra.id, container_id=container.id)
-    response = client.responses.create(model="m", input="[[python print(sorted(os.listdir('/mnt/data')))]]", tools=[tool], include=["code_interpreter_call.outputs"])
+    response = client.responses.create(
+        model="m", input="[[python print(sorted(os.listdir('/mnt/data')))]]", tools=[tool], include=["code_interpreter_call.outputs"]
+    )
     call = next(item for item in response.output if item.type == "code_interpreter_call")
     assert call.outputs[0].logs == "['temps.csv']"
     # Deleted, the container is not found any more.
@@ -167,7 +169,9 @@ def test_files_the_gateway_cannot_keep_are_skipped_alone(sandboxed: Gateway) -> 
     assert "was not kept: its path is longer than 1024 bytes" in logs, logs
     assert [file.path for file in client.containers.files.list(call.container_id)] == ["/mnt/data/result.csv"]
     tool = {"type": "code_interpreter", "container": call.container_id}
-    again = client.responses.create(model="m", input="[[python print(open('/mnt/data/result.csv').read())]]", tools=[tool], include=["code_interpreter_call.outputs"])
+    again = client.responses.create(
+        model="m", input="[[python print(open('/mnt/data/result.csv').read())]]", tools=[tool], include=["code_interpreter_call.outputs"]
+    )
     call = next(item for item in again.output if item.type == "code_interpreter_call")
     assert call.outputs[0].logs == "a,b"  # told once: the bad names are not reported again
 
@@ -298,6 +302,7 @@ def test_uploads_that_are_refused_leave_nothing(filed: Gateway) -> None:
         client.files.create(file=("x.jsonl", b"{}"), purpose="batch")
     assert refused.value.param == "purpose"
     headers = {"authorization": "Bearer alice-key"}
+
     # The size is enforced while the body streams, whatever Content-Length says (here: none).
     def chunks() -> Iterator[bytes]:
         yield b'--b\r\nContent-Disposition: form-data; name="purpose"\r\n\r\nuser_data\r\n'

@@ -116,9 +116,7 @@ def test_function_loop_with_history_sent_back(gateway):
 
 def test_unknown_call_id_is_a_400(gateway):
     with pytest.raises(openai.BadRequestError) as err:
-        gateway.client().responses.create(
-            model=MODEL, input=[{"type": "function_call_output", "call_id": "call_x", "output": "1"}]
-        )
+        gateway.client().responses.create(model=MODEL, input=[{"type": "function_call_output", "call_id": "call_x", "output": "1"}])
     assert err.value.body["param"] == "input[0].call_id"
 
 
@@ -253,9 +251,7 @@ def test_a_call_cut_by_an_engine_failure_is_incomplete(gateway):
 
 def test_tool_choice_unknown_name_is_a_400(gateway):
     with pytest.raises(openai.BadRequestError) as err:
-        gateway.client().responses.create(
-            model=MODEL, input="x", tools=[WEATHER], tool_choice={"type": "function", "name": "nope"}
-        )
+        gateway.client().responses.create(model=MODEL, input="x", tools=[WEATHER], tool_choice={"type": "function", "name": "nope"})
     assert err.value.body["param"] == "tool_choice.name"
 
 
@@ -334,9 +330,7 @@ def test_bad_namespaces_are_400s(gateway, tools, param):
 def test_allowed_tools_narrow_what_the_model_sees(gateway, emulator):
     other = WEATHER | {"name": "get_time", "description": "Get the time"}
     choice = {"type": "allowed_tools", "mode": "required", "tools": [{"type": "function", "name": "get_weather"}]}
-    response = gateway.client().responses.create(
-        model=MODEL, input='hi [args {"location":"Oslo"}]', tools=[other, WEATHER], tool_choice=choice
-    )
+    response = gateway.client().responses.create(model=MODEL, input='hi [args {"location":"Oslo"}]', tools=[other, WEATHER], tool_choice=choice)
     prompt = emulator_stats(emulator)["last_prompt"]
     assert "type get_weather" in prompt and "get_time" not in prompt
     assert response.output[0].type == "function_call" and response.output[0].name == "get_weather"

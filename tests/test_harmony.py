@@ -10,7 +10,7 @@ import anyio
 import pytest
 from openai_harmony import Author, Conversation, DeveloperContent, Message, Role
 
-from gateway.harmony import GrowingPrompt, Preamble, PromptRenderer, ToolDescription, dropped_analysis, encoding, render_message
+from gateway.engine.harmony import GrowingPrompt, Preamble, PromptRenderer, ToolDescription, dropped_analysis, encoding, render_message
 
 
 def _assistant(channel: str, text: str, recipient: str | None = None) -> Message:
@@ -78,7 +78,7 @@ def test_a_prompt_from_each_messages_tokens_is_harmonys_render(seed):
             stored = first.pieces(0)
             assert all(piece is not None for piece in stored)
             counted: Counter[str] = Counter()
-            second = GrowingPrompt(renderer, lambda source, count: counted.update({source: count}))
+            second = GrowingPrompt(renderer, lambda source, count, counted=counted: counted.update({source: count}))
             second.seed(stored)
             prompt = await second.render(later, dialog + more)
             assert prompt.ids() == _whole(later, dialog + more)
@@ -91,7 +91,7 @@ def test_a_prompt_from_each_messages_tokens_is_harmonys_render(seed):
             # preamble and the same analysis dropped, only the new messages are rendered.
             same = rng.random() < 0.5
             carried: Counter[str] = Counter()
-            third = GrowingPrompt(renderer, lambda source, count: carried.update({source: count}))
+            third = GrowingPrompt(renderer, lambda source, count, carried=carried: carried.update({source: count}))
             third.adopt(first.state())
             assert (await third.render(preamble if same else later, dialog + more)).ids() == _whole(preamble if same else later, dialog + more)
             if same and dropped == dropped_analysis(dialog):
@@ -113,7 +113,9 @@ PIECES = ["record 3", " ", "", "<|end|>", "<|start|>assistant", "héllo 🌍 世
 
 def test_a_message_renders_as_harmony_renders_it():
     rng = random.Random(7)
-    authors = [Author.new(Role.TOOL, "functions.lookup"), Author.new(Role.TOOL, "python"), Author.new(Role.USER, None)] + [Author.new(Role.ASSISTANT, None)] * 3
+    authors = [Author.new(Role.TOOL, "functions.lookup"), Author.new(Role.TOOL, "python"), Author.new(Role.USER, None)] + [
+        Author.new(Role.ASSISTANT, None)
+    ] * 3
     for _ in range(600):
         text = "".join(rng.choice(PIECES) for _ in range(rng.randint(0, 6)))
         author = rng.choice(authors)

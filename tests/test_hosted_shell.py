@@ -136,7 +136,11 @@ def test_a_command_that_runs_too_long_and_one_that_writes_too_much(hosted: Gatew
     (result,) = _items(events[-1]["response"], "shell_call_output")
     slow, loud, after, accents = result["output"]
     assert accents["stdout"].count("é") == 300 and "[... output truncated: 2000 bytes in all, 300 characters kept ...]" in accents["stdout"]
-    live = [event["delta"].get("stdout", "") for event in events if event["type"] == "response.shell_call_output_content.delta" and event["command_index"] == 3]
+    live = [
+        event["delta"].get("stdout", "")
+        for event in events
+        if event["type"] == "response.shell_call_output_content.delta" and event["command_index"] == 3
+    ]
     assert "".join(live) == "é" * 225  # the head that is kept, as it arrived
     assert slow["outcome"] == {"type": "timeout"}
     assert loud["outcome"] == {"type": "exit", "exit_code": 0} and len(loud["stdout"]) < 300 + 100
@@ -160,7 +164,10 @@ def test_another_tenants_container_is_not_found(hosted: Gateway) -> None:
 @pytest.mark.parametrize(
     ("environment", "param"),
     [
-        ({"type": "container_auto", "network_policy": {"type": "allowlist", "allowed_domains": ["pypi.org"]}}, "tools[0].environment.network_policy.type"),
+        (
+            {"type": "container_auto", "network_policy": {"type": "allowlist", "allowed_domains": ["pypi.org"]}},
+            "tools[0].environment.network_policy.type",
+        ),
         ({"type": "container_auto", "skills": [{"type": "skill_reference", "skill_id": "skill_1"}]}, "tools[0].environment.skills[0].skill_id"),
         ({"type": "container_auto", "memory_limit": "64g"}, "tools[0].environment.memory_limit"),
         ({"type": "container_auto", "file_ids": ["file_nope"]}, "tools[0].environment.file_ids[0]"),
@@ -182,12 +189,21 @@ def test_skills_are_installed_read_only_and_listed_for_the_model(hosted: Gateway
     client = hosted.client(api_key="alice-key")
     skill = client.skills.create(files=("pdf-forms.zip", zipped({"SKILL.md": MANIFEST, "scripts/fill.py": SCRIPT})))
     notes = b"---\nname: meeting-notes\ndescription: Write meeting notes.\n---\nUse headings.\n"
-    inline = {"type": "inline", "name": "meeting-notes", "description": "Write meeting notes.",
-              "source": {"type": "base64", "media_type": "application/zip", "data": base64.b64encode(zipped({"SKILL.md": notes})).decode()}}
+    inline = {
+        "type": "inline",
+        "name": "meeting-notes",
+        "description": "Write meeting notes.",
+        "source": {"type": "base64", "media_type": "application/zip", "data": base64.b64encode(zipped({"SKILL.md": notes})).decode()},
+    }
     environment = {"type": "container_auto", "skills": [{"type": "skill_reference", "skill_id": skill.id}, inline]}
     tool = {"type": "shell", "environment": environment}
-    commands = ["cat /mnt/skills/pdf-forms/SKILL.md", "python3 /mnt/skills/pdf-forms/scripts/fill.py", "cat /mnt/skills/meeting-notes/SKILL.md",
-                "echo x > /mnt/skills/pdf-forms/planted.txt", "rm /mnt/skills/pdf-forms/SKILL.md"]
+    commands = [
+        "cat /mnt/skills/pdf-forms/SKILL.md",
+        "python3 /mnt/skills/pdf-forms/scripts/fill.py",
+        "cat /mnt/skills/meeting-notes/SKILL.md",
+        "echo x > /mnt/skills/pdf-forms/planted.txt",
+        "rm /mnt/skills/pdf-forms/SKILL.md",
+    ]
     response = client.responses.create(model=MODEL, input=run(commands), tools=[tool])
     (result,) = _items(response.model_dump(), "shell_call_output")
     manifest, fill, meeting, planted, removed = result["output"]
@@ -197,8 +213,12 @@ def test_skills_are_installed_read_only_and_listed_for_the_model(hosted: Gateway
     assert "- pdf-forms: Fill in PDF forms from a template. (read /mnt/skills/pdf-forms/SKILL.md before using it)" in prompt
     assert "- meeting-notes: Write meeting notes. (read /mnt/skills/meeting-notes/SKILL.md before using it)" in prompt
     # A new default version is what the next response's container holds.
-    client.skills.versions.create(skill.id, files=[("SKILL.md", MANIFEST.replace(b"# Filling", b"# Filling, v2")), ("scripts/fill.py", SCRIPT)], default=True)
-    again = client.responses.create(model=MODEL, previous_response_id=response.id, input=run(["grep -c v2 /mnt/skills/pdf-forms/SKILL.md"]), tools=[tool])
+    client.skills.versions.create(
+        skill.id, files=[("SKILL.md", MANIFEST.replace(b"# Filling", b"# Filling, v2")), ("scripts/fill.py", SCRIPT)], default=True
+    )
+    again = client.responses.create(
+        model=MODEL, previous_response_id=response.id, input=run(["grep -c v2 /mnt/skills/pdf-forms/SKILL.md"]), tools=[tool]
+    )
     assert _items(again.model_dump(), "shell_call_output")[0]["output"][0]["stdout"] == "1\n"
     # Another tenant cannot name it; an inline bundle that is not a skill is a 400 naming it.
     with pytest.raises(openai.NotFoundError):
@@ -210,7 +230,12 @@ def test_skills_are_installed_read_only_and_listed_for_the_model(hosted: Gateway
 
 
 def inline_skill(data: bytes) -> dict[str, Any]:
-    return {"type": "inline", "name": "x", "description": "x", "source": {"type": "base64", "media_type": "application/zip", "data": base64.b64encode(data).decode()}}
+    return {
+        "type": "inline",
+        "name": "x",
+        "description": "x",
+        "source": {"type": "base64", "media_type": "application/zip", "data": base64.b64encode(data).decode()},
+    }
 
 
 def test_skill_bundles_are_checked_from_their_directory_before_unpacking(hosted: Gateway) -> None:
@@ -224,7 +249,11 @@ def test_skill_bundles_are_checked_from_their_directory_before_unpacking(hosted:
     assert len(bomb.getvalue()) < 20_000
     large = zipped({"SKILL.md": MANIFEST, "zeros.bin": bytes(9 * 1024 * 1024)})
     collide = zipped({"SKILL.md": MANIFEST, "x": b"a file", "x/y": b"and a file in x"})
-    for data, says in [(bomb.getvalue(), "only stored and deflate"), (large, "more than 8388608 bytes"), (collide, "'x' is both a file and a folder")]:
+    for data, says in [
+        (bomb.getvalue(), "only stored and deflate"),
+        (large, "more than 8388608 bytes"),
+        (collide, "'x' is both a file and a folder"),
+    ]:
         with pytest.raises(openai.BadRequestError) as raised:
             client.skills.create(files=("bundle.zip", data))
         assert says in raised.value.message

@@ -22,9 +22,7 @@ def test_a_stock_pip_install_starts_and_serves(emulator: Process, tmp_path: Path
     venv = tmp_path / "v"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     pip = subprocess.run([str(venv / "bin" / "pip"), "--version"], check=True, capture_output=True, text=True).stdout
-    installed = subprocess.run(
-        [str(venv / "bin" / "pip"), "install", "--quiet", str(ROOT)], capture_output=True, text=True, timeout=840
-    )
+    installed = subprocess.run([str(venv / "bin" / "pip"), "install", "--quiet", str(ROOT)], capture_output=True, text=True, timeout=840)
     assert installed.returncode == 0, f"{pip}\n{installed.stdout[-2000:]}\n{installed.stderr[-3000:]}"
     config = tmp_path / "gateway.yaml"
     config.write_text(yaml.safe_dump(gateway_config(emulator.url, tmp_path, browser={"allow_networks": ["127.0.0.1/32"]})))
@@ -36,7 +34,10 @@ def test_a_stock_pip_install_starts_and_serves(emulator: Process, tmp_path: Path
         answer = httpx.post(f"{server.url}/v1/responses", json={"model": "m", "input": "hi", "tools": [{"type": "web_search"}]}, timeout=30)
         assert answer.status_code == 200, answer.text
         imported = subprocess.run(
-            [str(venv / "bin" / "python"), "-c", "import lxml.html.clean, tools.browser.backends, gateway.app"], cwd=tmp_path, capture_output=True, text=True
+            [str(venv / "bin" / "python"), "-c", "import lxml.html.clean, tools.browser.backends, gateway.app"],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
         )
         assert imported.returncode == 0, imported.stderr[-2000:]
     finally:

@@ -121,7 +121,7 @@ def test_steering_left_waiting_is_bounded_per_socket_and_dropped(make_gateway: A
         until_end(connection)
     # The bytes alone: 3 steers of 800 KB come to more than 2 MB while their count is below 8.
     with gateway.client().responses.connect() as connection:
-        connection.response.create(model=MODEL, input='[slow 20] [long 60]', store=False)
+        connection.response.create(model=MODEL, input="[slow 20] [long 60]", store=False)
         created = until_end(connection, ("response.created",))[-1]["response"]["id"]
         for _ in range(3):
             connection.response.steer(input="more " * 160_000, previous_response_id=created)

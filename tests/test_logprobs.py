@@ -7,7 +7,7 @@ import httpx
 import openai
 import pytest
 
-from gateway.harmony import encoding
+from gateway.engine.harmony import encoding
 
 from .conftest import MODEL, emulator_stats, stream_sdk
 
@@ -82,5 +82,7 @@ def test_chat_logprobs(gateway, emulator):
     check_entries([entry.model_dump() for entry in held.choices[0].logprobs.content], "You said: chat z", 0)
     plain = client.chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "chat"}])
     assert plain.choices[0].logprobs is None
-    answer = httpx.post(f"{gateway.url}/v1/chat/completions", json={"model": MODEL, "messages": [{"role": "user", "content": "x"}], "top_logprobs": 2})
+    answer = httpx.post(
+        f"{gateway.url}/v1/chat/completions", json={"model": MODEL, "messages": [{"role": "user", "content": "x"}], "top_logprobs": 2}
+    )
     assert answer.status_code == 400 and answer.json()["error"]["param"] == "top_logprobs"

@@ -18,8 +18,8 @@ import pytest
 from tools.connection import _describe
 from tools.urls import shown
 
-from .mcp_server import digest
 from .conftest import MODEL, ROOT, Gateway, Process, emulator_stats, free_port, gateway_config, stream_raw, stream_sdk, wait_for_port
+from .mcp_server import digest
 
 PYTHON = sys.executable
 BIN = Path(sys.executable).parent
@@ -67,7 +67,13 @@ def servers_config(http_server: MCPProcess, sse_server: MCPProcess) -> list[dict
             "timeout_s": 1,
         },
         {"label": "events", "transport": "sse", "url": sse_server.url, "allowed_tools": ["add", "echo", "whoami"]},
-        {"label": "guarded", "transport": "stdio", "command": [PYTHON, "-m", "tests.mcp_server"], "cwd": str(ROOT), "require_approval": {"never": {"tool_names": ["echo", "tally_count"]}}},
+        {
+            "label": "guarded",
+            "transport": "stdio",
+            "command": [PYTHON, "-m", "tests.mcp_server"],
+            "cwd": str(ROOT),
+            "require_approval": {"never": {"tool_names": ["echo", "tally_count"]}},
+        },
         {"label": "time", "transport": "stdio", "command": [str(BIN / "mcp-server-time")]},
         {"label": "growing", "transport": "stdio", "command": [PYTHON, "-m", "tests.mcp_server"], "cwd": str(ROOT)},
     ]
@@ -120,9 +126,7 @@ def test_each_transport_end_to_end(mcp_gateway: Gateway, emulator: Process, labe
 
 
 def test_non_streaming(mcp_gateway: Gateway) -> None:
-    response = mcp_gateway.client().responses.create(
-        model=MODEL, input='[call local.echo {"text": "hello"}]', tools=[mcp("local")]
-    )
+    response = mcp_gateway.client().responses.create(model=MODEL, input='[call local.echo {"text": "hello"}]', tools=[mcp("local")])
     call = next(item for item in response.output if item.type == "mcp_call")
     assert call.output == "hello" and call.status == "completed"
     assert response.output_text == "The tool said: hello"
@@ -154,7 +158,7 @@ def test_request_level_server_with_headers(mcp_gateway: Gateway, http_server: MC
         if path.is_file():
             assert secret.encode() not in path.read_bytes(), path
     # The session is reused by the next turn.
-    follow, _ = run(mcp_gateway, "[call mine.add {\"a\": 5, \"b\": 5}]", [tool], previous_response_id=response["id"])
+    follow, _ = run(mcp_gateway, '[call mine.add {"a": 5, "b": 5}]', [tool], previous_response_id=response["id"])
     assert items(follow, "mcp_call")[0]["output"] == "10"
 
 
@@ -163,7 +167,7 @@ def test_credentials_in_a_server_url_are_used_and_never_shown(mcp_gateway: Gatew
     its stored record, the listing of a server that failed and the logs show the URL without it."""
     token = "url-token-5813"
     tool = mcp("mine", server_url=f"{http_server.url}?token={token}", require_approval="never")
-    response, _ = run(mcp_gateway, "[call mine.add {\"a\": 2, \"b\": 2}]", [tool])
+    response, _ = run(mcp_gateway, '[call mine.add {"a": 2, "b": 2}]', [tool])
     assert items(response, "mcp_call")[0]["output"] == "4"
     assert response["tools"][0]["server_url"] == http_server.url
     stored = httpx.get(f"{mcp_gateway.url}/v1/responses/{response['id']}").json()
@@ -195,7 +199,7 @@ def test_a_url_is_shown_without_its_credentials() -> None:
 
 def test_allowed_tools_filter_the_list_and_the_model(mcp_gateway: Gateway, emulator: Process) -> None:
     # `events` allows add, echo and whoami in the config; the request narrows it to add.
-    response, _ = run(mcp_gateway, '[call events.secret {}]', [mcp("events", allowed_tools=["add", "secret"])])
+    response, _ = run(mcp_gateway, "[call events.secret {}]", [mcp("events", allowed_tools=["add", "secret"])])
     (listing,) = items(response, "mcp_list_tools")
     assert [tool["name"] for tool in listing["tools"]] == ["add"]
     prompt = emulator_stats(emulator)["last_prompt"]
@@ -437,9 +441,7 @@ def test_allowed_urls_are_matched_by_parts(make_gateway: Any, emulator: Process,
 
 
 def test_request_level_sessions_are_capped(make_gateway: Any, emulator: Process, http_server: MCPProcess) -> None:
-    gateway = make_gateway(
-        emulator.url, mcp={"allowed_urls": [http_server.url], "max_request_servers_per_tenant": 2, "max_request_servers": 3}
-    )
+    gateway = make_gateway(emulator.url, mcp={"allowed_urls": [http_server.url], "max_request_servers_per_tenant": 2, "max_request_servers": 3})
 
     def tool(value: str) -> dict[str, Any]:
         return mcp("mine", server_url=http_server.url, headers={"X-Tenant": value}, require_approval="never")

@@ -26,7 +26,7 @@ WEATHER_TOOL = {
         "required": ["location"],
     },
 }
-WEATHER_QUESTION = "What's the weather like in San Francisco? [call functions.get_weather {\"location\":\"San Francisco, CA\"}]"
+WEATHER_QUESTION = 'What\'s the weather like in San Francisco? [call functions.get_weather {"location":"San Francisco, CA"}]'
 
 
 def user(content: Any) -> dict[str, Any]:
@@ -121,4 +121,6 @@ def test_the_schema_checks_can_fail() -> None:
     """The checks find what a non-compliant server would send (the Response fields peers leave out)."""
     assert any("presence_penalty" in error for error in response_errors({"id": "resp_1", "object": "response"}))
     assert event_errors([{"type": "response.reasoning.delta", "sequence_number": 1}]) != []  # not OpenAI's name
-    assert event_errors([{"type": "response.output_text.delta", "sequence_number": 1, "item_id": "m", "output_index": 0, "content_index": 0, "delta": "x"}])
+    assert event_errors(
+        [{"type": "response.output_text.delta", "sequence_number": 1, "item_id": "m", "output_index": 0, "content_index": 0, "delta": "x"}]
+    )

@@ -18,7 +18,8 @@ import httpx
 import openai
 import pytest
 
-from .conftest import MODEL, ROOT, Process, free_port, metric as _metric, open_stream, sandbox_containers, sandbox_section
+from .conftest import MODEL, ROOT, Process, free_port, open_stream, sandbox_containers, sandbox_section
+from .conftest import metric as _metric
 from .servers import Prometheus
 from .stream_checker import check_response_stream, parse_sse
 
@@ -29,16 +30,16 @@ PYTHON = sys.executable
 def test_api_keys(make_gateway: Any, emulator: Process) -> None:
     os.environ["GATEWAY_TEST_KEY"] = KEY
     try:
-        gateway = make_gateway(
-            emulator.url, auth={"api_keys": ["${GATEWAY_TEST_KEY}", "sk-other"]}, logging={"format": "json"}
-        )
+        gateway = make_gateway(emulator.url, auth={"api_keys": ["${GATEWAY_TEST_KEY}", "sk-other"]}, logging={"format": "json"})
     finally:
         del os.environ["GATEWAY_TEST_KEY"]
     url = gateway.url + "/v1/responses"
     body = {"model": MODEL, "input": "hi"}
     missing = httpx.post(url, json=body)
     assert missing.status_code == 401
-    assert missing.json() == {"error": {"message": missing.json()["error"]["message"], "type": "invalid_request_error", "param": None, "code": "missing_api_key"}}
+    assert missing.json() == {
+        "error": {"message": missing.json()["error"]["message"], "type": "invalid_request_error", "param": None, "code": "missing_api_key"}
+    }
     wrong = httpx.post(url, json=body, headers={"Authorization": "Bearer sk-wrong"})
     assert wrong.status_code == 401 and wrong.json()["error"]["code"] == "invalid_api_key"
     with pytest.raises(openai.AuthenticationError):
@@ -263,7 +264,10 @@ def test_shutdown_with_a_slow_reader(make_gateway: Any, emulator: Process) -> No
         assert events[-1]["type"] == "response.failed" and "shutting down" in events[-1]["response"]["error"]["message"]
     else:  # cut: the events that arrived are in order, none of them terminal
         assert [e["sequence_number"] for e in events] == list(range(len(events)))
-        assert not any(e["type"].startswith("response.") and "response" in e and e["type"] != "response.created" and e["type"] != "response.in_progress" for e in events)
+        assert not any(
+            e["type"].startswith("response.") and "response" in e and e["type"] != "response.created" and e["type"] != "response.in_progress"
+            for e in events
+        )
     log = gateway.log.read_text()
     assert "Traceback" not in log and "cancel scope" not in log
 

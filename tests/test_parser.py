@@ -1,4 +1,4 @@
-"""The per-token parser (gateway/parser.py) reads what openai-harmony's own `StreamableParser` reads: on
+"""The per-token parser (gateway/engine/parser.py) reads what openai-harmony's own `StreamableParser` reads: on
 random streams of messages of every header shape gpt-oss writes, and some it should not, cut into
 random chunks, the same messages, the same headers, the same errors; its deltas add up to each message's
 text, and a character split across tokens is never split across deltas."""
@@ -10,8 +10,8 @@ import random
 import pytest
 from openai_harmony import HarmonyError, Role, StreamableParser
 
-from gateway.harmony import CALL, END, RETURN, encoding
-from gateway.parser import HarmonyStreamParser, MalformedHarmony, MessageFinished, MessageStarted, TextDelta
+from gateway.engine.harmony import CALL, END, RETURN, encoding
+from gateway.engine.parser import HarmonyStreamParser, MalformedHarmony, MessageFinished, MessageStarted, TextDelta
 
 HEADERS = [
     "<|channel|>analysis",
@@ -30,7 +30,7 @@ HEADERS = [
     "<|channel|>commentary to=functions.a to=functions.b",
     "<|channel|>final to=functions.é",
 ]
-TEXTS = ["Hello", " world", "", "{\"id\": \"3\"}", "héllo 🌍 世界", "\n\n", "<|constrain|>", "  x", "word " * 3, "🙂🙂"]
+TEXTS = ["Hello", " world", "", '{"id": "3"}', "héllo 🌍 世界", "\n\n", "<|constrain|>", "  x", "word " * 3, "🙂🙂"]
 
 
 def _tokens(rng: random.Random, messages: int) -> list[int]:
@@ -73,7 +73,11 @@ def _ours(rng: random.Random, tokens: list[int]) -> list[tuple[str | None, str |
                     assert isinstance(event, MessageFinished) and header is not None
                     text = "".join(part.text for part in event.message.content)  # type: ignore[union-attr]
                     assert "".join(deltas) == text
-                    assert (event.message.channel, event.message.recipient, event.message.content_type) == (header.channel, header.recipient, header.content_type)
+                    assert (event.message.channel, event.message.recipient, event.message.content_type) == (
+                        header.channel,
+                        header.recipient,
+                        header.content_type,
+                    )
                     read.append((header.channel, header.recipient, header.content_type, text))
             position += size
     except MalformedHarmony:

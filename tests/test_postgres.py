@@ -291,7 +291,9 @@ def test_skills_on_postgresql(emulator, postgres, make_gateway, tmp_path):
     from . import test_skills
 
     keys = [{"key": "alice-key", "tenant": "alice"}, {"key": "bob-key", "tenant": "bob"}]
-    gateway = make_gateway(emulator.url, storage={"url": postgres.new_database()}, auth={"api_keys": keys}, files={"directory": str(tmp_path / "files")})
+    gateway = make_gateway(
+        emulator.url, storage={"url": postgres.new_database()}, auth={"api_keys": keys}, files={"directory": str(tmp_path / "files")}
+    )
     test_skills.test_a_skill_its_versions_and_its_content(gateway)
 
 
@@ -302,7 +304,7 @@ def test_progress_writes_are_fenced_by_the_owner(dialect: str, postgres: Postgre
     import asyncio
 
     from gateway.storage import open_database
-    from gateway.store import ResponseStore, Stalled
+    from gateway.storage.response_store import ResponseStore, Stalled
 
     url = f"sqlite:///{tmp_path}/fence.sqlite3" if dialect == "sqlite" else postgres.new_database()
 

@@ -1,9 +1,9 @@
 """The places the gateway reaches past a library's public API, checked so that an upgrade that changes
 them fails here first, not in production.
 
-uvicorn has no public hook to time a request's head (slowloris): gateway/http_protocol.py extends its
+uvicorn has no public hook to time a request's head (slowloris): gateway/web/http_protocol.py extends its
 protocol classes, relying on the methods and attributes below. sse-starlette wraps every send in a
-cancel scope (~10% of the streaming CPU when profiled): gateway/sse.py overrides the send and the exit
+cancel scope (~10% of the streaming CPU when profiled): gateway/web/sse.py overrides the send and the exit
 listener with one watchdog. (A streaming response of the gateway's own, tried instead, lost kept-alive
 connections in bench/stream_overhead.py's 64-stream runs, 3 runs of 5; sse-starlette's never did.)"""
 

@@ -16,10 +16,10 @@ import openai
 import pytest
 
 from .conftest import MODEL, Gateway, emulator_stats, gateway_config
-from .servers import HAProxy, PostgresServer
-from .test_mcp import MCPProcess
+from .servers import HAProxy
 from .stream_checker import check_response_stream, parse_sse
 from .test_background import killed_and_started_again, poll
+from .test_mcp import MCPProcess
 from .test_postgres import postgres  # noqa: F401  (the session's PostgreSQL server)
 
 LEASE_S = 2.0

@@ -11,9 +11,7 @@ from .conftest import MODEL, emulator_stats, stream_raw, stream_sdk
 
 
 def output_text(response) -> str:
-    return "".join(
-        part.text for item in response.output if item.type == "message" for part in item.content
-    )
+    return "".join(part.text for item in response.output if item.type == "message" for part in item.content)
 
 
 def test_create_non_streaming(gateway):
@@ -36,7 +34,7 @@ def test_create_non_streaming(gateway):
 def test_completed_at_and_reasoning_tokens(gateway):
     """`completed_at` is set when a response completes (and only then); `reasoning_tokens` are the tokens of
     the analysis channel's text, nothing else (not the final answer, not a preamble, not message headers)."""
-    from gateway.harmony import encoding
+    from gateway.engine.harmony import encoding
 
     before = int(time.time())
     response = gateway.client().responses.create(model=MODEL, input="count [preamble]")
@@ -110,9 +108,7 @@ def test_empty_final_message_still_gets_all_events(gateway):
 
 
 def test_instructions_and_reasoning_effort_reach_the_prompt(gateway):
-    response = gateway.client().responses.create(model=MODEL, 
-        input="[instructions]", instructions="Answer in French.", reasoning={"effort": "high"}
-    )
+    response = gateway.client().responses.create(model=MODEL, input="[instructions]", instructions="Answer in French.", reasoning={"effort": "high"})
     assert "Answer in French." in response.output_text
     assert "effort=high" in response.output_text
     assert response.reasoning.effort == "high"
@@ -148,7 +144,8 @@ def test_max_output_tokens_incomplete(gateway):
 
 def test_input_as_items_with_earlier_output(gateway):
     client = gateway.client()
-    response = client.responses.create(model=MODEL, 
+    response = client.responses.create(
+        model=MODEL,
         input=[
             {"role": "developer", "content": "Be terse."},
             {"role": "user", "content": [{"type": "input_text", "text": "first"}]},

@@ -67,7 +67,9 @@ def final_text(response: dict[str, Any]) -> str:
 
 
 def test_pow_output_reaches_the_client_and_the_model(sandboxed: Gateway, emulator: Process) -> None:
-    events = stream_sdk(sandboxed.client(), input="[[python pow(123, 456, 1000000007)]]", tools=[CODE_TOOL], include=["code_interpreter_call.outputs"])
+    events = stream_sdk(
+        sandboxed.client(), input="[[python pow(123, 456, 1000000007)]]", tools=[CODE_TOOL], include=["code_interpreter_call.outputs"]
+    )
     response = events[-1]["response"]
     assert response["status"] == "completed"
     (call,) = calls(response)
@@ -219,7 +221,9 @@ def test_code_that_ignores_the_timeout_is_killed(sandboxed: Gateway) -> None:
 
 def test_fork_bomb_is_contained(sandboxed: Gateway) -> None:
     bomb = "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass"
-    response, _ = run(sandboxed, f"[[python {bomb}]][[python import subprocess; print(subprocess.run(['echo', 'ok'], capture_output=True, text=True).stdout)]]")
+    response, _ = run(
+        sandboxed, f"[[python {bomb}]][[python import subprocess; print(subprocess.run(['echo', 'ok'], capture_output=True, text=True).stdout)]]"
+    )
     bombed, after = calls(response)
     assert "TimeoutError" in logs(bombed)
     assert logs(after) == "ok"  # the forks were killed: processes can start again
@@ -295,7 +299,9 @@ def test_images_from_matplotlib(roomy: Gateway) -> None:
 
 
 def test_scientific_stack_is_installed(roomy: Gateway) -> None:
-    code = "import numpy, sympy, pandas\nint(numpy.arange(10).sum()), str(sympy.factor(sympy.Symbol('a')**2 - 1)), len(pandas.DataFrame({'a': [1, 2]}))"
+    code = (
+        "import numpy, sympy, pandas\nint(numpy.arange(10).sum()), str(sympy.factor(sympy.Symbol('a')**2 - 1)), len(pandas.DataFrame({'a': [1, 2]}))"
+    )
     response, _ = run(roomy, f"[[python {code}]]")
     assert logs(calls(response)[0]) == "(45, '(a - 1)*(a + 1)', 2)"
 
@@ -476,8 +482,8 @@ def test_containers_are_created_hardened(sandboxed: Gateway) -> None:
 FORGE = (
     "import os\n"
     # Request 3 of a pooled kernel (ping, keep, this): a reply the host would take for this call's.
-    "ok = b'{\"id\": 3, \"status\": \"ok\", \"output\": \"FORGED\", \"images\": []}\\n'\n"
-    "bad = b'{\"id\": 3, \"status\": \"ok\", \"output\": 5, \"images\": 7}\\n' + b'x' * (70 * 1024 * 1024)\n"
+    'ok = b\'{"id": 3, "status": "ok", "output": "FORGED", "images": []}\\n\'\n'
+    'bad = b\'{"id": 3, "status": "ok", "output": 5, "images": 7}\\n\' + b\'x\' * (70 * 1024 * 1024)\n'
     "reached = []\n"
     "for pid in os.listdir('/proc'):\n"
     "    if pid.isdigit() and int(pid) != os.getpid():\n"

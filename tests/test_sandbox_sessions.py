@@ -13,7 +13,7 @@ from gateway.config import StorageConfig
 from gateway.replicas import Replicas
 from gateway.sandbox_sessions import SessionDirectory
 from gateway.storage import open_database
-from gateway.store import ResponseStore
+from gateway.storage.response_store import ResponseStore
 from sandbox.directory import SessionBusy, SessionNotFound, SessionTaken
 
 

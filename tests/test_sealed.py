@@ -9,7 +9,6 @@ import base64
 import os
 import sqlite3
 import time
-from pathlib import Path
 from typing import Any, Iterator
 
 import openai

@@ -11,7 +11,6 @@ import socket
 import threading
 import time
 import zlib
-from pathlib import Path
 from typing import Any, Iterator
 
 import httpx

@@ -64,11 +64,42 @@ HARDENED: dict[str, Any] = dict(
         (lambda c, image: c.containers.run(image, ["id"], remove=True), "the field 'Cmd' is not allowed"),
         (lambda c, image: c.containers.list(all=True), "needs a filter on the sandbox label"),
         (lambda c, image: c.images.list(), "GET /images/json"),
-        (lambda c, image: c.api.create_container(image, user="1000", labels={"harmony-gateway.sandbox": "1"}, host_config=c.api.create_host_config(binds=["/:/host"], **HARDENED)), "'Binds' is not allowed"),
-        (lambda c, image: c.api.create_container(image, user="1000", labels={"harmony-gateway.sandbox": "1"}, host_config=c.api.create_host_config(**(HARDENED | {"network_mode": "host"}))), "network must be none"),
-        (lambda c, image: c.api.create_container(image, user="0", labels={"harmony-gateway.sandbox": "1"}, host_config=c.api.create_host_config(**HARDENED)), "other than root"),
-        (lambda c, image: c.api.create_container("harmony-gateway/base:bookworm", user="1000", labels={"harmony-gateway.sandbox": "1"}, host_config=c.api.create_host_config(**HARDENED)), "image must be"),
-        (lambda c, image: c.api.create_container(image, user="1000", labels={"harmony-gateway.sandbox": "1"}, host_config=c.api.create_host_config(privileged=True, **HARDENED)), "'Privileged' is not allowed"),
+        (
+            lambda c, image: c.api.create_container(
+                image, user="1000", labels={"harmony-gateway.sandbox": "1"}, host_config=c.api.create_host_config(binds=["/:/host"], **HARDENED)
+            ),
+            "'Binds' is not allowed",
+        ),
+        (
+            lambda c, image: c.api.create_container(
+                image,
+                user="1000",
+                labels={"harmony-gateway.sandbox": "1"},
+                host_config=c.api.create_host_config(**(HARDENED | {"network_mode": "host"})),
+            ),
+            "network must be none",
+        ),
+        (
+            lambda c, image: c.api.create_container(
+                image, user="0", labels={"harmony-gateway.sandbox": "1"}, host_config=c.api.create_host_config(**HARDENED)
+            ),
+            "other than root",
+        ),
+        (
+            lambda c, image: c.api.create_container(
+                "harmony-gateway/base:bookworm",
+                user="1000",
+                labels={"harmony-gateway.sandbox": "1"},
+                host_config=c.api.create_host_config(**HARDENED),
+            ),
+            "image must be",
+        ),
+        (
+            lambda c, image: c.api.create_container(
+                image, user="1000", labels={"harmony-gateway.sandbox": "1"}, host_config=c.api.create_host_config(privileged=True, **HARDENED)
+            ),
+            "'Privileged' is not allowed",
+        ),
         (lambda c, image: c.api.exec_create("anything", ["id"]), "POST /containers/anything/exec"),
     ],
 )
@@ -308,5 +339,5 @@ def test_smuggling_is_refused(proxy: str, head: str) -> None:
 
 
 def test_a_bad_connection_does_not_stop_the_proxy(proxy: str) -> None:
-    assert exchange(proxy, b"\x00\xff garbage\r\n\r\n") .startswith(b"HTTP/1.1 400")
+    assert exchange(proxy, b"\x00\xff garbage\r\n\r\n").startswith(b"HTTP/1.1 400")
     assert statuses(exchange(proxy, http("GET", "/_ping"))) == [200]

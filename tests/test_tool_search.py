@@ -26,8 +26,13 @@ CRM = {
     "name": "crm",
     "description": "Customer records.",
     "tools": [
-        {"type": "function", "name": "lookup", "description": "Find a customer by id", "defer_loading": True,
-         "parameters": {"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"]}},
+        {
+            "type": "function",
+            "name": "lookup",
+            "description": "Find a customer by id",
+            "defer_loading": True,
+            "parameters": {"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"]},
+        },
     ],
 }
 OSLO = '{"location":"Oslo"}'
@@ -92,7 +97,9 @@ def test_a_search_loads_a_function_that_the_model_then_calls(gateway, emulator):
     assert "type get_weather" not in prompt[:answer] and "- functions.get_weather: Get the current weather for a city" in prompt[:answer]
     # Loaded, it stays callable in a response that continues this one.
     again = client.responses.create(
-        model=MODEL, previous_response_id=final["id"], tools=tools,
+        model=MODEL,
+        previous_response_id=final["id"],
+        tools=tools,
         input=[{"type": "function_call_output", "call_id": function["call_id"], "output": "sunny"}],
     )
     assert again.output_text == "The tool said: sunny"
@@ -112,7 +119,7 @@ def test_a_deferred_function_not_loaded_is_refused(gateway):
 
 def test_a_namespace_is_listed_by_name_and_found_whole(gateway, emulator):
     client = gateway.client()
-    response = client.responses.create(model=MODEL, input=f"{search('crm')} [[call crm.lookup {{\"id\": \"7\"}}]]", tools=[SEARCH, CRM])
+    response = client.responses.create(model=MODEL, input=f'{search("crm")} [[call crm.lookup {{"id": "7"}}]]', tools=[SEARCH, CRM])
     items = [item for item in response.output if item.type != "reasoning"]
     assert [item.type for item in items] == ["tool_search_call", "tool_search_output", "function_call"]
     loaded = items[1].to_dict()["tools"]
@@ -132,8 +139,12 @@ def test_a_search_that_finds_nothing_tells_the_model(gateway):
 
 def test_a_client_runs_the_search_and_loads_its_own_tools(gateway, emulator):
     client = gateway.client()
-    own = {"type": "tool_search", "execution": "client", "description": "Look tools up in the company catalog.",
-           "parameters": {"type": "object", "properties": {"goal": {"type": "string"}}, "required": ["goal"]}}
+    own = {
+        "type": "tool_search",
+        "execution": "client",
+        "description": "Look tools up in the company catalog.",
+        "parameters": {"type": "object", "properties": {"goal": {"type": "string"}}, "required": ["goal"]},
+    }
     first = client.responses.create(
         model=MODEL, input='[[call tool_search.search {"goal": "weather"}]] [[call functions.get_weather {"location": "Oslo"}]]', tools=[own]
     )
@@ -171,7 +182,11 @@ def test_bad_tool_search_requests_are_400s(gateway, tools, param):
 
 
 def test_loaded_tools_sent_back_are_checked(gateway):
-    bad = {"type": "tool_search_output", "execution": "server", "tools": [{"type": "namespace", "name": "python", "description": "", "tools": [WEATHER]}]}
+    bad = {
+        "type": "tool_search_output",
+        "execution": "server",
+        "tools": [{"type": "namespace", "name": "python", "description": "", "tools": [WEATHER]}],
+    }
     with pytest.raises(openai.BadRequestError) as err:
         gateway.client().responses.create(model=MODEL, input=[bad], store=False)
     assert err.value.body["param"] == "input[0].tools.0.name"

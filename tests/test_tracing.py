@@ -92,7 +92,11 @@ def test_a_response_is_one_tree_of_spans_under_the_clients_trace(make_gateway: A
 
 def _check_the_tree(gateway: Any, emulator: Process, receiver: Receiver) -> None:
     client = gateway.client(default_headers={"traceparent": f"00-{TRACE_ID}-{PARENT_ID}-01"})
-    tools = [{"type": "code_interpreter", "container": {"type": "auto"}}, {"type": "mcp", "server_label": "local"}, {"type": "mcp", "server_label": "remote"}]
+    tools = [
+        {"type": "code_interpreter", "container": {"type": "auto"}},
+        {"type": "mcp", "server_label": "local"},
+        {"type": "mcp", "server_label": "remote"},
+    ]
     steps = "[[python 6 * 7]] [[call local.traceparent {}]] [[call remote.traceparent {}]] [[answer done]]"
     response = client.responses.create(model=MODEL, input=steps, tools=tools)
     assert response.status == "completed" and response.output_text == "done"
@@ -110,7 +114,10 @@ def _check_the_tree(gateway: Any, emulator: Process, receiver: Receiver) -> None
     assert all(span["attributes"]["gen_ai.usage.input_tokens"] > 0 for span in engine)
     tools_run = {span["attributes"]["gen_ai.tool.name"]: span for span in receiver.named("execute_tool")}
     assert set(tools_run) == {"python", "local.traceparent", "remote.traceparent"}
-    assert tools_run["python"]["attributes"]["gen_ai.tool.type"] == "python" and tools_run["local.traceparent"]["attributes"]["gen_ai.tool.type"] == "mcp"
+    assert (
+        tools_run["python"]["attributes"]["gen_ai.tool.type"] == "python"
+        and tools_run["local.traceparent"]["attributes"]["gen_ai.tool.type"] == "mcp"
+    )
     assert all(span["parent_id"] == root["span_id"] for span in tools_run.values())
     # The mcp SDK's own span of the call nests under the tool's (a server connection's listing is its own trace).
     (saved,) = receiver.named("storage save")  # the response stored before its end is told

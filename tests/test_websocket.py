@@ -10,7 +10,7 @@ from typing import Any
 
 import httpx
 import pytest
-from websockets.exceptions import InvalidStatus
+from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import connect as raw_connect
 
 from .conftest import MODEL, Gateway, Process, emulator_stats
@@ -143,7 +143,7 @@ def test_an_idle_socket_is_closed(make_gateway: Any, emulator: Process) -> None:
         socket.ping().wait(5)  # pings are answered
         assert "Sec-WebSocket-Extensions" not in socket.response.headers  # no compression offered by default
         started = time.monotonic()
-        with pytest.raises(Exception):
+        with pytest.raises(ConnectionClosed):
             socket.recv(timeout=10)
         assert time.monotonic() - started < 5 and socket.close_code == 1000
 

@@ -26,6 +26,7 @@ class ApprovalFilter(_Section):
 
 Approval = Literal["always", "never"] | ApprovalFilter
 
+
 class ToolServerConfig(_Section):
     """An MCP server the gateway connects to at start-up; a request enables it by `server_label`."""
 

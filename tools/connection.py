@@ -107,9 +107,7 @@ class MCPConnection:
     async def _session(self) -> None:
         with anyio.CancelScope() as connecting:
             connecting.deadline = anyio.current_time() + self.spec.timeout_s
-            async with Client(
-                self._transport(), message_handler=self._on_message, read_timeout_seconds=self.spec.timeout_s
-            ) as client:
+            async with Client(self._transport(), message_handler=self._on_message, read_timeout_seconds=self.spec.timeout_s) as client:
                 connecting.deadline = math.inf
                 self.instructions = client.instructions
                 await self._list_tools(client)
@@ -178,9 +176,7 @@ class MCPConnection:
         spec = self.spec
         headers = dict(spec.headers)
         if spec.transport == "stdio":
-            params = StdioServerParameters(
-                command=spec.command[0], args=list(spec.command[1:]), env=dict(spec.env) or None, cwd=spec.cwd
-            )
+            params = StdioServerParameters(command=spec.command[0], args=list(spec.command[1:]), env=dict(spec.env) or None, cwd=spec.cwd)
             return stdio_client(params)
         assert spec.url is not None
         if spec.transport == "sse":
@@ -225,10 +221,7 @@ class MCPConnection:
             self.calls_in_flight -= 1
 
     def _lost_message(self) -> str:
-        return (
-            f"the connection to the MCP server '{self.spec.label}' was lost during the call; "
-            "it was not sent again, since the tool may have run"
-        )
+        return f"the connection to the MCP server '{self.spec.label}' was lost during the call; it was not sent again, since the tool may have run"
 
     def _mark_lost(self, client: Client) -> None:
         if self._client is client:

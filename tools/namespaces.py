@@ -10,7 +10,9 @@ in the request; a `namespace` tool) may be none of these, or the model would cal
 
 from __future__ import annotations
 
-RESERVED_NAMESPACES: frozenset[str] = frozenset({"functions", "python", "browser", "container", "shell", "local_shell", "apply_patch", "tool_search", "assistant"})
+RESERVED_NAMESPACES: frozenset[str] = frozenset(
+    {"functions", "python", "browser", "container", "shell", "local_shell", "apply_patch", "tool_search", "assistant"}
+)
 
 
 def reserved_problem(name: str) -> str | None:

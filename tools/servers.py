@@ -17,9 +17,9 @@ import anyio
 from anyio.abc import TaskGroup
 from mcp_types import Tool
 
-from .config import MCPConfig, ToolServerConfig
 from runtime.quota import AllBusy, to_evict
 
+from .config import MCPConfig, ToolServerConfig
 from .connection import MCPConnection, ServerSpec
 from .urls import is_allowed
 
@@ -180,9 +180,7 @@ class MCPServers:
         if not url.startswith(("http://", "https://")):
             raise ServerRefused("server_url must be an http(s) URL.", f"{param}.server_url")
         if not is_allowed(url, self.config.allowed_urls):
-            raise ServerRefused(
-                "server_url is not allowed by this gateway's mcp.allowed_urls.", f"{param}.server_url"
-            )
+            raise ServerRefused("server_url is not allowed by this gateway's mcp.allowed_urls.", f"{param}.server_url")
         headers = dict(tool.headers or {})
         if tool.authorization:
             headers["Authorization"] = f"Bearer {tool.authorization}"
@@ -255,4 +253,3 @@ def schema_for_model(schema: dict[str, Any]) -> dict[str, Any]:
         return value
 
     return clean(schema)
-

@@ -89,10 +89,7 @@ class ChatChunks:
     computed once per stream, as on the Responses path."""
 
     def __init__(self, completion_id: str, created: int, model: str, include_usage: bool, include_reasoning: bool) -> None:
-        self.base = (
-            f'data: {{"id":"{completion_id}","object":"chat.completion.chunk","created":{created},'
-            f'"model":{dumps(model)}'
-        )
+        self.base = f'data: {{"id":"{completion_id}","object":"chat.completion.chunk","created":{created},"model":{dumps(model)}'
         self.head = self.base + ',"choices":[{"index":0,"delta":'
         usage = ',"usage":null' if include_usage else ""
         self.tail = f',"logprobs":null,"finish_reason":null}}]{usage}}}\n\n'
@@ -167,7 +164,11 @@ class ChatChunks:
 
     def _terminal(self, run: ResponseRun, event: dict[str, Any]) -> bytes:
         if event["type"] == EventType.FAILED:
-            error = run.failure.body() if run.failure else {"error": {"message": "The response failed.", "type": "server_error", "param": None, "code": None}}
+            error = (
+                run.failure.body()
+                if run.failure
+                else {"error": {"message": "The response failed.", "type": "server_error", "param": None, "code": None}}
+            )
             return f"data: {dumps(error)}\n\n".encode() + DONE
         final = self.head + "{}" + self.tail.replace('"finish_reason":null', f'"finish_reason":"{finish_reason(run)}"')
         frames = [final.encode()]

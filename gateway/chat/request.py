@@ -14,12 +14,12 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import Discriminator, Field, Tag, field_validator, model_validator
 
+from runtime.numbers import decimal
+
 from ..core.models import StrictModel
 from ..errors import bad_request
-from runtime.numbers import decimal
 from ..responses.request import FunctionDefinition, ResponsesRequest, refuse_unsupported
 from ..responses.stops import MAX_STOP_CHARS, MAX_STOPS
-
 
 # A participant's name (OpenAI: "an optional name for the participant"). Accepted on every message that
 # has one, and not rendered: Harmony's format has no names for system, developer, user or assistant
@@ -73,9 +73,7 @@ def user_content(content: UserContent) -> str | list[dict[str, Any]]:
     if isinstance(content, str) or not any(isinstance(part, FilePart) for part in content):
         return text_of(content)  # type: ignore[arg-type]
     return [
-        {"type": "input_text", "text": part.text}
-        if isinstance(part, TextPart)
-        else {"type": "input_file", **part.file.model_dump(exclude_none=True)}
+        {"type": "input_text", "text": part.text} if isinstance(part, TextPart) else {"type": "input_file", **part.file.model_dump(exclude_none=True)}
         for part in content
     ]
 
@@ -127,9 +125,7 @@ def _call_type(value: Any) -> str:
     return (value.get("type") if isinstance(value, dict) else getattr(value, "type", None)) or "function"
 
 
-AnyToolCall = Annotated[
-    Union[Annotated[ToolCall, Tag("function")], Annotated[CustomToolCall, Tag("custom")]], Discriminator(_call_type)
-]
+AnyToolCall = Annotated[Union[Annotated[ToolCall, Tag("function")], Annotated[CustomToolCall, Tag("custom")]], Discriminator(_call_type)]
 
 
 class AssistantMessage(StrictModel):
@@ -297,9 +293,9 @@ class ChatRequest(StrictModel):
     model: str | None = None
     messages: list[ChatMessage] = Field(min_length=1)
     tools: list[Annotated[Union[ChatTool, ChatCustomTool], Field(discriminator="type")]] = []
-    tool_choice: Literal["auto", "none", "required"] | Annotated[
-        Union[NamedToolChoice, NamedCustomChoice, AllowedToolsChoice], Field(discriminator="type")
-    ] = "auto"
+    tool_choice: (
+        Literal["auto", "none", "required"] | Annotated[Union[NamedToolChoice, NamedCustomChoice, AllowedToolsChoice], Field(discriminator="type")]
+    ) = "auto"
     parallel_tool_calls: bool = True
     max_tokens: int | None = Field(None, ge=1)
     max_completion_tokens: int | None = Field(None, ge=1)

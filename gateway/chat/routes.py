@@ -10,13 +10,13 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from ..body import parse_body
 from ..core.requests import refuse_while_draining, tenant_of
 from ..jsontext import JSONResponse
 from ..responses.needs import needs_of
 from ..responses.prompt_builder import ChatOptions
 from ..responses.routes import event_stream, wait_for_run
 from ..responses.run import ResponseRun
+from ..web.body import parse_body
 from .frames import ChatChunks, completion
 from .request import ChatRequest
 

@@ -7,9 +7,9 @@ from typing import Protocol
 from starlette.requests import HTTPConnection
 
 from ..config import GatewayConfig
-from ..core.conversation_store import ConversationStore
 from ..core.requests import services_of
 from ..files.service import FileService
+from ..storage.conversation_store import ConversationStore
 
 
 class ConversationsNeeds(Protocol):

@@ -14,20 +14,20 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from ..core.ids import new_id
 from ..core.models import StrictModel
-from .needs import needs_of
-from ..jsontext import JSONResponse
-from ..body import parse_body
+from ..core.requests import include_query, tenant_of
 from ..errors import bad_request, not_found
 from ..files.inputs import read_input_files
-from ..paging import listing, page_query, unknown_after
+from ..jsontext import JSONResponse
 from ..responses.conversation import Dialog, append_input
-from ..core.ids import new_id
+from ..responses.history import duplicate, keep_state, missing, new_items, open_conversation, refuse_known_ids
 from ..responses.request import InputItem, Metadata
 from ..responses.tools.registry import check_include
-from ..core.requests import include_query, tenant_of
-from ..responses.history import duplicate, keep_state, missing, new_items, open_conversation, refuse_known_ids
-from ..core.conversation_store import Conversation, DuplicateItem
+from ..storage.conversation_store import Conversation, DuplicateItem
+from ..storage.paging import listing, page_query, unknown_after
+from ..web.body import parse_body
+from .needs import needs_of
 
 T = TypeVar("T")
 MAX_ITEMS_PER_REQUEST = 20  # OpenAI's limit on items added at once

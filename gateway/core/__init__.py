@@ -1,5 +1,5 @@
-"""What every API package (responses/, chat/, conversations/, files/) shares: ids, the tenant of a request,
-the conversations' store.
+"""What every API package (responses/, chat/, conversations/, files/) shares: ids, the strict base of
+request models, what a route reads of a request (its tenant, the app's services, `include` queries).
 
 The packages stand in one order, each importing only those below it: core, then files, then responses
 (the run loop, which uses files and conversations), then conversations' and chat's routes. Nothing here

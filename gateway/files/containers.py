@@ -11,17 +11,17 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from ..core.models import StrictModel
-from .needs import needs_of
-from ..jsontext import JSONResponse
-from ..body import parse_body
-from ..errors import bad_request, not_found
-from ..paging import page_of, page_query
 from ..core.ids import new_id
+from ..core.models import StrictModel
 from ..core.requests import tenant_of
+from ..errors import bad_request, not_found
+from ..jsontext import JSONResponse
+from ..storage.file_store import ContainerFile
+from ..storage.paging import page_of, page_query
+from ..web.body import parse_body
+from .needs import needs_of
 from .routes import download, files_of
 from .service import check_memory_limit
-from .store import ContainerFile
 
 MAX_FILE_IDS = 100
 

@@ -17,8 +17,9 @@ from typing import Any, Iterable
 from pypdf import PdfReader
 
 from runtime.cpu import run_cpu
-from ..errors import APIError, bad_request
 from runtime.isolation import TooCostly, run_isolated
+
+from ..errors import APIError, bad_request
 from .service import FileService
 
 TEXT_SUFFIXES = {
@@ -115,7 +116,9 @@ def file_text(name: str, data: bytes, max_chars: int) -> str | Refusal:
     else:
         text = _unreadable(name)
     if isinstance(text, str) and len(text) > max_chars:
-        return Refusal("file_too_large", f"The text of '{name[:100]}' is {len(text)} characters; this gateway gives the model {max_chars} at most per file.")
+        return Refusal(
+            "file_too_large", f"The text of '{name[:100]}' is {len(text)} characters; this gateway gives the model {max_chars} at most per file."
+        )
     return text
 
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from sandbox.manager import SandboxManager
 from starlette.requests import HTTPConnection
+
+from sandbox.manager import SandboxManager
 
 from ..config import GatewayConfig
 from ..core.requests import services_of

@@ -10,15 +10,16 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 
-from ..jsontext import JSONResponse
-from ..errors import bad_request
 from runtime.numbers import decimal
-from ..paging import page_of, page_query
+
 from ..core.ids import new_id
-from .needs import needs_of
 from ..core.requests import tenant_of
+from ..errors import bad_request
+from ..jsontext import JSONResponse
+from ..storage.file_store import QuotaExceeded, StoredFile, TooMany
+from ..storage.paging import page_of, page_query
+from .needs import needs_of
 from .service import FileService
-from .store import QuotaExceeded, StoredFile, TooMany
 
 # Purposes a file can be uploaded for here: input to the model and to code_interpreter containers. The
 # others (batch, fine-tune, vision, evals) belong to APIs this gateway does not have.
@@ -39,9 +40,7 @@ async def create_file(request: Request) -> Response:
         if purpose is None:
             raise bad_request("Missing required parameter: 'purpose'.", param="purpose", code="missing_required_parameter")
         if purpose not in PURPOSES:
-            raise bad_request(
-                f"Invalid value for 'purpose': this gateway keeps files for {' and '.join(PURPOSES)} only.", param="purpose"
-            )
+            raise bad_request(f"Invalid value for 'purpose': this gateway keeps files for {' and '.join(PURPOSES)} only.", param="purpose")
         expires_at = _expires_at(upload.fields)
     except BaseException:
         await upload.discard()
@@ -72,9 +71,7 @@ def _expires_at(fields: dict[str, str]) -> int | None:
         raise bad_request("expires_after.anchor must be 'created_at'.", param="expires_after.anchor")
     count = decimal(seconds)
     if count is None or not MIN_EXPIRY_S <= count <= MAX_EXPIRY_S:
-        raise bad_request(
-            f"expires_after.seconds must be an integer from {MIN_EXPIRY_S} to {MAX_EXPIRY_S}.", param="expires_after.seconds"
-        )
+        raise bad_request(f"expires_after.seconds must be an integer from {MIN_EXPIRY_S} to {MAX_EXPIRY_S}.", param="expires_after.seconds")
     return int(time.time()) + count
 
 

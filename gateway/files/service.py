@@ -1,4 +1,4 @@
-"""What the Files and Containers APIs and the code_interpreter tool share: the records (store.py), the
+"""What the Files and Containers APIs and the code_interpreter tool share: the records (storage/file_store.py), the
 bytes (blobs.py), the limits (config `files:`), and the rules that tie them together."""
 
 from __future__ import annotations
@@ -13,12 +13,12 @@ from starlette.requests import Request
 from sandbox.local_backend import memory_bytes
 
 from ..config import FilesConfig
-from ..errors import APIError, not_found
 from ..core.ids import new_id
+from ..errors import APIError, not_found
 from ..storage import Conflict, StorageError
+from ..storage.file_store import Container, ContainerFile, ContainerFull, ContainerGone, FileStore, QuotaExceeded, StoredFile, TooMany
 from .blobs import Blobs
 from .upload import Upload, read_upload
-from .store import Container, ContainerFile, ContainerFull, ContainerGone, FileStore, QuotaExceeded, StoredFile, TooMany
 
 log = logging.getLogger("gateway.files")
 
@@ -89,7 +89,7 @@ class FileService:
         if found.expired():
             raise not_found(
                 f"Container '{container_id}' expired after {found.idle_minutes} minutes without use, and its files "
-                "are gone. Create a new container (or use {\"type\": \"auto\"}) and upload the files again.",
+                'are gone. Create a new container (or use {"type": "auto"}) and upload the files again.',
                 param=param,
             )
         return found
@@ -109,9 +109,7 @@ class FileService:
     async def copy_into(self, container: Container, file: StoredFile, param: str | None = None) -> ContainerFile:
         """An uploaded file, copied into the container as /mnt/data/FILENAME (replacing one of that name)."""
         blob = await self.blobs.copy(file.blob)
-        record = ContainerFile(
-            new_id("cfile"), container.id, container.tenant, file.filename, file.bytes, "user", int(time.time()), blob, file.id
-        )
+        record = ContainerFile(new_id("cfile"), container.id, container.tenant, file.filename, file.bytes, "user", int(time.time()), blob, file.id)
         return await self.put(record, param)
 
     async def put(self, record: ContainerFile, param: str | None = None) -> ContainerFile:

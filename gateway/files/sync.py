@@ -14,11 +14,11 @@ import time
 from sandbox.channel import KernelChannel, KernelDied
 from sandbox.transfer import FilesState, TransferFailed, delete, listing, pull, push
 
-from ..errors import APIError
 from ..core.ids import new_id
+from ..errors import APIError
+from ..storage.file_store import Container, ContainerFile
 from .requested import AutoContainer
 from .service import FileService
-from .store import Container, ContainerFile
 
 log = logging.getLogger("gateway.files")
 

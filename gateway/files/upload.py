@@ -15,8 +15,9 @@ from python_multipart.exceptions import FormParserError, MultipartParseError
 from python_multipart.multipart import MultipartParser, parse_options_header
 from starlette.requests import Request
 
-from ..errors import APIError, bad_request
 from runtime.numbers import decimal
+
+from ..errors import APIError, bad_request
 from .blobs import Blobs, BlobWriter
 
 MAX_FIELDS = 16

@@ -4,7 +4,7 @@ another replica goes on from it.
 A running background response writes, in the same transaction as its events (journal.py), where it
 stands: the dialog as it was when the engine call in progress began, the output items ended by then, and
 the tokens of that call whose events are out. When its replica's lease runs out, another replica takes
-the run over (a compare-and-set on its owner, store.py) and goes on from there: it plans the request
+the run over (a compare-and-set on its owner, storage/response_store.py) and goes on from there: it plans the request
 again, puts the dialog back, parses the call's tokens again with its events muted (they were sent; the
 items' ids follow from the response's id, so they are the ones the client saw), and asks the engine to
 continue the prompt that ends with those tokens. Its events go on at the next sequence number.
@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import AsyncIterator
 
-from ..engine import Chunks, EngineChunk, EngineUsage
+from ..engine.client import Chunks, EngineChunk, EngineUsage
 from .output import ResponseOutput
 from .run_state import Checkpoint
 

@@ -19,14 +19,14 @@ from pydantic import Field
 
 from ..core.ids import new_id
 from ..core.models import StrictModel
-from ..engine import Sampling
+from ..engine.client import Sampling
+from ..engine.harmony import Preamble
+from ..engine.parser import HarmonyStreamParser, MessageFinished
 from ..errors import APIError
-from ..harmony import Preamble
-from ..parser import HarmonyStreamParser, MessageFinished
-from .needs import ResponsesNeeds
-from .items import Event, Events, OutputItem
-from .request import InputItem, ResponsesRequest
 from ..protocol import EventType, ItemStatus
+from .items import Event, Events, OutputItem
+from .needs import ResponsesNeeds
+from .request import InputItem, ResponsesRequest
 
 # The one instruction gpt-oss summarises with, tuned for what an agent needs to go on working.
 INSTRUCTION = (
@@ -74,7 +74,9 @@ async def summarize(
     room = (await services.engine.model()).max_model_len
     room = MAX_SUMMARY_TOKENS if room is None else min(MAX_SUMMARY_TOKENS, room - len(prompt))
     if room < MIN_SUMMARY_TOKENS:
-        raise APIError(400, "The conversation is too long to be summarised within the model's context.", param="input", code="context_length_exceeded")
+        raise APIError(
+            400, "The conversation is too long to be summarised within the model's context.", param="input", code="context_length_exceeded"
+        )
     stream = await services.engine.generate(prompt, Sampling(max_tokens=room), session_key)
     parser, written, final = HarmonyStreamParser(), 0, ""
     try:

@@ -8,25 +8,12 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from openai_harmony import Author, Message, Role
+
 from tools.urls import shown
 
-from ..protocol import ItemStatus
-from ..errors import bad_request
 from ..core.ids import new_id
-from .shell_models import (
-    APPLY_PATCH_RECIPIENT,
-    SHELL_RECIPIENT,
-    ApplyPatchCallItem,
-    ApplyPatchCallOutputItem,
-    LOCAL_SHELL_RECIPIENT,
-    LocalShellCallItem,
-    LocalShellCallOutputItem,
-    ShellCallItem,
-    ShellCallOutputItem,
-)
-from .thread import ThreadMark, input_key, resent_prefix
-from .tool_declarations import LoadedTool, checked_definitions, loaded_record, loaded_text
-from .tool_search_models import TOOL_SEARCH_RECIPIENT, ToolSearchCallItem, ToolSearchOutputItem, loaded_recipients
+from ..errors import bad_request
+from ..protocol import ItemStatus
 from .request import (
     CompactionItem,
     CustomToolCallItem,
@@ -43,6 +30,20 @@ from .request import (
     ReasoningItem,
     WebSearchCallItem,
 )
+from .shell_models import (
+    APPLY_PATCH_RECIPIENT,
+    LOCAL_SHELL_RECIPIENT,
+    SHELL_RECIPIENT,
+    ApplyPatchCallItem,
+    ApplyPatchCallOutputItem,
+    LocalShellCallItem,
+    LocalShellCallOutputItem,
+    ShellCallItem,
+    ShellCallOutputItem,
+)
+from .thread import ThreadMark, input_key, resent_prefix
+from .tool_declarations import LoadedTool, checked_definitions, loaded_record, loaded_text
+from .tool_search_models import TOOL_SEARCH_RECIPIENT, ToolSearchCallItem, ToolSearchOutputItem, loaded_recipients
 
 SUMMARY_HEAD = "Summary of the conversation so far (earlier turns were compacted):\n"
 _ROLES = {"user": Role.USER, "system": Role.DEVELOPER, "developer": Role.DEVELOPER}
@@ -291,7 +292,9 @@ def _append_item(dialog: Dialog, index: int, item: InputItem, records: list[dict
         dialog.append(message.with_channel("commentary").with_recipient(item.recipient))
         dialog.open_calls[item.call_id] = item.recipient
         records.append(item.model_dump() | {"id": item.id or new_id("ctc"), "status": ItemStatus.COMPLETED})
-    elif isinstance(item, (FunctionCallOutputItem, CustomToolCallOutputItem, ShellCallOutputItem, LocalShellCallOutputItem, ApplyPatchCallOutputItem)):
+    elif isinstance(
+        item, (FunctionCallOutputItem, CustomToolCallOutputItem, ShellCallOutputItem, LocalShellCallOutputItem, ApplyPatchCallOutputItem)
+    ):
         output = item.text()
         digest = hashlib.sha256(output.encode()).hexdigest()
         call_id = item.answers if isinstance(item, LocalShellCallOutputItem) else item.call_id

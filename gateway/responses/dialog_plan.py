@@ -7,16 +7,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .history import open_conversation, refuse_known_ids
-from ..core.conversation_store import Conversation
+from ..engine.harmony import PromptState
 from ..errors import APIError, bad_request
 from ..files.inputs import read_input_files
-from ..harmony import PromptState
-from ..store import RUNNING
+from ..storage.conversation_store import Conversation
+from ..storage.response_store import RUNNING
 from .conversation import Dialog, append_input
+from .history import open_conversation, refuse_known_ids
+from .needs import ResponsesNeeds
 from .request import CompactionItem, ReasoningItem, ReasoningText, ResponsesRequest
 from .sealed import Purpose, Unsealable
-from .needs import ResponsesNeeds
 
 
 @dataclass

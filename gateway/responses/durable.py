@@ -15,12 +15,12 @@ from contextlib import contextmanager
 
 import anyio
 
-from .needs import ResponsesNeeds
 from ..errors import APIError
 from ..storage import StorageError
-from ..store import TooManyRunning
+from ..storage.response_store import TooManyRunning
 from .ending import RunEnding
 from .journal import Journal
+from .needs import ResponsesNeeds
 from .run_state import RunState
 from .sealed import Purpose
 

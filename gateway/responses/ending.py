@@ -13,15 +13,15 @@ import logging
 
 import anyio
 
-from ..core.conversation_store import Conversation, DuplicateItem
-from .needs import ResponsesNeeds
 from ..errors import APIError
 from ..protocol import ResponseStatus, terminal_event
 from ..storage import StorageError
-from ..store import StoredResponse
+from ..storage.conversation_store import Conversation, DuplicateItem
+from ..storage.response_store import StoredResponse
 from .history import keep_state, new_items
 from .items import Event
 from .journal import Frames, Journal
+from .needs import ResponsesNeeds
 from .prompt_builder import PromptBuilder
 from .request import ResponsesRequest
 from .response_object import ResponseObject, ended

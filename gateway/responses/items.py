@@ -254,8 +254,7 @@ class FunctionCallOutput(TextItem):
         self.call_id = new_id("call")
         super().__init__(output_index)
         self.delta_prefix = (
-            f'event: {self.delta_type}\ndata: {{"type":"{self.delta_type}","item_id":"{self.id}",'
-            f'"output_index":{output_index},"sequence_number":'
+            f'event: {self.delta_type}\ndata: {{"type":"{self.delta_type}","item_id":"{self.id}","output_index":{output_index},"sequence_number":'
         )
 
     def opened(self, events: Events) -> list[Event]:
@@ -292,7 +291,6 @@ class FunctionCallOutput(TextItem):
         if self.namespace is not None:
             item["namespace"] = self.namespace
         return item
-
 
 
 class CustomToolCallOutput(FunctionCallOutput):
@@ -336,8 +334,7 @@ class ToolCallItem(TextItem):
     def __init__(self, output_index: int) -> None:
         super().__init__(output_index)
         self.delta_prefix = (
-            f'event: {self.delta_type}\ndata: {{"type":"{self.delta_type}","item_id":"{self.id}",'
-            f'"output_index":{output_index},"sequence_number":'
+            f'event: {self.delta_type}\ndata: {{"type":"{self.delta_type}","item_id":"{self.id}","output_index":{output_index},"sequence_number":'
         )
         self.input_done = False
 

@@ -20,7 +20,7 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Mapping
 import anyio
 
 from ..storage import StorageError
-from ..store import ResponseStore
+from ..storage.response_store import ResponseStore
 from .log import Batch, EventLog, Wakeup, follow_batches, numbered_frames
 
 logger = logging.getLogger("gateway.responses")

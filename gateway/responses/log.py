@@ -14,7 +14,7 @@ output caps.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, AsyncIterator, Awaitable, Callable, Coroutine, Sequence
+from typing import Any, AsyncIterator, Callable, Coroutine, Sequence
 
 import anyio
 from anyio.abc import TaskGroup

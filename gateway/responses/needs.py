@@ -7,13 +7,13 @@ from typing import Protocol
 
 from starlette.requests import HTTPConnection
 
-from ..core.conversation_store import ConversationStore
 from ..core.requests import services_of
-from ..engine import EngineClient
-from ..harmony import PromptRenderer
+from ..engine.client import EngineClient
+from ..engine.harmony import PromptRenderer
 from ..replicas import Replicas
 from ..shutdown import Drain
-from ..store import ResponseStore
+from ..storage.conversation_store import ConversationStore
+from ..storage.response_store import ResponseStore
 from .log import Runs
 from .sealed import Sealer
 from .tenant_sockets import TenantSockets

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from typing import Any, Callable, TypeVar
 
-from ..engine import FinishReason
-from ..protocol import ItemStatus
 from ..core.ids import derived_ids
+from ..engine.client import FinishReason
+from ..protocol import ItemStatus
 from .items import Event, Events, OutputItem
 from .log import Batch, EventLog
 

@@ -13,11 +13,11 @@ from dataclasses import dataclass
 
 from openai_harmony import Role
 
-from .needs import ResponsesNeeds
-from ..engine import Sampling
+from ..engine.client import Sampling
+from ..engine.harmony import GrowingPrompt, Preamble, Prompt, encoding
 from ..errors import APIError, bad_request
-from ..harmony import GrowingPrompt, Preamble, Prompt, encoding
 from .compaction import CompactionOutput, summarize
+from .needs import ResponsesNeeds
 from .request import ResponsesRequest
 from .run_state import RunState
 from .sealed import Purpose
@@ -46,7 +46,14 @@ class EngineCall:
 
 class PromptBuilder:
     def __init__(
-        self, services: ResponsesNeeds, request: ResponsesRequest, tenant: str, chat: ChatOptions, state: RunState, toolset: Toolset, logprobs: int | None
+        self,
+        services: ResponsesNeeds,
+        request: ResponsesRequest,
+        tenant: str,
+        chat: ChatOptions,
+        state: RunState,
+        toolset: Toolset,
+        logprobs: int | None,
     ) -> None:
         self._services = services
         self._request = request

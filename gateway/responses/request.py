@@ -11,6 +11,9 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Discriminator, Field, PrivateAttr, Tag, field_validator, model_validator
 
+from tools.namespaces import reserved_problem
+from tools.urls import shown
+
 from ..core.models import StrictModel
 from ..errors import APIError, bad_request
 from ..files.requested import AutoContainer
@@ -28,10 +31,6 @@ from .shell_models import (
     ShellTool,
 )
 from .tool_search_models import ToolSearchCallItem, ToolSearchOutputItem, ToolSearchTool
-from tools.namespaces import reserved_problem
-from tools.urls import shown
-
-
 
 
 class InputText(StrictModel):
@@ -420,12 +419,19 @@ class UnavailableTool(BaseModel):
 
 
 RequestTool = Union[
-    FunctionTool, CustomTool, NamespaceTool, CodeInterpreterTool, McpTool, WebSearchTool, ShellTool, LocalShellTool, ApplyPatchTool,
-    ToolSearchTool, UnavailableTool,
+    FunctionTool,
+    CustomTool,
+    NamespaceTool,
+    CodeInterpreterTool,
+    McpTool,
+    WebSearchTool,
+    ShellTool,
+    LocalShellTool,
+    ApplyPatchTool,
+    ToolSearchTool,
+    UnavailableTool,
 ]
-Tool = Annotated[
-    RequestTool, Field(discriminator="type")
-]
+Tool = Annotated[RequestTool, Field(discriminator="type")]
 
 
 class Reasoning(StrictModel):

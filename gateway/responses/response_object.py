@@ -5,8 +5,8 @@ from __future__ import annotations
 import time
 from typing import Any, Literal, TypedDict
 
-from ..protocol import ResponseStatus
 from ..core.ids import new_id
+from ..protocol import ResponseStatus
 from .request import FunctionTool, McpTool, ResponsesRequest
 from .turn import Usage
 
@@ -59,9 +59,7 @@ class ResponseObject(TypedDict):
     prompt_cache_retention: Literal["in_memory", "24h"] | None
 
 
-def skeleton(
-    request: ResponsesRequest, model_id: str, echoed_tools: list[dict[str, Any]], echoed_choice: str | dict[str, Any]
-) -> ResponseObject:
+def skeleton(request: ResponsesRequest, model_id: str, echoed_tools: list[dict[str, Any]], echoed_choice: str | dict[str, Any]) -> ResponseObject:
     """The response as it starts: every field OpenAI's object has, the output still empty."""
     text_format = request.text.format.model_dump(by_alias=True, exclude_none=True) if request.text and request.text.format else {"type": "text"}
     background = bool(request.background)

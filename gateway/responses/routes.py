@@ -9,26 +9,26 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route, WebSocketRoute
 
-from ..jsontext import JSONResponse
-from ..body import parse_body
-from ..errors import APIError, bad_request, not_found
 from runtime.numbers import decimal
-from ..paging import listing, page_query, unknown_after
-from ..sse import EventStream
-from .request import ResponsesRequest
-from .tools.registry import check_include
+
+from ..core.requests import include_query, refuse_while_draining, tenant_of
+from ..errors import APIError, bad_request, not_found
+from ..jsontext import JSONResponse
 from ..storage import StorageError
-from ..store import RUNNING, StoredResponse
-from .follow import follow_stored, storage_unavailable, stored_before
-from .log import sequence_number, sse_frame
+from ..storage.paging import listing, page_query, unknown_after
+from ..storage.response_store import RUNNING, StoredResponse
+from ..web.body import parse_body
+from ..web.sse import EventStream
 from .compaction import CompactRequest, compacted_response, summarize
 from .dialog_plan import plan_dialog
+from .follow import follow_stored, storage_unavailable, stored_before
+from .log import sequence_number, sse_frame
+from .needs import ResponsesNeeds, needs_of
+from .request import ResponsesRequest
 from .run import ResponseRun
 from .sealed import Purpose
 from .socket import ResponsesSocketApp
-from ..core.requests import include_query, refuse_while_draining, tenant_of
-from .needs import needs_of
-from .needs import ResponsesNeeds
+from .tools.registry import check_include
 
 
 async def create_response(request: Request) -> Response:
@@ -102,7 +102,8 @@ async def _frames(services: ResponsesNeeds, run: ResponseRun, after: int = -1) -
     the run over meanwhile, the rest as that replica stored it."""
     if after + 1 < run.first_logged:
         try:
-            async for after, frames in stored_before(services.store, run.response["id"], after, run.first_logged):
+            async for stored_to, frames in stored_before(services.store, run.response["id"], after, run.first_logged):
+                after = stored_to  # where a storage failure is reported from
                 yield frames
         except StorageError:
             yield storage_unavailable(after + 1)

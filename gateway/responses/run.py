@@ -22,12 +22,11 @@ from typing import Any, AsyncIterator, cast
 
 import anyio
 
-from .needs import ResponsesNeeds
-from ..engine import Chunks, EngineStream, FinishReason
+from ..engine.client import Chunks, EngineStream, FinishReason
+from ..engine.parser import MalformedHarmony
 from ..errors import APIError
-from ..parser import MalformedHarmony
 from ..protocol import EventType, Include, ItemStatus, ResponseStatus
-from ..store import Orphan
+from ..storage.response_store import Orphan
 from .admission import Slot
 from .adoption import ReplayStream
 from .conversation import Dialog, tool_result
@@ -37,6 +36,7 @@ from .ending import RunEnding
 from .journal import Journal
 from .log import Batch
 from .logprobs import load_vocabulary
+from .needs import ResponsesNeeds
 from .output import ResponseOutput
 from .prompt_builder import ChatOptions, PromptBuilder
 from .request import ResponsesRequest
@@ -250,16 +250,12 @@ class ResponseRun:
                 status, incomplete = await self._loop()
             handed_over = durable is not None and durable.handed_over(cut_off=guard.cancelled_caught)
             if guard.cancelled_caught and not handed_over:
-                raise APIError(
-                    503, "The gateway is shutting down; the response was stopped.", type="server_error", code="server_shutting_down"
-                )
+                raise APIError(503, "The gateway is shutting down; the response was stopped.", type="server_error", code="server_shutting_down")
             if self._cancel.cancelled_caught:
                 status = ResponseStatus.CANCELLED
         except (APIError, MalformedHarmony) as exc:
             status = ResponseStatus.FAILED
-            self.ending.failure = exc if isinstance(exc, APIError) else APIError(
-                502, str(exc), type="server_error", code="model_output_invalid"
-            )
+            self.ending.failure = exc if isinstance(exc, APIError) else APIError(502, str(exc), type="server_error", code="model_output_invalid")
         except Exception:  # a fault of the gateway's own: this response fails, the others go on
             logger.exception("response %s failed", self.response["id"])
             status = ResponseStatus.FAILED

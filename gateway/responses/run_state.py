@@ -14,7 +14,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..engine import FinishReason
+from ..engine.client import FinishReason
 from ..jsontext import dumps
 from .conversation import Dialog
 from .dialog_plan import DialogPlan

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import json
 from functools import lru_cache
-from urllib.parse import unquote
 from typing import Any, Iterator
+from urllib.parse import unquote
 
 import re2
 from jsonschema import Draft202012Validator, validators
@@ -76,9 +76,7 @@ def _pattern_properties_keyword(validator: Any, patterns: dict[str, Any], instan
                 yield from validator.descend(value, subschema, path=name, schema_path=pattern)
 
 
-_Validator = validators.extend(
-    Draft202012Validator, {"pattern": _pattern_keyword, "patternProperties": _pattern_properties_keyword}
-)
+_Validator = validators.extend(Draft202012Validator, {"pattern": _pattern_keyword, "patternProperties": _pattern_properties_keyword})
 
 
 def _check_patterns(schema: Any) -> None:

@@ -10,8 +10,8 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from ..protocol import ItemStatus
 from ..core.models import StrictModel
+from ..protocol import ItemStatus
 
 SHELL_NAMESPACE = "shell"  # the Harmony recipient of the model's shell calls: shell.exec
 APPLY_PATCH_NAMESPACE = "apply_patch"  # and of its edits: apply_patch.apply_patch
@@ -96,9 +96,10 @@ class ShellTool(StrictModel):
     """`shell`: run by the client (`environment` `local`, the Agents SDK's default) or in a container here."""
 
     type: Literal["shell"]
-    environment: Annotated[Union[LocalEnvironment, ContainerAutoEnvironment, ContainerReferenceEnvironment], Field(discriminator="type")] | None = None
+    environment: Annotated[Union[LocalEnvironment, ContainerAutoEnvironment, ContainerReferenceEnvironment], Field(discriminator="type")] | None = (
+        None
+    )
     allowed_callers: list[Caller] | None = None
-
 
 
 class LocalShellTool(StrictModel):

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import Counter
 from typing import Annotated, Any, Literal, Union
 
 import anyio
@@ -27,14 +26,14 @@ from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
 from runtime.cpu import run_cpu
 
-from ..body import INLINE_BYTES, parse_json
+from ..core.requests import refuse_while_draining
 from ..errors import APIError, refuse_websocket
 from ..jsontext import dumps
 from ..protocol import ResponseStatus
-from ..core.requests import refuse_while_draining
-from .needs import ResponsesNeeds, needs_of
+from ..web.body import INLINE_BYTES, parse_json
 from .dialog_plan import Remembered
 from .items import Delta, Event
+from .needs import ResponsesNeeds, needs_of
 from .request import MessageItem, ResponsesRequest
 from .run import ResponseRun
 from .steering import Steer, SteerError, SteerEvent, accepted, failed, pending, required_input
@@ -134,7 +133,9 @@ class ResponsesSocket:
     async def _dispatch(self, data: str | bytes) -> None:
         size = len(data) if isinstance(data, bytes) or len(data) * 4 <= self.limits.max_bytes else len(data.encode())
         if size > self.limits.max_bytes:
-            await self._error(APIError(413, f"The event is larger than this gateway's limit of {self.limits.max_bytes} bytes.", code="request_too_large"))
+            await self._error(
+                APIError(413, f"The event is larger than this gateway's limit of {self.limits.max_bytes} bytes.", code="request_too_large")
+            )
             return
         try:
             event = (await parse_json(data, ClientEvent, self.limits)).root
@@ -145,7 +146,10 @@ class ResponsesSocket:
             await self._steer(event, size)
             return
         if self.queued > self.config.max_queued:
-            await self._error(APIError(429, f"At most {self.config.max_queued} responses may wait on one socket.", code="too_many_queued_responses"), event.stream_id)
+            await self._error(
+                APIError(429, f"At most {self.config.max_queued} responses may wait on one socket.", code="too_many_queued_responses"),
+                event.stream_id,
+            )
             return
         weight = parsed_weight(data) if size <= INLINE_BYTES else await run_cpu(parsed_weight, data)
         if self.queued and self.queued_weight + weight > self.config.max_queued_bytes:
@@ -214,7 +218,9 @@ class ResponsesSocket:
         status, response_id = run.response["status"], run.response["id"]
         if status not in (ResponseStatus.COMPLETED, ResponseStatus.INCOMPLETE):
             for steer in steers:
-                await self._send_own(failed(steer, response_id, steer.input, SteerError.NOT_ACTIVE, f"The response ended {status}: the input was not applied."))
+                await self._send_own(
+                    failed(steer, response_id, steer.input, SteerError.NOT_ACTIVE, f"The response ended {status}: the input was not applied.")
+                )
             return None
         owed = required_input(run.output.as_dicts(), run.dialog.open_calls, run.dialog.pending_approvals)
         if owed:
@@ -246,7 +252,10 @@ class ResponsesSocket:
         elif len(queued) >= self.config.max_pending_steers:
             problem = SteerError.TOO_MANY_PENDING, f"At most {self.config.max_pending_steers} steering inputs may wait on one socket."
         elif sum(each.size for each in queued) + size > self.config.max_pending_steer_bytes:
-            problem = SteerError.TOO_MANY_PENDING, f"The steering inputs waiting on one socket may come to at most {self.config.max_pending_steer_bytes} bytes."
+            problem = (
+                SteerError.TOO_MANY_PENDING,
+                f"The steering inputs waiting on one socket may come to at most {self.config.max_pending_steer_bytes} bytes.",
+            )
         if problem is not None:
             await self._send_own(failed(None, target, raw, *problem))
             return

@@ -8,10 +8,10 @@ from typing import Annotated, Any, Sequence, Union
 
 from pydantic import Field, TypeAdapter, ValidationError
 
-from ..errors import bad_request
-from ..harmony import ToolDescription, ToolNamespaceConfig, declarations_text
 from tools.namespaces import reserved_problem
 
+from ..engine.harmony import ToolDescription, ToolNamespaceConfig, declarations_text
+from ..errors import bad_request
 from .request import CustomTool, FunctionTool, GrammarInput, McpTool, NamespaceFunction, NamespaceTool
 
 Function = Union[FunctionTool, CustomTool, NamespaceFunction]

@@ -11,10 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ..protocol import ItemStatus
-from ..engine import Chunks, FinishReason
+from ..engine.client import Chunks, FinishReason
+from ..engine.parser import HarmonyStreamParser, MessageFinished, MessageStarted, TextDelta
 from ..errors import APIError
-from ..parser import HarmonyStreamParser, MessageFinished, MessageStarted, TextDelta
+from ..protocol import ItemStatus
 from .citations import CitationRewriter, Piece, container_file_citations
 from .conversation import Dialog
 from .items import Delta, Event, LiveArgumentsItem, MessageOutput, OutputItem, ReasoningOutput, TextItem

@@ -3,24 +3,23 @@ retrieve, set the default version, delete; a skill's versions likewise; a versio
 
 from __future__ import annotations
 
+from pydantic import Field
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from pydantic import Field
-
-from ..body import parse_body
 from ..core.models import StrictModel
-from .needs import needs_of
 from ..core.requests import tenant_of
 from ..errors import APIError, bad_request
 from ..files.routes import download
 from ..files.upload import read_small_form
 from ..jsontext import JSONResponse
-from ..paging import page_of, page_query
+from ..storage.paging import page_of, page_query
+from ..storage.skill_store import LastVersion
+from ..web.body import parse_body
 from .bundle import MAX_FILES, Bundle
+from .needs import needs_of
 from .service import MAX_UPLOAD_BYTES, SkillService, read_bundle, skill_not_found
-from .store import LastVersion
 
 FILE_FIELDS = ("files", "files[]")  # one zip, or a directory's files (the SDK's array form)
 

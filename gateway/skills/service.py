@@ -10,9 +10,9 @@ from runtime.cpu import run_cpu
 from ..core.ids import new_id
 from ..errors import APIError, bad_request, not_found
 from ..files.blobs import Blobs
-from ..files.store import TooMany
+from ..storage.file_store import TooMany
+from ..storage.skill_store import Skill, SkillStore, SkillVersion
 from .bundle import MAX_BYTES, Archive, BadBundle, Bundle, from_files, from_zip
-from .store import Skill, SkillStore, SkillVersion
 
 MAX_SKILLS_PER_TENANT = 200
 MAX_VERSIONS = 100
@@ -32,16 +32,22 @@ class SkillService:
             await self.store.create(skill, self._version(skill_id, tenant, 1, bundle, blob, size), MAX_SKILLS_PER_TENANT)
         except BaseException as exc:
             await self.blobs.remove(blob)
-            raise _too_many(exc) if isinstance(exc, TooMany) else exc
+            if isinstance(exc, TooMany):
+                raise _too_many(exc) from None
+            raise
         return skill
 
     async def add_version(self, skill_id: str, tenant: str, bundle: Bundle, default: bool) -> SkillVersion:
         blob, size = await self._keep(bundle)
         try:
-            added = await self.store.add_version(skill_id, tenant, lambda number: self._version(skill_id, tenant, number, bundle, blob, size), default, MAX_VERSIONS)
+            added = await self.store.add_version(
+                skill_id, tenant, lambda number: self._version(skill_id, tenant, number, bundle, blob, size), default, MAX_VERSIONS
+            )
         except BaseException as exc:
             await self.blobs.remove(blob)
-            raise _too_many(exc) if isinstance(exc, TooMany) else exc
+            if isinstance(exc, TooMany):
+                raise _too_many(exc) from None
+            raise
         if added is None:
             await self.blobs.remove(blob)
             raise skill_not_found(skill_id)

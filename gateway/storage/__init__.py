@@ -1,7 +1,10 @@
 """Where the gateway keeps state: one Database interface, SQLite embedded or PostgreSQL shared.
 
 The interface (database.py) knows neither backend; this package picks one. The modules import in one
-direction only: the backends import the interface and the migrations, nothing imports back.
+direction only: the backends import the interface and the migrations, nothing imports back. Every store
+lives here, over the interface: `response_store.py` (responses and a background run's event journal),
+`conversation_store.py`, `file_store.py` (files, containers and their files), `skill_store.py`; and
+`paging.py`, the list endpoints' pages.
 """
 
 from .database import Conflict, Database, StorageError, Tx, UnstorableValue

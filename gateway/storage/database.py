@@ -96,6 +96,5 @@ class Database(abc.ABC):
     def listen(self, channel: str, callback: Callable[[str], None]) -> None:
         """Call `callback(payload)` for every notification on `channel`, for the database's lifetime."""
 
-    async def keep_listening(self) -> None:
+    async def keep_listening(self) -> None:  # noqa: B027 (a default: most backends have nothing to do)
         """Run for the app's lifetime where notifications come from other processes; by default they do not."""
-

@@ -72,9 +72,7 @@ class PostgreSQL(Database):
         await self.transaction(_migrate)
 
     async def _create_pool(self) -> asyncpg.Pool:
-        return await asyncpg.create_pool(
-            self.url, min_size=1, max_size=self.pool_size, timeout=_CONNECT_TIMEOUT_S, command_timeout=30
-        )
+        return await asyncpg.create_pool(self.url, min_size=1, max_size=self.pool_size, timeout=_CONNECT_TIMEOUT_S, command_timeout=30)
 
     async def close(self) -> None:
         self._closing = True
@@ -129,7 +127,7 @@ class PostgreSQL(Database):
                 continue
             self._listener = connection
             lost = anyio.Event()
-            connection.add_termination_listener(lambda _: lost.set())
+            connection.add_termination_listener(lambda _, lost=lost: lost.set())
             try:
                 for channel in self._listeners:
                     await connection.add_listener(channel, self._dispatch)

@@ -9,11 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from .config import BrowserConfig
-
 from ..connection import MCPConnection
 from ..servers import MCPServers
 from .backends import DdgsSearch, HttpFetcher, McpFetcher, McpSearch, PageFetcher, SearchBackend
+from .config import BrowserConfig
 from .guard import AddressPolicy
 
 
@@ -42,7 +41,9 @@ def make_backends(config: BrowserConfig, mcp: MCPServers) -> BrowserBackends:
         search = DdgsSearch(config.search.timeout_s)
     fetcher: PageFetcher
     if config.fetch.type == "mcp":
-        fetcher = McpFetcher(_connection(mcp, config.fetch.server), config.fetch.tool, policy, min(config.max_page_bytes, 999_999), config.page_timeout_s)
+        fetcher = McpFetcher(
+            _connection(mcp, config.fetch.server), config.fetch.tool, policy, min(config.max_page_bytes, 999_999), config.page_timeout_s
+        )
     else:
         fetcher = HttpFetcher(policy, config.max_page_bytes, config.page_timeout_s, config.user_agent)
     return BrowserBackends(config, search, fetcher)

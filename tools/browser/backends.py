@@ -82,7 +82,6 @@ class McpSearch:
         return results[:count]
 
 
-
 class DdgsSearch:
     """DDGS (Dux Distributed Global Search): several public search engines, no key needed."""
 

@@ -24,16 +24,17 @@ from functools import cached_property
 from typing import Any, ClassVar, Generic, Iterable, Protocol, TypeAlias, TypeVar
 
 from pydantic import BaseModel
+
 from sandbox.manager import SandboxManager
 from tools.browser import BrowserBackends
 from tools.servers import MCPServers
 
 from ...config import GatewayConfig
+from ...engine.harmony import ToolDescription, ToolNamespaceConfig
 from ...files.service import FileService
-from ...harmony import ToolDescription, ToolNamespaceConfig
-from ...skills.service import SkillService
 from ...metrics import Metrics
 from ...protocol import Include, ItemStatus
+from ...skills.service import SkillService
 from ..conversation import Dialog
 from ..items import Event, OutputItem
 from ..output import ResponseOutput

@@ -9,8 +9,9 @@ from __future__ import annotations
 import json
 
 from runtime.isolation import TooCostly, run_isolated
-from ...protocol import ItemStatus
+
 from ...errors import bad_request
+from ...protocol import ItemStatus
 from ..conversation import Dialog
 from ..grammars import input_problem
 from ..items import CustomToolCallOutput, Event, FunctionCallOutput

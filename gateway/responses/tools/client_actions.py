@@ -14,10 +14,10 @@ from typing import Any, ClassVar, Generic, Iterable, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from ...protocol import ItemStatus
 from ...core.ids import new_id
+from ...engine.harmony import ToolDescription, ToolNamespaceConfig
 from ...errors import bad_request
-from ...harmony import ToolDescription, ToolNamespaceConfig
+from ...protocol import ItemStatus
 from ..conversation import Dialog
 from ..items import Event, Events, OutputItem
 from ..request import ToolChoiceForm

@@ -8,10 +8,10 @@ from typing import Any, Iterable
 
 from sandbox.manager import BACKEND_ERRORS, Execution, SandboxFull, SessionNotFound, describe_python_tool
 
+from ...engine.harmony import ToolNamespaceConfig
 from ...errors import bad_request
 from ...files.service import check_memory_limit
 from ...files.sync import ContainerSync
-from ...harmony import ToolNamespaceConfig
 from ...protocol import EventType, Include, ItemStatus
 from ..conversation import Dialog
 from ..items import Event, Events, OutputItem, ToolCallItem
@@ -166,7 +166,13 @@ class CodeInterpreter(Tool[CodeInterpreterTool]):
 
         try:
             execution = await sandbox.execute(
-                item.container_id, item.text, resumed, self.context.tenant, files=container, idle_ttl_s=idle_ttl_s, token=item.id,
+                item.container_id,
+                item.text,
+                resumed,
+                self.context.tenant,
+                files=container,
+                idle_ttl_s=idle_ttl_s,
+                token=item.id,
                 on_cancel=cancelled,
             )
         except SandboxFull as exc:

@@ -9,9 +9,9 @@ from ...errors import bad_request
 from ..conversation import Dialog
 from ..grammars import InvalidGrammar, check_grammar
 from ..request import CustomTool, FunctionTool, GrammarInput, NamedCustom, NamedFunction, RequestTool, ToolChoiceForm
-from .base import Declarations, ToolContext
 from ..tool_declarations import LoadedTool
 from ..tool_search_models import is_loaded
+from .base import Declarations, ToolContext
 from .client import ClientTools, describe
 
 
@@ -49,7 +49,9 @@ class FunctionTools(ClientTools[FunctionTool | CustomTool]):
                 try:
                     await check_grammar(tool.format.syntax, tool.format.definition)
                 except InvalidGrammar as exc:
-                    raise bad_request(f"Invalid grammar for custom tool '{tool.name}': {exc}.", param=f"{self.param(tool)}.format.definition") from None
+                    raise bad_request(
+                        f"Invalid grammar for custom tool '{tool.name}': {exc}.", param=f"{self.param(tool)}.format.definition"
+                    ) from None
 
     def recipients(self) -> Iterable[str]:
         return self.namespaces

@@ -12,7 +12,7 @@ from .client_actions import ClientAction, ClientActionItem
 
 DESCRIPTION = (
     "Use this tool to run a program on the user's machine, when running one is the best way to do what is "
-    "asked. Give the program and its arguments as a list (for a shell command: [\"bash\", \"-lc\", \"...\"]); "
+    'asked. Give the program and its arguments as a list (for a shell command: ["bash", "-lc", "..."]); '
     "its output comes back in the tool's answer."
 )
 PARAMETERS: dict[str, Any] = {

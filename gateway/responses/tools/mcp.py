@@ -18,8 +18,8 @@ from tools.connection import ToolCallFailed
 from tools.results import result_text
 from tools.servers import EnabledServer, ServerRefused, schema_for_model, tool_listing
 
+from ...engine.harmony import ToolDescription, ToolNamespaceConfig
 from ...errors import APIError, bad_request
-from ...harmony import ToolDescription, ToolNamespaceConfig
 from ...protocol import EventType, ItemStatus
 from ..conversation import Dialog, PendingApproval, tool_result
 from ..items import Event, Events, OutputItem, ToolCallItem
@@ -221,7 +221,7 @@ class McpServers(Tool[McpTool]):
     async def before_engine(self) -> None:
         output, dialog = self.context.output, self.dialog
         for server in self._to_list:
-            item = output.add(lambda index: McpListToolsOutput(index, server.label))
+            item = output.add(lambda index: McpListToolsOutput(index, server.label))  # noqa: B023 (called at once)
             error = None if server.connection.connected else f"MCP server unavailable: {server.connection.error}"
             listing = [tool_listing(tool) for tool in server.tools()] if error is None else []
             if error is None and server.label not in dialog.mcp_listed:
@@ -234,7 +234,8 @@ class McpServers(Tool[McpTool]):
                 reason = f" Reason: {decision.reason}" if decision.reason else ""
                 dialog.append(tool_result(pending.recipient, pending.channel, f"The user denied this call.{reason}"))
                 continue
-            approved = output.add(lambda index: McpCallOutput(index, pending.server_label, pending.name, decision.approval_request_id))
+            request_id = decision.approval_request_id
+            approved = output.add(lambda index: McpCallOutput(index, pending.server_label, pending.name, request_id))  # noqa: B023 (called at once)
             dialog.owner = approved.id
             call = ToolCall(pending.recipient, pending.channel, tool_name=pending.name)
             call.claim(self, CallKind.HOSTED, approved)

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
+from ...engine.harmony import ToolNamespaceConfig
 from ...errors import bad_request
-from ...harmony import ToolNamespaceConfig
 from ..request import NamespaceTool, RequestTool
-from .base import Declarations, ToolContext
 from ..tool_declarations import LoadedTool
+from .base import Declarations, ToolContext
 from .client import ClientTools, describe
 
 

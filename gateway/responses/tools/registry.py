@@ -14,8 +14,8 @@ from tools.namespaces import RESERVED_NAMESPACES
 from ...errors import bad_request
 from ...protocol import Include
 from ..request import NOT_INCLUDABLE, AllowedTools, unsupported
-from .base import AnyTool, ToolNeeds
 from .apply_patch import ApplyPatch
+from .base import AnyTool, ToolNeeds
 from .code_interpreter import CodeInterpreter
 from .functions import FunctionTools
 from .local_shell import LocalShell
@@ -29,7 +29,15 @@ logger = logging.getLogger("gateway.responses")
 
 # In the order the model reads them: the browser is declared before python, as gpt-oss was trained.
 TOOLS: tuple[type[AnyTool], ...] = (
-    FunctionTools, NamespaceTools, ToolSearch, Shell, LocalShell, ApplyPatch, WebSearch, CodeInterpreter, McpServers,
+    FunctionTools,
+    NamespaceTools,
+    ToolSearch,
+    Shell,
+    LocalShell,
+    ApplyPatch,
+    WebSearch,
+    CodeInterpreter,
+    McpServers,
 )
 
 # `include` values the response itself honours; the tools' own are added from their classes.

@@ -10,7 +10,15 @@ from typing import Any
 
 from ..conversation import Dialog
 from ..items import Event
-from ..shell_models import SHELL_NAMESPACE, ContainerAutoEnvironment, ContainerReferenceEnvironment, LocalEnvironment, NamedShell, ShellAction, ShellTool
+from ..shell_models import (
+    SHELL_NAMESPACE,
+    ContainerAutoEnvironment,
+    ContainerReferenceEnvironment,
+    LocalEnvironment,
+    NamedShell,
+    ShellAction,
+    ShellTool,
+)
 from ..tool_call import ToolCall
 from .base import ToolContext
 from .client_actions import ClientAction

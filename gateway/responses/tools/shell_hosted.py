@@ -9,14 +9,23 @@ import logging
 
 from sandbox.manager import BACKEND_ERRORS, SandboxFull, SessionNotFound, ShellCommand, ShellEnd, ShellOutput, describe_shell_tool
 
-from ...protocol import ItemStatus
 from ...core.ids import new_id
 from ...errors import bad_request
 from ...files.requested import AutoContainer
 from ...files.service import check_memory_limit
+from ...protocol import ItemStatus
 from ..conversation import Dialog
 from ..items import Event
-from ..shell_models import ContainerAutoEnvironment, HostedEnvironment, NetworkAllowlist, OutcomeExit, OutcomeTimeout, ShellAction, ShellOutputContent, describe_outputs
+from ..shell_models import (
+    ContainerAutoEnvironment,
+    HostedEnvironment,
+    NetworkAllowlist,
+    OutcomeExit,
+    OutcomeTimeout,
+    ShellAction,
+    ShellOutputContent,
+    describe_outputs,
+)
 from ..tool_call import ToolCall
 from .base import ToolContext
 from .containers import ContainerUse
@@ -40,7 +49,9 @@ class HostedShell:
         environment, param = self.environment, self.param
         sandbox = self.context.services.sandbox
         if sandbox is None:
-            raise bad_request("The hosted shell is not enabled on this gateway (no sandbox is configured): use the environment 'local'.", param=f"{param}.type")
+            raise bad_request(
+                "The hosted shell is not enabled on this gateway (no sandbox is configured): use the environment 'local'.", param=f"{param}.type"
+            )
         named: str | AutoContainer
         if isinstance(environment, ContainerAutoEnvironment):
             if isinstance(environment.network_policy, NetworkAllowlist):

@@ -15,10 +15,10 @@ from typing import Any, Iterable
 
 import anyio
 
-from ...protocol import ItemStatus
 from ...core.ids import new_id
+from ...engine.harmony import ToolDescription, ToolNamespaceConfig
 from ...errors import bad_request
-from ...harmony import ToolDescription, ToolNamespaceConfig
+from ...protocol import ItemStatus
 from ..conversation import Dialog
 from ..items import Event, Events, OutputItem
 from ..request import CustomTool, FunctionTool, McpTool, NamespaceTool

@@ -6,14 +6,14 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from tools.browser.session import ACTIONS, Browser, BrowseOptions
+from tools.browser.session import ACTIONS, BrowseOptions, Browser
 
+from ...engine.harmony import ToolNamespaceConfig
 from ...errors import bad_request
-from ...harmony import ToolNamespaceConfig
 from ...protocol import EventType, Include, ItemStatus
 from ..conversation import Dialog
 from ..items import Event, Events, OutputItem
-from ..request import WEB_SEARCH_TYPES, NamedWebSearch, WebSearchTool, RequestTool, ToolChoiceForm
+from ..request import WEB_SEARCH_TYPES, NamedWebSearch, RequestTool, ToolChoiceForm, WebSearchTool
 from ..tool_call import CallKind, ToolCall
 from .base import Declarations, Tool, ToolContext, ToolNeeds
 

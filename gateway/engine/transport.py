@@ -341,8 +341,11 @@ class EnginePool:
         try:
             async with asyncio.timeout(self._connect_timeout):
                 _, connection = await loop.create_connection(
-                    lambda: _Connection(loop, self._read_timeout), self._host, self._port,
-                    ssl=self._ssl, server_hostname=self._host if self._ssl else None,
+                    lambda: _Connection(loop, self._read_timeout),
+                    self._host,
+                    self._port,
+                    ssl=self._ssl,
+                    server_hostname=self._host if self._ssl else None,
                 )
         except TimeoutError:
             raise ConnectFailed(f"no connection within {self._connect_timeout:g} s") from None

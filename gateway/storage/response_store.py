@@ -18,8 +18,9 @@ from typing import Any, Callable, Mapping
 import anyio
 
 from runtime.cpu import run_cpu
-from .protocol import ResponseStatus
-from .storage import Database, StorageError, Tx
+
+from ..protocol import ResponseStatus
+from . import Database, StorageError, Tx
 
 log = logging.getLogger("gateway.store")
 
@@ -135,8 +136,7 @@ class ResponseStore:
     @staticmethod
     async def _insert_events(tx: Tx, response_id: str, frames: list[tuple[int, bytes]]) -> None:
         await tx.executemany(
-            "INSERT INTO response_events (response_id, sequence_number, frame) VALUES (?,?,?) "
-            "ON CONFLICT (response_id, sequence_number) DO NOTHING",
+            "INSERT INTO response_events (response_id, sequence_number, frame) VALUES (?,?,?) ON CONFLICT (response_id, sequence_number) DO NOTHING",
             [(response_id, number, frame) for number, frame in frames],
         )
 
@@ -176,7 +176,11 @@ class ResponseStore:
         async def work(tx: Tx) -> bool:
             changed = await tx.execute(
                 "UPDATE responses SET response = ?, status = ?, checkpoint = ? WHERE id = ? AND owner = ?",
-                json.dumps(response), response["status"], checkpoint, response_id, owner,
+                json.dumps(response),
+                response["status"],
+                checkpoint,
+                response_id,
+                owner,
             )
             if not changed:
                 return False
@@ -221,8 +225,7 @@ class ResponseStore:
 
     async def events_after(self, response_id: str, sequence_number: int, limit: int = 1000) -> list[tuple[int, bytes]]:
         rows = await self._db.fetch(
-            "SELECT sequence_number, frame FROM response_events WHERE response_id = ? AND sequence_number > ? "
-            "ORDER BY sequence_number LIMIT ?",
+            "SELECT sequence_number, frame FROM response_events WHERE response_id = ? AND sequence_number > ? ORDER BY sequence_number LIMIT ?",
             response_id,
             sequence_number,
             limit,
@@ -243,12 +246,8 @@ class ResponseStore:
         """Remove the responses created before this time (running ones stay), with their events; how many went."""
 
         async def work(tx: Tx) -> int:
-            expired = await tx.execute(
-                "UPDATE responses SET deleted = 1 WHERE created_at < ? AND deleted = 0 AND owner IS NULL", older_than
-            )
-            await tx.execute(
-                "DELETE FROM response_events WHERE response_id IN (SELECT id FROM responses WHERE deleted = 1)"
-            )
+            expired = await tx.execute("UPDATE responses SET deleted = 1 WHERE created_at < ? AND deleted = 0 AND owner IS NULL", older_than)
+            await tx.execute("DELETE FROM response_events WHERE response_id IN (SELECT id FROM responses WHERE deleted = 1)")
             await self._purge(tx)
             return expired
 
@@ -258,8 +257,7 @@ class ResponseStore:
         """Remove the hidden rows no stored child builds on, then their parents that are left childless."""
         while True:
             candidates = await tx.fetch(
-                "SELECT id FROM responses r WHERE deleted = 1 AND NOT EXISTS "
-                f"(SELECT 1 FROM responses c WHERE c.parent_id = r.id){self._lock_rows}"
+                f"SELECT id FROM responses r WHERE deleted = 1 AND NOT EXISTS (SELECT 1 FROM responses c WHERE c.parent_id = r.id){self._lock_rows}"
             )
             removed = 0
             for (candidate,) in candidates:
@@ -303,9 +301,7 @@ class ResponseStore:
     async def release(self, response_id: str, owner: str) -> bool:
         """A running response's replica lets it go (it is shutting down): its owner becomes one that holds
         no lease, so another replica adopts it as it would a stalled one."""
-        released = await self._db.execute(
-            "UPDATE responses SET owner = ? WHERE id = ? AND owner = ?", f"{owner}{RELEASED}", response_id, owner
-        )
+        released = await self._db.execute("UPDATE responses SET owner = ? WHERE id = ? AND owner = ?", f"{owner}{RELEASED}", response_id, owner)
         return bool(released)
 
     async def release_all(self, owner: str) -> int:
@@ -319,14 +315,15 @@ class ResponseStore:
         async def work(tx: Tx) -> bool:
             changed = await tx.execute(
                 "UPDATE responses SET response = ?, status = ?, owner = NULL WHERE id = ? AND owner = ?",
-                json.dumps(response), response["status"], stalled.id, stalled.owner,
+                json.dumps(response),
+                response["status"],
+                stalled.id,
+                stalled.owner,
             )
             if not changed:
                 return False
             number = await _next_sequence_number(tx, stalled.id)
-            await tx.execute(
-                "INSERT INTO response_events (response_id, sequence_number, frame) VALUES (?,?,?)", stalled.id, number, event(number)
-            )
+            await tx.execute("INSERT INTO response_events (response_id, sequence_number, frame) VALUES (?,?,?)", stalled.id, number, event(number))
             return True
 
         return await self._db.transaction(work)

@@ -143,6 +143,7 @@ class HarmonyStreamParser:
         if text:
             events.append(TextDelta(text))
             self._text.append(text)
+
     @property
     def in_content(self) -> bool:
         """Whether the last token fed was inside a message's content (after `<|message|>`)."""

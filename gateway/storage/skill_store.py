@@ -7,9 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ..files.store import TooMany
-from ..paging import PageQuery, fetch_page
-from ..storage import Database, Tx
+from . import Database, Tx
+from .file_store import TooMany
+from .paging import PageQuery, fetch_page
 
 
 @dataclass
@@ -71,7 +71,9 @@ class SkillStore:
 
         await self._db.transaction(work)
 
-    async def add_version(self, skill_id: str, tenant: str, make: Callable[[int], SkillVersion], default: bool, max_versions: int) -> SkillVersion | None:
+    async def add_version(
+        self, skill_id: str, tenant: str, make: Callable[[int], SkillVersion], default: bool, max_versions: int
+    ) -> SkillVersion | None:
         """A new version, numbered after the latest (`make(number)` builds it); None if the skill is gone."""
 
         async def work(tx: Tx) -> SkillVersion | None:
@@ -105,7 +107,9 @@ class SkillStore:
         """The skill with `number` as its default; None if the skill or the version is not there."""
 
         async def work(tx: Tx) -> Skill | None:
-            rows = await tx.fetch(f"SELECT {_VERSION_COLUMNS} FROM skill_versions WHERE skill_id = ? AND tenant = ? AND version = ?", skill_id, tenant, number)
+            rows = await tx.fetch(
+                f"SELECT {_VERSION_COLUMNS} FROM skill_versions WHERE skill_id = ? AND tenant = ? AND version = ?", skill_id, tenant, number
+            )
             if not rows:
                 return None
             await _make_default(tx, skill_id, SkillVersion(*rows[0]))
@@ -139,7 +143,9 @@ class SkillStore:
         """Remove one version (not the default: LastVersion); None if it is not there."""
 
         async def work(tx: Tx) -> SkillVersion | None:
-            rows = await tx.fetch(f"SELECT {_VERSION_COLUMNS} FROM skill_versions WHERE skill_id = ? AND tenant = ? AND version = ?", skill_id, tenant, number)
+            rows = await tx.fetch(
+                f"SELECT {_VERSION_COLUMNS} FROM skill_versions WHERE skill_id = ? AND tenant = ? AND version = ?", skill_id, tenant, number
+            )
             if not rows:
                 return None
             default = await tx.fetch("SELECT default_version FROM skills WHERE id = ?", skill_id)

@@ -15,10 +15,10 @@ from contextvars import ContextVar
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from starlette.websockets import WebSocket
 
-from .config import OPEN_TENANT, AuthConfig
-from .errors import APIError, refuse_websocket
-from . import tracing
-from .metrics import Metrics, endpoint_label
+from .. import tracing
+from ..config import OPEN_TENANT, AuthConfig
+from ..errors import APIError, refuse_websocket
+from ..metrics import Metrics, endpoint_label
 
 request_id_var: ContextVar[str | None] = ContextVar("request_id", default=None)
 access_log = logging.getLogger("gateway.access")
@@ -81,9 +81,7 @@ class GatewayMiddleware:
             path = scope["path"]
             self.metrics.requests.labels(endpoint_label(path), str(status)).inc()
             if self.log_access:
-                access_log.info(
-                    "%s %s %d %.1fms", scope["method"], path, status, (time.perf_counter() - started) * 1000
-                )
+                access_log.info("%s %s %d %.1fms", scope["method"], path, status, (time.perf_counter() - started) * 1000)
             request_id_var.reset(token)
 
     def _tenant(self, scope: Scope) -> str | APIError:

@@ -8,9 +8,10 @@ from typing import Any, Protocol, Sequence
 
 from starlette.requests import Request
 
-from .errors import APIError, bad_request
-from .storage import Database
 from runtime.numbers import decimal
+
+from ..errors import APIError, bad_request
+from . import Database
 
 
 @dataclass(frozen=True)
@@ -59,7 +60,9 @@ def unknown_after(after: str) -> APIError:
     return bad_request(f"No item with id '{after}' in this list.", param="after")
 
 
-async def fetch_page(db: Database, table: str, columns: str, where: str, params: list[Any], page: PageQuery, key: str = "created_at") -> list[Any] | None:
+async def fetch_page(
+    db: Database, table: str, columns: str, where: str, params: list[Any], page: PageQuery, key: str = "created_at"
+) -> list[Any] | None:
     """One page of `table`'s rows more than asked (to tell has_more), ordered by `key` then id; None if
     `after` names no row of the list."""
     order = "ASC" if page.ascending else "DESC"

@@ -16,11 +16,10 @@ from typing import Any, AsyncIterator, Mapping, Protocol
 
 import orjson
 
-from .config import EngineConfig
-from .engine_http import ConnectFailed, EngineHTTPError, EnginePool, EngineResponse, ProtocolFault, TimedOut
-from .errors import APIError, server_error
+from ..config import EngineConfig
+from ..errors import APIError, server_error
 from .harmony import STOP_TOKEN_IDS, Prompt
-
+from .transport import ConnectFailed, EngineHTTPError, EnginePool, EngineResponse, ProtocolFault, TimedOut
 
 MAX_LINE_BYTES = 16 * 1024 * 1024  # one stream chunk; real ones are a few hundred bytes
 MAX_BODY_BYTES = 16 * 1024 * 1024  # a whole answer read at once: the model list, an error
@@ -132,7 +131,7 @@ class EngineClient:
                 for m in data
             ]
         except (ValueError, KeyError, TypeError):
-            raise server_error(502, "The engine answered /v1/models with an unexpected body.", "engine_error")
+            raise server_error(502, "The engine answered /v1/models with an unexpected body.", "engine_error") from None
 
     async def healthy(self) -> bool:
         try:
@@ -255,7 +254,9 @@ class EngineStream:
         if choices:
             choice = choices[0]
             logprobs = choice.get("logprobs")
-            chunk = EngineChunk(choice.get("token_ids") or [], FinishReason.read(choice.get("finish_reason")), None if logprobs is None else _logprobs(logprobs))
+            chunk = EngineChunk(
+                choice.get("token_ids") or [], FinishReason.read(choice.get("finish_reason")), None if logprobs is None else _logprobs(logprobs)
+            )
         elif "error" in data:
             error = data["error"] or {}
             raise server_error(502, f"The engine failed: {error.get('message', 'unknown error')}", "engine_error")

@@ -14,7 +14,6 @@ from typing import Any
 
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-
 MAX_HEAD_BYTES = 64 * 1024  # a request line and headers larger than this are refused
 
 

@@ -41,9 +41,7 @@ def ensure_vocabulary(cache_dir: Path | None = None) -> Path:
         data = _vocab_from_quicktok()
         digest = _sha256(data)
         if digest != VOCAB_SHA256:
-            raise VocabularyError(
-                f"the o200k vocabulary rebuilt from quicktok-v1 has sha256 {digest}, expected {VOCAB_SHA256}"
-            )
+            raise VocabularyError(f"the o200k vocabulary rebuilt from quicktok-v1 has sha256 {digest}, expected {VOCAB_SHA256}")
         directory.mkdir(parents=True, exist_ok=True)
         # Write then rename, so a concurrent start never reads a half-written file.
         partial = directory / f".{VOCAB_FILE}.{os.getpid()}"
@@ -63,8 +61,7 @@ def _vocab_from_quicktok() -> bytes:
         raw = resources.files("quicktok").joinpath("data/o200k.vocab").read_bytes()
     except (ModuleNotFoundError, FileNotFoundError) as exc:
         raise VocabularyError(
-            "cannot load the o200k vocabulary: set TIKTOKEN_ENCODINGS_BASE to a directory holding "
-            f"{VOCAB_FILE}, or install quicktok-v1"
+            f"cannot load the o200k vocabulary: set TIKTOKEN_ENCODINGS_BASE to a directory holding {VOCAB_FILE}, or install quicktok-v1"
         ) from exc
     (count,) = struct.unpack_from("<I", raw, 0)
     offset = 4

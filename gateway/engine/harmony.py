@@ -8,8 +8,8 @@ import functools
 import hashlib
 import json
 import multiprocessing
-from concurrent.futures import ProcessPoolExecutor
 from collections import OrderedDict
+from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from typing import Any, Callable, TypeVar
@@ -21,14 +21,16 @@ from openai_harmony import (
     HarmonyEncoding,
     HarmonyEncodingName,
     Message,
+    ReasoningEffort,
     Role,
     SystemContent,
     TextContent,
+    ToolDescription,
+    ToolNamespaceConfig,
     load_harmony_encoding,
 )
-from openai_harmony import ReasoningEffort, ToolDescription, ToolNamespaceConfig
 
-from .errors import APIError
+from ..errors import APIError
 from .vocab import ensure_vocabulary
 
 # Special tokens of the gpt-oss vocabulary (checked against the encoding in tests).
@@ -79,9 +81,7 @@ class Preamble:
 
     def messages(self) -> list[Message]:
         system = (
-            SystemContent.new()
-            .with_reasoning_effort(reasoning_effort(self.effort))
-            .with_conversation_start_date(datetime.date.today().isoformat())
+            SystemContent.new().with_reasoning_effort(reasoning_effort(self.effort)).with_conversation_start_date(datetime.date.today().isoformat())
         )
         for namespace in self.namespaces:
             system = system.with_tools(namespace)
@@ -404,9 +404,13 @@ def render_message(message: Message) -> list[int]:
 
 
 @functools.lru_cache(maxsize=1024)  # headers name model-written recipients: bounded
-def _frame(role: Role, name: str | None, channel: str | None, recipient: str | None, content_type: str | None) -> tuple[tuple[int, ...], tuple[int, ...]]:
+def _frame(
+    role: Role, name: str | None, channel: str | None, recipient: str | None, content_type: str | None
+) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """A message's tokens before its text (through `<|message|>`) and after it."""
-    empty = Message(author=Author(role=role, name=name), content=[TextContent(text="")], channel=channel, recipient=recipient, content_type=content_type)
+    empty = Message(
+        author=Author(role=role, name=name), content=[TextContent(text="")], channel=channel, recipient=recipient, content_type=content_type
+    )
     tokens: list[int] = encoding().render(empty)
     split = len(tokens) - tokens[::-1].index(MESSAGE)
     return tuple(tokens[:split]), tuple(tokens[split:])

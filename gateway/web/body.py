@@ -19,8 +19,9 @@ from pydantic import BaseModel, ValidationError
 from starlette.requests import Request
 
 from runtime.cpu import run_cpu
-from .errors import APIError, bad_request, from_validation_error
 from runtime.numbers import decimal
+
+from ..errors import APIError, bad_request, from_validation_error
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
@@ -40,7 +41,9 @@ async def parse_body(request: Request, model: type[ModelT], limits: BodyLimits) 
     return await parse_json(await _read_bounded(request, limits), model, limits)
 
 
-async def parse_json(body: bytes | str, model: type[ModelT], limits: BodyLimits, prepare: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> ModelT:
+async def parse_json(
+    body: bytes | str, model: type[ModelT], limits: BodyLimits, prepare: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+) -> ModelT:
     """A JSON object (a request's body, a WebSocket message) as a valid `model`; `prepare` may take the
     parsed object apart first (a socket event's envelope)."""
 
@@ -66,9 +69,7 @@ async def _read_bounded(request: Request, limits: BodyLimits) -> bytes:
             f"Unsupported content type '{content_type[:100]}': send the request body as application/json.",
             code="unsupported_media_type",
         )
-    too_large = APIError(
-        413, f"The request body is larger than this gateway's limit of {limits.max_bytes} bytes.", code="request_too_large"
-    )
+    too_large = APIError(413, f"The request body is larger than this gateway's limit of {limits.max_bytes} bytes.", code="request_too_large")
     declared = request.headers.get("content-length")
     if declared is not None and (decimal(declared) or 0) > limits.max_bytes:
         raise too_large

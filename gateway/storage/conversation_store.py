@@ -11,7 +11,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..storage import Conflict, Database, Tx
+from . import Conflict, Database, Tx
+
 
 class DuplicateItem(Exception):
     """An item id the conversation holds already."""
@@ -108,9 +109,7 @@ class ConversationStore:
         return int(rows[0][0])
 
     async def all_items(self, conversation_id: str) -> list[ConversationItem]:
-        rows = await self._db.fetch(
-            "SELECT id, item, messages FROM conversation_items WHERE conversation_id = ? ORDER BY seq", conversation_id
-        )
+        rows = await self._db.fetch("SELECT id, item, messages FROM conversation_items WHERE conversation_id = ? ORDER BY seq", conversation_id)
         return [ConversationItem(item_id, json.loads(item), json.loads(messages)) for item_id, item, messages in rows]
 
     async def page(self, conversation_id: str, *, ascending: bool, after: str | None, limit: int) -> Page | None:
@@ -122,7 +121,7 @@ class ConversationStore:
                 return None
             start = rows[0][0]
         compare, order = (">", "ASC") if ascending else ("<", "DESC")
-        sql = f"SELECT item FROM conversation_items WHERE conversation_id = ?"
+        sql = "SELECT item FROM conversation_items WHERE conversation_id = ?"
         params: tuple[Any, ...] = (conversation_id,)
         if start is not None:
             sql += f" AND seq {compare} ?"

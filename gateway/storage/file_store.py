@@ -11,8 +11,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from ..paging import PageQuery, fetch_page
-from ..storage import Database, Tx
+from . import Database, Tx
+from .paging import PageQuery, fetch_page
 
 DATA_DIR = "/mnt/data"
 
@@ -198,9 +198,7 @@ class FileStore:
 
     async def touch_container(self, container_id: str) -> None:
         """The container was used: its idle time starts again (an expired one stays expired)."""
-        await self._db.execute(
-            "UPDATE containers SET last_active_at = ? WHERE id = ? AND status = 'running'", time.time(), container_id
-        )
+        await self._db.execute("UPDATE containers SET last_active_at = ? WHERE id = ? AND status = 'running'", time.time(), container_id)
 
     async def delete_container(self, container_id: str, tenant: str) -> list[str] | None:
         """Remove the container and its files; their blobs (None if there was no such container)."""
@@ -290,7 +288,9 @@ async def _lock_tenant(tx: Tx, tenant: str) -> None:
     await tx.lock(f"files:{tenant}")
 
 
-_USAGE = "SELECT (SELECT COALESCE(SUM(bytes), 0) FROM files WHERE tenant = ?) + (SELECT COALESCE(SUM(bytes), 0) FROM container_files WHERE tenant = ?)"
+_USAGE = (
+    "SELECT (SELECT COALESCE(SUM(bytes), 0) FROM files WHERE tenant = ?) + (SELECT COALESCE(SUM(bytes), 0) FROM container_files WHERE tenant = ?)"
+)
 
 
 def _values(record: Any) -> tuple[Any, ...]:
