@@ -91,6 +91,28 @@ def test_pow_output_reaches_the_client_and_the_model(sandboxed: Gateway, emulato
     assert "## python" in prompt and "time out after 3 seconds" in prompt
 
 
+def test_a_python_call_sent_back_as_input_is_read(sandboxed: Gateway, emulator: Process) -> None:
+    """A client that replays a response's output as input (without previous_response_id) sends its
+    code_interpreter_call items back: the model reads the call and what it printed, or is told the output
+    was not sent; the items are listed as input."""
+    first, _ = run(sandboxed, "[[python print(6 * 7)]]")
+    (call,) = calls(first)
+    assert logs(call) == "42"
+    client = sandboxed.client()
+    question = {"role": "user", "content": "[[python print(6 * 7)]]"}
+    replayed = client.responses.create(model=MODEL, input=[question, call], tools=[CODE_TOOL], store=True)
+    assert replayed.status == "completed"
+    prompt = emulator_stats(emulator)["last_prompt"]
+    assert "<|start|>assistant to=python<|channel|>analysis code<|message|>print(6 * 7)<|call|>" in prompt
+    assert "<|start|>python to=assistant<|channel|>analysis<|message|>42<|end|>" in prompt
+    listed = client.responses.input_items.list(replayed.id, order="asc").data
+    assert [item.type for item in listed] == ["message", "code_interpreter_call"] and listed[1].id == call["id"]
+    # Without its outputs (a response that did not include them), the model is told so.
+    bare = call | {"outputs": None}
+    assert client.responses.create(model=MODEL, input=[question, bare], tools=[CODE_TOOL]).status == "completed"
+    assert "<|message|>[The output of this call was not sent back.]<|end|>" in emulator_stats(emulator)["last_prompt"]
+
+
 def test_jupyter_semantics(sandboxed: Gateway) -> None:
     code = "import sys\\nprint('out')\\nprint('err', file=sys.stderr)\\n{'a': 1}"
     response, _ = run(sandboxed, f"[[python {code}]][[python 1/0]][[python None]]".replace("\\n", "\n"))

@@ -44,3 +44,34 @@ def test_lookups() -> None:
     assert kind_of(CodeInterpreterTool(type="code_interpreter")) is CodeInterpreter
     assert choice_owner(NamedCodeInterpreter(type="code_interpreter")) is CodeInterpreter
     assert choice_owner("auto") is None
+
+
+def _input_types() -> dict[str, type]:
+    """The input items a request may hold, by their `type` tag."""
+    from gateway.responses.request import InputItem
+
+    members = typing.get_args(typing.get_args(InputItem)[0])
+    return {typing.get_args(member)[1].tag: typing.get_args(member)[0] for member in members}
+
+
+def test_every_input_item_type_has_one_reader() -> None:
+    from gateway.responses.input_items import READERS
+
+    assert set(READERS) == set(_input_types().values())
+
+
+def test_every_output_item_a_tool_produces_is_read_back() -> None:
+    """A client that sends a response's output back as input (the SDKs' `to_input_list()`, Codex without
+    `previous_response_id`) sends every item a tool produced: each must be an input item some tool reads."""
+    from gateway.responses.tools.registry import INPUT_READERS
+
+    inputs = _input_types()
+    unread = []
+    for kind in TOOLS:
+        for produced in kind.produces:
+            model = inputs.get(produced.type)
+            if model is None or model not in INPUT_READERS:
+                unread.append(f"{kind.__name__}: {produced.type}")
+    assert unread == []
+    # It reads what it is given: every kind that runs a call says what it produces.
+    assert all(kind.produces for kind in TOOLS)

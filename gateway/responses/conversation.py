@@ -1,52 +1,30 @@
-"""Input items → Harmony messages, and the input items as the API lists them back."""
+"""The dialog a response runs on (Harmony messages and the conversation's tool state), and what every
+reader of input items shares: a call sent back, its output matched to it, the records the API lists.
+
+Which reader takes which input item: input_items.py (messages, reasoning, compaction) and each tool's
+`reads` (tools/), gathered by the registry."""
 
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from typing import Any, Callable
 
 from openai_harmony import Author, Message, Role
-
-from tools.urls import shown
 
 from ..core.ids import new_id
 from ..errors import bad_request
 from ..protocol import ItemStatus
-from .request import (
-    CompactionItem,
-    CustomToolCallItem,
-    CustomToolCallOutputItem,
-    FunctionCallItem,
-    FunctionCallOutputItem,
-    InputItem,
-    McpApprovalRequestItem,
-    McpApprovalResponseItem,
-    McpCallItem,
-    McpListToolsItem,
-    McpTool,
-    MessageItem,
-    ReasoningItem,
-    WebSearchCallItem,
-)
-from .shell_models import (
-    APPLY_PATCH_RECIPIENT,
-    LOCAL_SHELL_RECIPIENT,
-    SHELL_RECIPIENT,
-    ApplyPatchCallItem,
-    ApplyPatchCallOutputItem,
-    LocalShellCallItem,
-    LocalShellCallOutputItem,
-    ShellCallItem,
-    ShellCallOutputItem,
-)
-from .thread import ThreadMark, input_key, resent_prefix
-from .tool_declarations import LoadedTool, checked_definitions, loaded_record, loaded_text
-from .tool_search_models import TOOL_SEARCH_RECIPIENT, ToolSearchCallItem, ToolSearchOutputItem, loaded_recipients
+from .thread import ThreadMark
+from .tool_declarations import LoadedTool
+from .tool_search_models import loaded_recipients
 
 SUMMARY_HEAD = "Summary of the conversation so far (earlier turns were compacted):\n"
-_ROLES = {"user": Role.USER, "system": Role.DEVELOPER, "developer": Role.DEVELOPER}
+
+Records = list[dict[str, Any]]  # the input items as the API lists them back
+# How an input item of one type is read: into the dialog's messages and state, and its record appended
+# (none for an item sent again with a whole thread). `index` is its place in the request's input.
+InputReader = Callable[["Dialog", int, Any, Records], None]
 
 
 @dataclass
@@ -226,171 +204,8 @@ def tool_call_message(recipient: str, arguments: str) -> Message:
     )
 
 
-def append_input(dialog: Dialog, items: str | list[InputItem], resent_thread: bool = False) -> list[dict[str, Any]]:
-    """Add a request's input to the dialog; return the input items as `input_items` lists them. With
-    `resent_thread` (a continuation of `previous_response_id`), the chain's inputs sent again are read once."""
-    if isinstance(items, str):
-        dialog.append(Message.from_role_and_content(Role.USER, items))
-        record = _message_record(None, "user", items)
-        dialog.claim(len(dialog.messages) - 1, record["id"])
-        dialog.thread.add(input_key(items))  # type: ignore[arg-type]  # a string always has a key
-        return [record]
-
-    records: list[dict[str, Any]] = []
-    skipped = resent_prefix(items, dialog.thread) if resent_thread else 0
-    for index, item in enumerate(items):
-        if index < skipped:
-            continue
-        start, recorded = len(dialog.messages), len(records)
-        _append_item(dialog, index, item, records)
-        if len(records) > recorded:
-            dialog.claim(start, records[-1]["id"])
-            key = input_key(item)
-            if key is not None:  # read as new: one of the chain's inputs from now on
-                dialog.thread.add(key)
-    return records
-
-
-# The calls of the client's own tools sent back: the recipient the model wrote, and their items' id prefix.
-_CLIENT_ACTIONS: dict[type, tuple[str, str]] = {
-    ShellCallItem: (SHELL_RECIPIENT, "sh"),
-    LocalShellCallItem: (LOCAL_SHELL_RECIPIENT, "lsh"),
-    ApplyPatchCallItem: (APPLY_PATCH_RECIPIENT, "apc"),
-}
-
-
-def _append_item(dialog: Dialog, index: int, item: InputItem, records: list[dict[str, Any]]) -> None:
-    """One input item's messages into the dialog, and its record (none for an item sent again)."""
-    if isinstance(item, MessageItem):
-        text = item.text()
-        if item.role == "assistant":
-            channel = "commentary" if item.phase == "commentary" else "final"
-            dialog.append(Message.from_role_and_content(Role.ASSISTANT, text).with_channel(channel))
-        else:
-            dialog.append(Message.from_role_and_content(_ROLES[item.role], text))
-        records.append(_message_record(item.id, item.role, text))
-    elif isinstance(item, ReasoningItem):
-        dialog.append(Message.from_role_and_content(Role.ASSISTANT, item.text()).with_channel("analysis"))
-        records.append(item.model_dump(exclude_none=True) | {"id": item.id or new_id("rs")})
-    elif isinstance(item, FunctionCallItem):
-        if item.call_id in dialog.answered or item.call_id in dialog.open_calls:
-            return  # a call already in the history, sent again with the whole thread
-        dialog.append(tool_call_message(item.recipient, item.arguments))
-        dialog.open_calls[item.call_id] = item.recipient
-        records.append(item.model_dump() | {"id": item.id or new_id("fc"), "status": ItemStatus.COMPLETED})
-    elif isinstance(item, (ShellCallItem, LocalShellCallItem, ApplyPatchCallItem)):
-        if item.call_id in dialog.answered or item.call_id in dialog.open_calls:
-            return  # sent again with the whole thread
-        to, prefix = _CLIENT_ACTIONS[type(item)]
-        dialog.append(tool_call_message(to, item.arguments()))
-        dialog.open_calls[item.call_id] = to
-        records.append(item.model_dump(exclude_none=True) | {"id": item.id or new_id(prefix), "status": ItemStatus.COMPLETED})
-    elif isinstance(item, CustomToolCallItem):
-        if item.call_id in dialog.answered or item.call_id in dialog.open_calls:
-            return  # sent again with the whole thread
-        message = Message.from_role_and_content(Role.ASSISTANT, item.input)
-        dialog.append(message.with_channel("commentary").with_recipient(item.recipient))
-        dialog.open_calls[item.call_id] = item.recipient
-        records.append(item.model_dump() | {"id": item.id or new_id("ctc"), "status": ItemStatus.COMPLETED})
-    elif isinstance(
-        item, (FunctionCallOutputItem, CustomToolCallOutputItem, ShellCallOutputItem, LocalShellCallOutputItem, ApplyPatchCallOutputItem)
-    ):
-        output = item.text()
-        digest = hashlib.sha256(output.encode()).hexdigest()
-        call_id = item.answers if isinstance(item, LocalShellCallOutputItem) else item.call_id
-        recipient = dialog.open_calls.pop(call_id, None)
-        if recipient is None:
-            if dialog.answered.get(call_id) == digest:
-                return  # this very output is in the history already: sent again with the whole thread
-            already = "was answered with another output" if call_id in dialog.answered else "was not found"
-            raise bad_request(
-                f"No tool call found for function call output with call_id {call_id}: the call {already}.",
-                param=f"input[{index}].call_id",
-            )
-        dialog.answered[call_id] = digest
-        if "." not in recipient:  # a record from before namespaces: a plain function
-            recipient = f"functions.{recipient}"
-        dialog.append(tool_result(recipient, "commentary", output))
-        if isinstance(item, (ShellCallOutputItem, LocalShellCallOutputItem, ApplyPatchCallOutputItem)):
-            record = item.model_dump(exclude_none=True) | {"status": item.status or ItemStatus.COMPLETED}
-        else:
-            record = item.model_dump() | {"status": ItemStatus.COMPLETED}
-        records.append(record | {"id": item.id or new_id("fco")})
-    elif isinstance(item, ToolSearchCallItem):
-        if item.call_id is not None and (item.call_id in dialog.answered or item.call_id in dialog.open_calls):
-            return  # sent again with the whole thread
-        dialog.append(tool_call_message(TOOL_SEARCH_RECIPIENT, item.arguments_text()))
-        if item.execution == "client" and item.call_id is not None:
-            dialog.open_calls[item.call_id] = TOOL_SEARCH_RECIPIENT
-        records.append(item.model_dump(exclude_none=True) | {"id": item.id or new_id("tsc"), "status": item.status or ItemStatus.COMPLETED})
-    elif isinstance(item, ToolSearchOutputItem):
-        _append_search_output(dialog, index, item, records)
-    elif isinstance(item, McpApprovalResponseItem):
-        pending = dialog.pending_approvals.pop(item.approval_request_id, None)
-        if pending is None:
-            raise bad_request(
-                f"No pending MCP approval request with id {item.approval_request_id}.",
-                param=f"input[{index}].approval_request_id",
-            )
-        dialog.decisions.append(Decision(item.approval_request_id, pending, item.approve, item.reason))
-        records.append(item.model_dump(exclude_none=True) | {"id": item.id or new_id("mcpa")})
-    elif isinstance(item, McpApprovalRequestItem):  # history sent back by the client
-        recipient = f"{item.server_label}.{item.name}"
-        dialog.append(tool_call_message(recipient, item.arguments))
-        dialog.pending_approvals[item.id] = PendingApproval(item.server_label, item.name, item.arguments, recipient, "commentary")
-        records.append(item.model_dump())
-    elif isinstance(item, McpCallItem):
-        recipient = f"{item.server_label}.{item.name}"
-        dialog.append(tool_call_message(recipient, item.arguments))
-        result = item.output if item.error is None else f"Error: {item.error}"
-        dialog.append(tool_result(recipient, "commentary", result or ""))
-        records.append(item.model_dump() | {"id": item.id or new_id("mcp")})
-    elif isinstance(item, WebSearchCallItem):
-        # What the browser showed is not kept with the item, and Harmony leaves a past turn's calls out of
-        # the prompt anyway (they are analysis): the item is listed, the model reads the answer that cited it.
-        records.append(item.model_dump(exclude_none=True) | {"id": item.id or new_id("ws")})
-    elif isinstance(item, CompactionItem):  # what it summarised is left out of what the model reads
-        dialog.compact(item._summary or "")
-        records.append(item.model_dump(exclude_none=True) | {"id": item.id or new_id("cmp")})
-    elif isinstance(item, McpListToolsItem):
-        if item.error is None and item.server_label not in dialog.mcp_listed:
-            dialog.mcp_listed.append(item.server_label)
-        records.append(item.model_dump(exclude_none=True) | {"id": item.id or new_id("mcpl")})
-
-
-def _append_search_output(dialog: Dialog, index: int, item: ToolSearchOutputItem, records: list[dict[str, Any]]) -> None:
-    """The tools a search loaded: declared to the model where the answer is, callable from then on."""
-    tools = checked_definitions(item.tools, f"input[{index}].tools")
-    if item.execution == "client":  # the answer to a client's search: matched to its call, like a function's
-        if item.call_id is None:
-            raise bad_request("A client tool_search_output needs the call_id of its tool_search_call.", param=f"input[{index}].call_id")
-        digest = hashlib.sha256(json.dumps(item.tools, sort_keys=True).encode()).hexdigest()
-        if dialog.open_calls.pop(item.call_id, None) is None:
-            if dialog.answered.get(item.call_id) == digest:
-                return  # sent again with the whole thread
-            raise bad_request(f"No tool search call found for tool_search_output with call_id {item.call_id}.", param=f"input[{index}].call_id")
-        dialog.answered[item.call_id] = digest
-    if any(isinstance(tool, McpTool) for tool in tools):
-        dialog.unwritten_loads.append(UnwrittenLoad(len(dialog.messages), tools))
-    dialog.append(tool_result(TOOL_SEARCH_RECIPIENT, "commentary", loaded_text(tools)))
-    dialog.load([loaded_record(tool) for tool in tools])
-    record = item.model_dump(exclude_none=True) | {"id": item.id or new_id("tso"), "status": item.status or ItemStatus.COMPLETED}
-    record["tools"] = [_without_credentials(tool) for tool in item.tools]
-    records.append(record)
-
-
-def _without_credentials(tool: dict[str, Any]) -> dict[str, Any]:
-    """A loaded tool as the input items list it: an MCP server's headers, and what its URL may carry of
-    credentials, are never stored."""
-    if tool.get("type") != "mcp":
-        return tool
-    kept = {key: value for key, value in tool.items() if key not in ("headers", "authorization")}
-    if isinstance(kept.get("server_url"), str):
-        kept["server_url"] = shown(kept["server_url"])
-    return kept
-
-
-def _message_record(item_id: str | None, role: str, text: str) -> dict[str, Any]:
+def message_record(item_id: str | None, role: str, text: str) -> dict[str, Any]:
+    """A message as the input items list it."""
     part_type = "output_text" if role == "assistant" else "input_text"
     return {
         "id": item_id or new_id("msg"),
@@ -399,3 +214,33 @@ def _message_record(item_id: str | None, role: str, text: str) -> dict[str, Any]
         "status": ItemStatus.COMPLETED,
         "content": [{"type": part_type, "text": text}],
     }
+
+
+def read_call(dialog: Dialog, call_id: str, recipient: str, message: Message, record: dict[str, Any], records: Records) -> None:
+    """A call the model made that the client sends back: its message, and the call left open for its
+    output. A call already in the history (sent again with the whole thread) is read once."""
+    if call_id in dialog.answered or call_id in dialog.open_calls:
+        return
+    dialog.append(message)
+    dialog.open_calls[call_id] = recipient
+    records.append(record)
+
+
+def read_call_output(dialog: Dialog, index: int, call_id: str, output: str, record: dict[str, Any], records: Records) -> None:
+    """The client's output of an open call: what the model reads as the tool's answer. The same output
+    sent again with the whole thread is read once; any other answer to a call not open is a 400."""
+    digest = hashlib.sha256(output.encode()).hexdigest()
+    recipient = dialog.open_calls.pop(call_id, None)
+    if recipient is None:
+        if dialog.answered.get(call_id) == digest:
+            return
+        already = "was answered with another output" if call_id in dialog.answered else "was not found"
+        raise bad_request(
+            f"No tool call found for function call output with call_id {call_id}: the call {already}.",
+            param=f"input[{index}].call_id",
+        )
+    dialog.answered[call_id] = digest
+    if "." not in recipient:  # a record from before namespaces: a plain function
+        recipient = f"functions.{recipient}"
+    dialog.append(tool_result(recipient, "commentary", output))
+    records.append(record)

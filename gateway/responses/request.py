@@ -17,6 +17,7 @@ from tools.urls import shown
 from ..core.models import StrictModel
 from ..errors import APIError, bad_request
 from ..files.requested import AutoContainer
+from .code_interpreter_models import CodeInterpreterCallItem
 from .shell_models import (
     ApplyPatchCallItem,
     ApplyPatchCallOutputItem,
@@ -235,6 +236,7 @@ InputItem = Annotated[
         Annotated[McpListToolsItem, Tag("mcp_list_tools")],
         Annotated[McpCallItem, Tag("mcp_call")],
         Annotated[WebSearchCallItem, Tag("web_search_call")],
+        Annotated[CodeInterpreterCallItem, Tag("code_interpreter_call")],
         Annotated[ShellCallItem, Tag("shell_call")],
         Annotated[ShellCallOutputItem, Tag("shell_call_output")],
         Annotated[LocalShellCallItem, Tag("local_shell_call")],

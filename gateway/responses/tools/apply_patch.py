@@ -9,8 +9,16 @@ from typing import Any
 
 from ...protocol import ItemStatus
 from ..items import Event
-from ..shell_models import APPLY_PATCH_NAMESPACE, ApplyPatchTool, NamedApplyPatch, PatchOperation
-from .client_actions import ClientAction, ClientActionItem
+from ..shell_models import (
+    APPLY_PATCH_NAMESPACE,
+    APPLY_PATCH_RECIPIENT,
+    ApplyPatchCallItem,
+    ApplyPatchCallOutputItem,
+    ApplyPatchTool,
+    NamedApplyPatch,
+    PatchOperation,
+)
+from .client_actions import ClientAction, ClientActionItem, action_call_reader, action_output_reader
 
 DESCRIPTION = (
     "Use this tool to create, update or delete a file in the user's workspace. One call makes one "
@@ -76,6 +84,8 @@ class ApplyPatch(ClientAction[ApplyPatchTool]):
     namespaces = frozenset({APPLY_PATCH_NAMESPACE})
     choices = (NamedApplyPatch,)
     metric = "apply_patch"
+    produces = (ApplyPatchCall,)
+    reads = {ApplyPatchCallItem: action_call_reader(APPLY_PATCH_RECIPIENT, "apc"), ApplyPatchCallOutputItem: action_output_reader()}
     function = "apply_patch"
     description = DESCRIPTION
     parameters = PARAMETERS

@@ -13,7 +13,21 @@ tools of its kind (or none: a kind the request does not declare stays silent). T
   complete, and `run()` for a call it runs here.
 
 A tool reports what happened through the response's `ResponseOutput` (its items and events); it keeps
-what must outlive the response in the `Dialog` it is given.
+what must outlive the response in the `Dialog` it is given. It owns both sides of what it writes: the
+output items it `produces`, and how each comes back as input (`reads`: the client sends the history
+again, or answers a call), into Harmony messages and the record the API lists.
+
+A new kind of tool, step by step:
+1. Its request models (the tool in `tools`, a named `tool_choice` form, the input items it reads) in a
+   `*_models.py` module beside request.py, added to request.py's unions.
+2. One module here with its `Tool` subclass: the class attributes below, `declare()`, `open_call()` and
+   `run()` (or `ClientAction` for a function the client runs, `ClientTools` for the client's functions).
+3. Its output items (`OutputItem` subclasses) and their events, listed in `produces`; for each of them,
+   an input reader in `reads` (tests/test_tool_registry.py fails for an item nothing reads back).
+4. One line in registry.py's `TOOLS`: the request's rules (`include`, `tool_choice`, reserved names,
+   input readers) are derived from there.
+5. Tests through the public API: a call streamed, run, its output read by the model, and the history sent
+   back to continue from.
 """
 
 from __future__ import annotations
@@ -21,7 +35,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, ClassVar, Generic, Iterable, Protocol, TypeAlias, TypeVar
+from typing import Any, ClassVar, Generic, Iterable, Mapping, Protocol, TypeAlias, TypeVar
 
 from pydantic import BaseModel
 
@@ -35,7 +49,7 @@ from ...files.service import FileService
 from ...metrics import Metrics
 from ...protocol import Include, ItemStatus
 from ...skills.service import SkillService
-from ..conversation import Dialog
+from ..conversation import Dialog, InputReader
 from ..items import Event, OutputItem
 from ..output import ResponseOutput
 from ..request import RequestTool, ResponsesRequest, ToolChoiceForm
@@ -123,6 +137,8 @@ class Tool(Generic[DeclaredT]):
     includes: ClassVar[tuple[Include, ...]] = ()  # the `include` values it honours
     choices: ClassVar[tuple[type, ...]] = ()  # the named `tool_choice` forms it owns
     metric: ClassVar[str] = ""  # its calls' label in gateway_tool_calls_total
+    produces: ClassVar[tuple[type[OutputItem], ...]] = ()  # the output items it writes
+    reads: ClassVar[Mapping[type[BaseModel], InputReader]] = {}  # the input items it reads back, and how
 
     def __init__(self, context: ToolContext, declared: list[DeclaredT]) -> None:
         self.context = context

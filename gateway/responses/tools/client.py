@@ -8,21 +8,33 @@ from __future__ import annotations
 
 import json
 
+from openai_harmony import Message, Role
+
 from runtime.isolation import TooCostly, run_isolated
 
+from ...core.ids import new_id
 from ...errors import bad_request
 from ...protocol import ItemStatus
-from ..conversation import Dialog
+from ..conversation import Dialog, Records, read_call, read_call_output, tool_call_message
 from ..grammars import input_problem
 from ..items import CustomToolCallOutput, Event, FunctionCallOutput
-from ..request import CustomTool, FunctionTool, GrammarInput, NamespaceFunction
+from ..request import (
+    CustomTool,
+    CustomToolCallItem,
+    CustomToolCallOutputItem,
+    FunctionCallItem,
+    FunctionCallOutputItem,
+    FunctionTool,
+    GrammarInput,
+    NamespaceFunction,
+)
 from ..schemas import InvalidSchema, argument_problem, checked_schema
 from ..tool_call import CallKind, ToolCall
 from ..tool_declarations import Function, LoadedTool, describe, parsed_definitions
 from ..tool_search_models import TOOL_SEARCH_RECIPIENT, is_loaded
 from .base import DeclaredT, Tool, ToolContext
 
-__all__ = ["ClientTools", "describe"]
+__all__ = ["ClientTools", "describe", "read_custom_call", "read_function_call", "read_function_output"]
 
 
 class ClientTools(Tool[DeclaredT]):
@@ -114,3 +126,19 @@ class ClientTools(Tool[DeclaredT]):
             return ItemStatus.COMPLETED
         call.invalidate(f"the input of {item.name} is not valid: {problem}. Call the tool again with input that is.")
         return ItemStatus.INCOMPLETE
+
+
+def read_function_call(dialog: Dialog, index: int, item: FunctionCallItem, records: Records) -> None:
+    record = item.model_dump() | {"id": item.id or new_id("fc"), "status": ItemStatus.COMPLETED}
+    read_call(dialog, item.call_id, item.recipient, tool_call_message(item.recipient, item.arguments), record, records)
+
+
+def read_custom_call(dialog: Dialog, index: int, item: CustomToolCallItem, records: Records) -> None:
+    message = Message.from_role_and_content(Role.ASSISTANT, item.input).with_channel("commentary").with_recipient(item.recipient)
+    record = item.model_dump() | {"id": item.id or new_id("ctc"), "status": ItemStatus.COMPLETED}
+    read_call(dialog, item.call_id, item.recipient, message, record, records)
+
+
+def read_function_output(dialog: Dialog, index: int, item: FunctionCallOutputItem | CustomToolCallOutputItem, records: Records) -> None:
+    record = item.model_dump() | {"status": ItemStatus.COMPLETED, "id": item.id or new_id("fco")}
+    read_call_output(dialog, index, item.call_id, item.text(), record, records)

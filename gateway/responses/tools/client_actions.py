@@ -10,7 +10,7 @@ status, and the item's own fields cannot hold what the model got wrong.)"""
 from __future__ import annotations
 
 import json
-from typing import Any, ClassVar, Generic, Iterable, TypeVar
+from typing import Any, Callable, ClassVar, Generic, Iterable, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -18,7 +18,7 @@ from ...core.ids import new_id
 from ...engine.harmony import ToolDescription, ToolNamespaceConfig
 from ...errors import bad_request
 from ...protocol import ItemStatus
-from ..conversation import Dialog
+from ..conversation import Dialog, InputReader, Records, read_call, read_call_output, tool_call_message
 from ..items import Event, Events, OutputItem
 from ..request import ToolChoiceForm
 from ..tool_call import CallKind, ToolCall
@@ -52,6 +52,27 @@ class ClientActionItem(OutputItem, Generic[ArgumentsT]):
     def closed(self, events: Events, status: ItemStatus = ItemStatus.COMPLETED) -> list[Event]:
         self.status = status
         return [self.done(events)]
+
+
+def action_call_reader(recipient: str, id_prefix: str) -> InputReader:
+    """How the call item of an action the client runs comes back: the JSON call to `recipient` the model
+    wrote, left open for the client's output."""
+
+    def read(dialog: Dialog, index: int, item: Any, records: Records) -> None:
+        record = item.model_dump(exclude_none=True) | {"id": item.id or new_id(id_prefix), "status": ItemStatus.COMPLETED}
+        read_call(dialog, item.call_id, recipient, tool_call_message(recipient, item.arguments()), record, records)
+
+    return read
+
+
+def action_output_reader(call_id_of: Callable[[Any], str] = lambda item: item.call_id) -> InputReader:
+    """How the client's output of an action comes back: the tool's answer the model reads."""
+
+    def read(dialog: Dialog, index: int, item: Any, records: Records) -> None:
+        record = item.model_dump(exclude_none=True) | {"status": item.status or ItemStatus.COMPLETED, "id": item.id or new_id("fco")}
+        read_call_output(dialog, index, call_id_of(item), item.text(), record, records)
+
+    return read
 
 
 class ClientAction(Tool[DeclaredT]):

@@ -6,14 +6,18 @@ from __future__ import annotations
 import logging
 from typing import Any, Iterable
 
+from openai_harmony import Message, Role
+
 from sandbox.manager import BACKEND_ERRORS, Execution, SandboxFull, SessionNotFound, describe_python_tool
 
+from ...core.ids import new_id
 from ...engine.harmony import ToolNamespaceConfig
 from ...errors import bad_request
 from ...files.service import check_memory_limit
 from ...files.sync import ContainerSync
 from ...protocol import EventType, Include, ItemStatus
-from ..conversation import Dialog
+from ..code_interpreter_models import CodeInterpreterCallItem
+from ..conversation import Dialog, Records, tool_result
 from ..items import Event, Events, OutputItem, ToolCallItem
 from ..request import CodeInterpreterTool, NamedCodeInterpreter, RequestTool, ToolChoiceForm
 from ..tool_call import CallKind, ToolCall
@@ -57,12 +61,27 @@ class CodeInterpreterCallOutput(ToolCallItem):
         }
 
 
+NO_OUTPUTS = "[The output of this call was not sent back.]"
+
+
+def _read_call(dialog: Dialog, index: int, item: CodeInterpreterCallItem, records: Records) -> None:
+    """A python call sent back (a client replaying a response's output): the code the model wrote, and
+    what it printed, as the model read them."""
+    call = Message.from_role_and_content(Role.ASSISTANT, item.code or "").with_channel("analysis").with_recipient("python")
+    dialog.append(call.with_content_type("code"))
+    logs = item.logs()
+    dialog.append(tool_result("python", "analysis", NO_OUTPUTS if logs is None else logs))
+    records.append(item.model_dump(exclude_none=True) | {"id": item.id or new_id("ci")})
+
+
 class CodeInterpreter(Tool[CodeInterpreterTool]):
     request_types = (CodeInterpreterTool,)
     namespaces = frozenset({"python"})
     includes = (Include.CODE_OUTPUTS,)
     choices = (NamedCodeInterpreter,)
     metric = "python"
+    produces = (CodeInterpreterCallOutput,)
+    reads = {CodeInterpreterCallItem: _read_call}
 
     def __init__(self, context: ToolContext, declared: list[CodeInterpreterTool]) -> None:
         super().__init__(context, declared)

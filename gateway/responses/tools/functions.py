@@ -8,11 +8,24 @@ from typing import Any, Iterable
 from ...errors import bad_request
 from ..conversation import Dialog
 from ..grammars import InvalidGrammar, check_grammar
-from ..request import CustomTool, FunctionTool, GrammarInput, NamedCustom, NamedFunction, RequestTool, ToolChoiceForm
+from ..items import CustomToolCallOutput, FunctionCallOutput
+from ..request import (
+    CustomTool,
+    CustomToolCallItem,
+    CustomToolCallOutputItem,
+    FunctionCallItem,
+    FunctionCallOutputItem,
+    FunctionTool,
+    GrammarInput,
+    NamedCustom,
+    NamedFunction,
+    RequestTool,
+    ToolChoiceForm,
+)
 from ..tool_declarations import LoadedTool
 from ..tool_search_models import is_loaded
 from .base import Declarations, ToolContext
-from .client import ClientTools, describe
+from .client import ClientTools, describe, read_custom_call, read_function_call, read_function_output
 
 
 class FunctionTools(ClientTools[FunctionTool | CustomTool]):
@@ -20,6 +33,14 @@ class FunctionTools(ClientTools[FunctionTool | CustomTool]):
     namespaces = frozenset({"functions"})
     choices = (NamedFunction, NamedCustom)
     metric = "function"
+    produces = (FunctionCallOutput, CustomToolCallOutput)
+    # Every call to a client's function, a namespace's included (their items are the same), and its output.
+    reads = {
+        FunctionCallItem: read_function_call,
+        FunctionCallOutputItem: read_function_output,
+        CustomToolCallItem: read_custom_call,
+        CustomToolCallOutputItem: read_function_output,
+    }
 
     def __init__(self, context: ToolContext, declared: list[FunctionTool | CustomTool]) -> None:
         super().__init__(context, declared)

@@ -7,8 +7,15 @@ from __future__ import annotations
 from typing import Any
 
 from ..items import Event
-from ..shell_models import LOCAL_SHELL_NAMESPACE, LocalShellAction, LocalShellTool
-from .client_actions import ClientAction, ClientActionItem
+from ..shell_models import (
+    LOCAL_SHELL_NAMESPACE,
+    LOCAL_SHELL_RECIPIENT,
+    LocalShellAction,
+    LocalShellCallItem,
+    LocalShellCallOutputItem,
+    LocalShellTool,
+)
+from .client_actions import ClientAction, ClientActionItem, action_call_reader, action_output_reader
 
 DESCRIPTION = (
     "Use this tool to run a program on the user's machine, when running one is the best way to do what is "
@@ -40,6 +47,11 @@ class LocalShell(ClientAction[LocalShellTool]):
     request_types = (LocalShellTool,)
     namespaces = frozenset({LOCAL_SHELL_NAMESPACE})
     metric = "local_shell"
+    produces = (LocalShellCall,)
+    reads = {
+        LocalShellCallItem: action_call_reader(LOCAL_SHELL_RECIPIENT, "lsh"),
+        LocalShellCallOutputItem: action_output_reader(lambda item: item.answers),
+    }
     function = "exec"
     description = DESCRIPTION
     parameters = PARAMETERS

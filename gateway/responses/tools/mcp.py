@@ -18,12 +18,22 @@ from tools.connection import ToolCallFailed
 from tools.results import result_text
 from tools.servers import EnabledServer, ServerRefused, schema_for_model, tool_listing
 
+from ...core.ids import new_id
 from ...engine.harmony import ToolDescription, ToolNamespaceConfig
 from ...errors import APIError, bad_request
 from ...protocol import EventType, ItemStatus
-from ..conversation import Dialog, PendingApproval, tool_result
+from ..conversation import Decision, Dialog, PendingApproval, Records, tool_call_message, tool_result
 from ..items import Event, Events, OutputItem, ToolCallItem
-from ..request import McpTool, NamedMcp, RequestTool, ToolChoiceForm
+from ..request import (
+    McpApprovalRequestItem,
+    McpApprovalResponseItem,
+    McpCallItem,
+    McpListToolsItem,
+    McpTool,
+    NamedMcp,
+    RequestTool,
+    ToolChoiceForm,
+)
 from ..tool_call import CallKind, ToolCall
 from ..tool_declarations import LoadedTool, loaded_text
 from ..tool_search_models import TOOL_SEARCH_RECIPIENT, is_loaded
@@ -118,10 +128,47 @@ class McpApprovalRequestOutput(OutputItem):
         }
 
 
+def _read_approval_response(dialog: Dialog, index: int, item: McpApprovalResponseItem, records: Records) -> None:
+    """The user's answer to a pending approval: carried out before the model goes on (`before_engine`)."""
+    pending = dialog.pending_approvals.pop(item.approval_request_id, None)
+    if pending is None:
+        raise bad_request(f"No pending MCP approval request with id {item.approval_request_id}.", param=f"input[{index}].approval_request_id")
+    dialog.decisions.append(Decision(item.approval_request_id, pending, item.approve, item.reason))
+    records.append(item.model_dump(exclude_none=True) | {"id": item.id or new_id("mcpa")})
+
+
+def _read_approval_request(dialog: Dialog, index: int, item: McpApprovalRequestItem, records: Records) -> None:
+    recipient = f"{item.server_label}.{item.name}"
+    dialog.append(tool_call_message(recipient, item.arguments))
+    dialog.pending_approvals[item.id] = PendingApproval(item.server_label, item.name, item.arguments, recipient, "commentary")
+    records.append(item.model_dump())
+
+
+def _read_call(dialog: Dialog, index: int, item: McpCallItem, records: Records) -> None:
+    recipient = f"{item.server_label}.{item.name}"
+    dialog.append(tool_call_message(recipient, item.arguments))
+    result = item.output if item.error is None else f"Error: {item.error}"
+    dialog.append(tool_result(recipient, "commentary", result or ""))
+    records.append(item.model_dump() | {"id": item.id or new_id("mcp")})
+
+
+def _read_listing(dialog: Dialog, index: int, item: McpListToolsItem, records: Records) -> None:
+    if item.error is None and item.server_label not in dialog.mcp_listed:
+        dialog.mcp_listed.append(item.server_label)
+    records.append(item.model_dump(exclude_none=True) | {"id": item.id or new_id("mcpl")})
+
+
 class McpServers(Tool[McpTool]):
     request_types = (McpTool,)
     choices = (NamedMcp,)
     metric = "mcp"
+    produces = (McpCallOutput, McpListToolsOutput, McpApprovalRequestOutput)
+    reads = {
+        McpApprovalResponseItem: _read_approval_response,
+        McpApprovalRequestItem: _read_approval_request,
+        McpCallItem: _read_call,
+        McpListToolsItem: _read_listing,
+    }
 
     def __init__(self, context: ToolContext, declared: list[McpTool]) -> None:
         super().__init__(context, declared)

@@ -7,6 +7,7 @@ from typing import Any, Iterable
 
 from ...engine.harmony import ToolNamespaceConfig
 from ...errors import bad_request
+from ..items import FunctionCallOutput
 from ..request import NamespaceTool, RequestTool
 from ..tool_declarations import LoadedTool
 from .base import Declarations, ToolContext
@@ -16,6 +17,7 @@ from .client import ClientTools, describe
 class NamespaceTools(ClientTools[NamespaceTool]):
     request_types = (NamespaceTool,)
     metric = "function"
+    produces = (FunctionCallOutput,)  # read back by functions.py, whose items these are too
 
     def __init__(self, context: ToolContext, declared: list[NamespaceTool]) -> None:
         super().__init__(context, declared)

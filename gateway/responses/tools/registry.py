@@ -13,6 +13,7 @@ from tools.namespaces import RESERVED_NAMESPACES
 
 from ...errors import bad_request
 from ...protocol import Include
+from ..conversation import InputReader
 from ..request import NOT_INCLUDABLE, AllowedTools, unsupported
 from .apply_patch import ApplyPatch
 from .base import AnyTool, ToolNeeds
@@ -39,6 +40,20 @@ TOOLS: tuple[type[AnyTool], ...] = (
     CodeInterpreter,
     McpServers,
 )
+
+
+def _input_readers() -> dict[type[Any], InputReader]:
+    """Every tool's input readers, by item type: one reader for each type (two tools claiming one is a bug)."""
+    readers: dict[type[Any], InputReader] = {}
+    for tool in TOOLS:
+        for item_type, reader in tool.reads.items():
+            assert item_type not in readers, f"{item_type.__name__} is read by two tools"
+            readers[item_type] = reader
+    return readers
+
+
+# How each tool's items come back as input (the history's dispatch, input_items.py).
+INPUT_READERS = _input_readers()
 
 # `include` values the response itself honours; the tools' own are added from their classes.
 CORE_INCLUDES = (Include.ENCRYPTED_REASONING, Include.LOGPROBS)

@@ -12,16 +12,19 @@ from ..conversation import Dialog
 from ..items import Event
 from ..shell_models import (
     SHELL_NAMESPACE,
+    SHELL_RECIPIENT,
     ContainerAutoEnvironment,
     ContainerReferenceEnvironment,
     LocalEnvironment,
     NamedShell,
     ShellAction,
+    ShellCallItem,
+    ShellCallOutputItem,
     ShellTool,
 )
 from ..tool_call import ToolCall
 from .base import ToolContext
-from .client_actions import ClientAction
+from .client_actions import ClientAction, action_call_reader, action_output_reader
 from .shell_hosted import HostedShell
 from .shell_items import ShellCall, ShellCallOutput
 from .shell_skills import skill_line
@@ -47,6 +50,8 @@ class Shell(ClientAction[ShellTool]):
     namespaces = frozenset({SHELL_NAMESPACE})
     choices = (NamedShell,)
     metric = "shell"
+    produces = (ShellCall, ShellCallOutput)
+    reads = {ShellCallItem: action_call_reader(SHELL_RECIPIENT, "sh"), ShellCallOutputItem: action_output_reader()}
     function = "exec"
     description = DESCRIPTION
     parameters = PARAMETERS

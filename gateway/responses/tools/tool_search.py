@@ -6,25 +6,35 @@ Run here (`execution: "server"`), a search streams as a `tool_search_call` and a
 holding the definitions found; the model reads their declarations in the search's answer, after the
 prompt's prefix, so what the engine has cached stays as it is, and they are callable from then on, in
 this response and those that continue it (the dialog keeps them). Run by the client, the call ends the
-response, and the client's `tool_search_output` brings the definitions (conversation.py)."""
+response, and the client's `tool_search_output` brings the definitions (`_read_search_output`)."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import Any, Iterable
 
 import anyio
 
+from tools.urls import shown
+
 from ...core.ids import new_id
 from ...engine.harmony import ToolDescription, ToolNamespaceConfig
 from ...errors import bad_request
 from ...protocol import ItemStatus
-from ..conversation import Dialog
+from ..conversation import Dialog, Records, UnwrittenLoad, tool_call_message, tool_result
 from ..items import Event, Events, OutputItem
 from ..request import CustomTool, FunctionTool, McpTool, NamespaceTool
 from ..tool_call import CallKind, ToolCall
-from ..tool_declarations import loaded_text, parsed_definitions
-from ..tool_search_models import TOOL_SEARCH_NAMESPACE, TOOL_SEARCH_RECIPIENT, Execution, ToolSearchTool
+from ..tool_declarations import checked_definitions, loaded_record, loaded_text, parsed_definitions
+from ..tool_search_models import (
+    TOOL_SEARCH_NAMESPACE,
+    TOOL_SEARCH_RECIPIENT,
+    Execution,
+    ToolSearchCallItem,
+    ToolSearchOutputItem,
+    ToolSearchTool,
+)
 from .base import Declarations, Tool, ToolContext
 from .mcp import loaded_servers
 from .tool_search_catalog import Catalog
@@ -77,10 +87,53 @@ class SearchResult(SearchCall):
     payload = "tools"
 
 
+def _read_search_call(dialog: Dialog, index: int, item: ToolSearchCallItem, records: Records) -> None:
+    if item.call_id is not None and (item.call_id in dialog.answered or item.call_id in dialog.open_calls):
+        return  # sent again with the whole thread
+    dialog.append(tool_call_message(TOOL_SEARCH_RECIPIENT, item.arguments_text()))
+    if item.execution == "client" and item.call_id is not None:
+        dialog.open_calls[item.call_id] = TOOL_SEARCH_RECIPIENT
+    records.append(item.model_dump(exclude_none=True) | {"id": item.id or new_id("tsc"), "status": item.status or ItemStatus.COMPLETED})
+
+
+def _read_search_output(dialog: Dialog, index: int, item: ToolSearchOutputItem, records: Records) -> None:
+    """The tools a search loaded: declared to the model where the answer is, callable from then on."""
+    tools = checked_definitions(item.tools, f"input[{index}].tools")
+    if item.execution == "client":  # the answer to a client's search: matched to its call, like a function's
+        if item.call_id is None:
+            raise bad_request("A client tool_search_output needs the call_id of its tool_search_call.", param=f"input[{index}].call_id")
+        digest = hashlib.sha256(json.dumps(item.tools, sort_keys=True).encode()).hexdigest()
+        if dialog.open_calls.pop(item.call_id, None) is None:
+            if dialog.answered.get(item.call_id) == digest:
+                return  # sent again with the whole thread
+            raise bad_request(f"No tool search call found for tool_search_output with call_id {item.call_id}.", param=f"input[{index}].call_id")
+        dialog.answered[item.call_id] = digest
+    if any(isinstance(tool, McpTool) for tool in tools):
+        dialog.unwritten_loads.append(UnwrittenLoad(len(dialog.messages), tools))
+    dialog.append(tool_result(TOOL_SEARCH_RECIPIENT, "commentary", loaded_text(tools)))
+    dialog.load([loaded_record(tool) for tool in tools])
+    record = item.model_dump(exclude_none=True) | {"id": item.id or new_id("tso"), "status": item.status or ItemStatus.COMPLETED}
+    record["tools"] = [_without_credentials(tool) for tool in item.tools]
+    records.append(record)
+
+
+def _without_credentials(tool: dict[str, Any]) -> dict[str, Any]:
+    """A loaded tool as the input items list it: an MCP server's headers, and what its URL may carry of
+    credentials, are never stored."""
+    if tool.get("type") != "mcp":
+        return tool
+    kept = {key: value for key, value in tool.items() if key not in ("headers", "authorization")}
+    if isinstance(kept.get("server_url"), str):
+        kept["server_url"] = shown(kept["server_url"])
+    return kept
+
+
 class ToolSearch(Tool[ToolSearchTool]):
     request_types = (ToolSearchTool,)
     namespaces = frozenset({TOOL_SEARCH_NAMESPACE})
     metric = "tool_search"
+    produces = (SearchCall, SearchResult)
+    reads = {ToolSearchCallItem: _read_search_call, ToolSearchOutputItem: _read_search_output}
 
     def __init__(self, context: ToolContext, declared: list[ToolSearchTool]) -> None:
         super().__init__(context, declared)

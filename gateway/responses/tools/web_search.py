@@ -8,12 +8,13 @@ from typing import Any, Iterable
 
 from tools.browser.session import ACTIONS, BrowseOptions, Browser
 
+from ...core.ids import new_id
 from ...engine.harmony import ToolNamespaceConfig
 from ...errors import bad_request
 from ...protocol import EventType, Include, ItemStatus
-from ..conversation import Dialog
+from ..conversation import Dialog, Records
 from ..items import Event, Events, OutputItem
-from ..request import WEB_SEARCH_TYPES, NamedWebSearch, RequestTool, ToolChoiceForm, WebSearchTool
+from ..request import WEB_SEARCH_TYPES, NamedWebSearch, RequestTool, ToolChoiceForm, WebSearchCallItem, WebSearchTool
 from ..tool_call import CallKind, ToolCall
 from .base import Declarations, Tool, ToolContext, ToolNeeds
 
@@ -62,12 +63,20 @@ class WebSearchCallOutput(OutputItem):
         return item | {"action": action}
 
 
+def _read_search_call(dialog: Dialog, index: int, item: WebSearchCallItem, records: Records) -> None:
+    # What the browser showed is not kept with the item, and Harmony leaves a past turn's calls out of the
+    # prompt anyway (they are analysis): the item is listed, the model reads the answer that cited it.
+    records.append(item.model_dump(exclude_none=True) | {"id": item.id or new_id("ws")})
+
+
 class WebSearch(Tool[WebSearchTool]):
     request_types = (WebSearchTool,)
     namespaces = frozenset({"browser"})
     includes = (Include.SEARCH_SOURCES,)
     choices = (NamedWebSearch,)
     metric = "browser"
+    produces = (WebSearchCallOutput,)
+    reads = {WebSearchCallItem: _read_search_call}
 
     def __init__(self, context: ToolContext, declared: list[WebSearchTool]) -> None:
         super().__init__(context, declared)
