@@ -20,6 +20,7 @@ from ..core.ids import new_id
 from ..core.models import StrictModel
 from ..protocol import EventType
 from .request import ContentPart, MessageItem
+from .tools.registry import OWED_INPUT
 
 
 class SteerError(enum.StrEnum):
@@ -98,16 +99,6 @@ def failed(steer: Steer | None, previous_response_id: str, raw_input: Any, code:
     }
 
 
-# What a response that stopped for the client owes, by the type of the item that asks for it.
-_STUBS = {
-    "function_call": "function_call_output",
-    "custom_tool_call": "custom_tool_call_output",
-    "shell_call": "shell_call_output",
-    "apply_patch_call": "apply_patch_call_output",
-    "tool_search_call": "tool_search_output",
-}
-
-
 def required_input(output: list[dict[str, Any]], open_calls: dict[str, str], pending_approvals: dict[str, Any]) -> list[dict[str, Any]]:
     """The input stubs of the tool results and approvals a response waits for (only identifying fields)."""
     stubs: list[dict[str, Any]] = []
@@ -116,13 +107,7 @@ def required_input(output: list[dict[str, Any]], open_calls: dict[str, str], pen
         if kind == "mcp_approval_request" and item.get("id") in pending_approvals:
             stubs.append({"type": "mcp_approval_response", "approval_request_id": item["id"]})
             continue
-        answer = _STUBS.get(str(kind))
-        if answer is None or item.get("call_id") not in open_calls:
-            continue
-        stub: dict[str, Any] = {"type": answer, "call_id": item["call_id"]}
-        if kind == "function_call":
-            stub["name"] = item.get("name")
-        if kind == "tool_search_call":
-            stub["execution"] = "client"
-        stubs.append(stub)
+        owed = OWED_INPUT.get(str(kind))  # each tool's (its `owes`)
+        if owed is not None and item.get("call_id") in open_calls:
+            stubs.append(owed(item))
     return stubs

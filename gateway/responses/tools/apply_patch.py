@@ -86,6 +86,7 @@ class ApplyPatch(ClientAction[ApplyPatchTool]):
     metric = "apply_patch"
     produces = (ApplyPatchCall,)
     reads = {ApplyPatchCallItem: action_call_reader(APPLY_PATCH_RECIPIENT, "apc"), ApplyPatchCallOutputItem: action_output_reader()}
+    owes = {"apply_patch_call": lambda item: {"type": "apply_patch_call_output", "call_id": item["call_id"]}}
     function = "apply_patch"
     description = DESCRIPTION
     parameters = PARAMETERS

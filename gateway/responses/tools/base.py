@@ -35,7 +35,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, ClassVar, Generic, Iterable, Mapping, Protocol, TypeAlias, TypeVar
+from typing import Any, Callable, ClassVar, Generic, Iterable, Mapping, Protocol, TypeAlias, TypeVar
 
 from pydantic import BaseModel
 
@@ -139,6 +139,9 @@ class Tool(Generic[DeclaredT]):
     metric: ClassVar[str] = ""  # its calls' label in gateway_tool_calls_total
     produces: ClassVar[tuple[type[OutputItem], ...]] = ()  # the output items it writes
     reads: ClassVar[Mapping[type[BaseModel], InputReader]] = {}  # the input items it reads back, and how
+    # The input a response that stopped for the client owes, by the type of the output item that asks for
+    # it: the stub steering names (steering.py), with only the fields that identify the answer.
+    owes: ClassVar[Mapping[str, Callable[[dict[str, Any]], dict[str, Any]]]] = {}
 
     def __init__(self, context: ToolContext, declared: list[DeclaredT]) -> None:
         self.context = context

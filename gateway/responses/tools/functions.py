@@ -41,6 +41,10 @@ class FunctionTools(ClientTools[FunctionTool | CustomTool]):
         CustomToolCallItem: read_custom_call,
         CustomToolCallOutputItem: read_function_output,
     }
+    owes = {
+        "function_call": lambda item: {"type": "function_call_output", "call_id": item["call_id"], "name": item.get("name")},
+        "custom_tool_call": lambda item: {"type": "custom_tool_call_output", "call_id": item["call_id"]},
+    }
 
     def __init__(self, context: ToolContext, declared: list[FunctionTool | CustomTool]) -> None:
         super().__init__(context, declared)

@@ -17,7 +17,7 @@ from .client import ClientTools, describe
 class NamespaceTools(ClientTools[NamespaceTool]):
     request_types = (NamespaceTool,)
     metric = "function"
-    produces = (FunctionCallOutput,)  # read back by functions.py, whose items these are too
+    produces = (FunctionCallOutput,)  # read back, and owed, as functions.py's: the items are the same
 
     def __init__(self, context: ToolContext, declared: list[NamespaceTool]) -> None:
         super().__init__(context, declared)

@@ -54,6 +54,8 @@ def _input_readers() -> dict[type[Any], InputReader]:
 
 # How each tool's items come back as input (the history's dispatch, input_items.py).
 INPUT_READERS = _input_readers()
+# What a response that stopped for the client owes, by the type of the item that asks (steering.py).
+OWED_INPUT = {kind: stub for tool in TOOLS for kind, stub in tool.owes.items()}
 
 # `include` values the response itself honours; the tools' own are added from their classes.
 CORE_INCLUDES = (Include.ENCRYPTED_REASONING, Include.LOGPROBS)

@@ -52,6 +52,7 @@ class Shell(ClientAction[ShellTool]):
     metric = "shell"
     produces = (ShellCall, ShellCallOutput)
     reads = {ShellCallItem: action_call_reader(SHELL_RECIPIENT, "sh"), ShellCallOutputItem: action_output_reader()}
+    owes = {"shell_call": lambda item: {"type": "shell_call_output", "call_id": item["call_id"]}}
     function = "exec"
     description = DESCRIPTION
     parameters = PARAMETERS

@@ -134,6 +134,7 @@ class ToolSearch(Tool[ToolSearchTool]):
     metric = "tool_search"
     produces = (SearchCall, SearchResult)
     reads = {ToolSearchCallItem: _read_search_call, ToolSearchOutputItem: _read_search_output}
+    owes = {"tool_search_call": lambda item: {"type": "tool_search_output", "call_id": item["call_id"], "execution": "client"}}
 
     def __init__(self, context: ToolContext, declared: list[ToolSearchTool]) -> None:
         super().__init__(context, declared)
