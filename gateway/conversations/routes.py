@@ -24,6 +24,7 @@ from ..responses.conversation import Dialog
 from ..responses.history import duplicate, keep_state, missing, new_items, open_conversation, refuse_known_ids
 from ..responses.input_items import append_input
 from ..responses.request import InputItem, Metadata
+from ..responses.tools.mcp import McpState
 from ..responses.tools.registry import check_include
 from ..storage.conversation_store import Conversation, DuplicateItem
 from ..storage.paging import listing, page_query, unknown_after
@@ -153,7 +154,7 @@ async def _stored(write: Awaitable[T]) -> T:
 
 def _refuse_decisions(dialog: Dialog) -> None:
     """An approval response is carried out by a response, which runs the call: here it has nothing to run."""
-    if dialog.decisions:
+    if dialog.tool_state(McpState).decisions:
         raise bad_request(
             "An mcp_approval_response is answered by running the call: send it as the input of a response with this conversation.",
             param="items",

@@ -7,8 +7,8 @@ Which reader takes which input item: input_items.py (messages, reasoning, compac
 from __future__ import annotations
 
 import hashlib
-from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Callable
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Mapping, Protocol, Self, TypeVar, cast
 
 from openai_harmony import Author, Message, Role
 
@@ -16,8 +16,6 @@ from ..core.ids import new_id
 from ..errors import bad_request
 from ..protocol import ItemStatus
 from .thread import ThreadMark
-from .tool_declarations import LoadedTool
-from .tool_search_models import loaded_recipients
 
 SUMMARY_HEAD = "Summary of the conversation so far (earlier turns were compacted):\n"
 
@@ -27,54 +25,33 @@ Records = list[dict[str, Any]]  # the input items as the API lists them back
 InputReader = Callable[["Dialog", int, Any, Records], None]
 
 
-@dataclass
-class PendingApproval:
-    """An MCP call the model made that waits for the user's `mcp_approval_response`."""
+class ToolState(Protocol):
+    """A tool's part of the dialog's state (tools/: the containers', MCP's, tool search's, the browser's):
+    what the tool carries from one response of a conversation to the next. Stored with the dialog's own
+    state, in keys of its own (`to_json`), and read back from them (`from_json`)."""
 
-    server_label: str
-    name: str
-    arguments: str
-    recipient: str
-    channel: str
+    @classmethod
+    def from_json(cls, stored: Mapping[str, Any]) -> Self: ...
 
+    def to_json(self) -> dict[str, Any]: ...
 
-@dataclass
-class Decision:
-    """The user's answer to a pending approval, to be carried out before the model goes on."""
-
-    approval_request_id: str
-    pending: PendingApproval
-    approve: bool
-    reason: str | None
+    def copy(self) -> Self: ...
 
 
-@dataclass
-class UnwrittenLoad:
-    """A search's answer the model is to read, whose MCP servers' declarations come from the servers."""
-
-    message: int  # its place in `Dialog.messages`
-    tools: list[LoadedTool]
+StateT = TypeVar("StateT", bound=ToolState)
+# The dialog's own keys in its stored state; every other key is a tool's.
+_OWN_KEYS = ("answered", "session_key", "thread")
 
 
 @dataclass
 class Dialog:
     """The Harmony messages after the system/developer preamble, the open function calls in them, and
-    the conversation's tool state."""
+    the conversation's tool state (each tool's own part: `tool_state`)."""
 
     messages: list[Message] = field(default_factory=list)
     # call_id → the call's recipient (`functions.NAME`, `NAMESPACE.NAME`), for calls whose output the client
     # has not sent yet. (Records stored before namespaces hold the bare function name.)
     open_calls: dict[str, str] = field(default_factory=dict)
-    # The sandbox session the conversation's code has run in.
-    container_id: str | None = None
-    # MCP servers whose tools were listed to the client in this conversation (once each).
-    mcp_listed: list[str] = field(default_factory=list)
-    pending_approvals: dict[str, PendingApproval] = field(default_factory=dict)
-    # Approval responses of the current request (not stored: carried out by this response).
-    decisions: list[Decision] = field(default_factory=list)
-    # Answers of searches that loaded MCP servers' tools, sent in the request's input (not stored: written
-    # once the request's servers are connected, mcp.py).
-    unwritten_loads: list[UnwrittenLoad] = field(default_factory=list)
     # call_id → digest of the output the client gave, for calls answered earlier in the conversation:
     # clients that send the whole thread again with previous_response_id repeat them.
     answered: dict[str, str] = field(default_factory=dict)
@@ -84,14 +61,19 @@ class Dialog:
     owner: str | None = None
     # Names the conversation to the engine's router, the same for every response that continues it.
     session_key: str = field(default_factory=lambda: new_id("sess"))
-    # The browser's pages by cursor, without their text (tools/browser/pages.py `Page.summary`): the model
-    # opens their links and cites them in later responses.
-    browser_pages: list[dict[str, Any] | None] = field(default_factory=list)
     # The inputs the chain was given, to recognise a thread sent again whole (thread.py).
     thread: ThreadMark = field(default_factory=ThreadMark)
-    # The tool definitions tool search loaded (tool_search.py): callable for the rest of the conversation.
-    loaded_tools: list[dict[str, Any]] = field(default_factory=list)
-    loaded: set[str] = field(default_factory=set)  # the recipients they make callable
+    # The tools' parts of the state, by kind, as read (`tool_state`); and the stored state they are read
+    # from, whose keys no tool has read yet are stored again as they were.
+    _tool_states: dict[type[Any], Any] = field(default_factory=dict)
+    _stored_tool_state: dict[str, Any] = field(default_factory=dict)
+
+    def tool_state(self, kind: type[StateT]) -> StateT:
+        """A tool's part of the state, read from the stored state the first time it is asked for."""
+        state = self._tool_states.get(kind)
+        if state is None:
+            state = self._tool_states[kind] = kind.from_json(self._stored_tool_state)
+        return cast(StateT, state)
 
     def copy(self) -> "Dialog":
         """A dialog to go on from, leaving this one as it is (its messages are shared: none is changed in
@@ -100,16 +82,11 @@ class Dialog:
             self,
             messages=list(self.messages),
             open_calls=dict(self.open_calls),
-            mcp_listed=list(self.mcp_listed),
-            pending_approvals=dict(self.pending_approvals),
-            decisions=list(self.decisions),
-            unwritten_loads=list(self.unwritten_loads),
             answered=dict(self.answered),
             owners=list(self.owners),
-            browser_pages=list(self.browser_pages),
             thread=ThreadMark(self.thread.count, self.thread.digest),
-            loaded_tools=list(self.loaded_tools),
-            loaded=set(self.loaded),
+            _tool_states={kind: state.copy() for kind, state in self._tool_states.items()},
+            _stored_tool_state=dict(self._stored_tool_state),
         )
 
     def compact(self, summary: str) -> None:
@@ -123,10 +100,6 @@ class Dialog:
         kept = [(message, owner) for message, owner in zip(self.messages, self.owners) if message.author.role in (Role.USER, Role.DEVELOPER)]
         self.messages = [message for message, _ in kept]
         self.owners = [owner for _, owner in kept]
-
-    def load(self, tools: list[dict[str, Any]]) -> None:
-        self.loaded_tools += tools
-        self.loaded |= loaded_recipients(tools)
 
     def append(self, message: Message) -> None:
         self.messages.append(message)
@@ -159,32 +132,22 @@ class Dialog:
         return [message.to_dict() for message in self.messages[start:]]
 
     def state(self) -> dict[str, Any]:
-        return {
-            "container_id": self.container_id,
-            "mcp_listed": self.mcp_listed,
-            "pending_approvals": {key: asdict(value) for key, value in self.pending_approvals.items()},
-            "answered": self.answered,
-            "session_key": self.session_key,
-            "browser_pages": self.browser_pages,
-            "thread": self.thread.as_json(),
-            "loaded_tools": self.loaded_tools,
-        }
+        """The state stored with the dialog: its own, and every tool's part."""
+        state = dict(self._stored_tool_state)
+        for tool_state in self._tool_states.values():
+            state.update(tool_state.to_json())
+        return state | {"answered": self.answered, "session_key": self.session_key, "thread": self.thread.as_json()}
 
     @classmethod
     def from_json(cls, data: list[dict[str, Any]], open_calls: dict[str, str], state: dict[str, Any]) -> "Dialog":
         return cls(
             [Message.from_dict(entry) for entry in data],
             dict(open_calls),
-            state.get("container_id"),
-            list(state.get("mcp_listed", [])),
-            {key: PendingApproval(**value) for key, value in state.get("pending_approvals", {}).items()},
             answered=dict(state.get("answered", {})),
             owners=[None] * len(data),
             session_key=state.get("session_key") or new_id("sess"),
-            browser_pages=list(state.get("browser_pages") or []),
             thread=ThreadMark.from_json(state.get("thread")),
-            loaded_tools=list(state.get("loaded_tools") or []),
-            loaded=loaded_recipients(state.get("loaded_tools") or []),
+            _stored_tool_state={key: value for key, value in state.items() if key not in _OWN_KEYS},
         )
 
 

@@ -37,6 +37,7 @@ from .needs import ResponsesNeeds, needs_of
 from .request import MessageItem, ResponsesRequest
 from .run import ResponseRun
 from .steering import Steer, SteerError, SteerEvent, accepted, failed, pending, required_input
+from .tools.mcp import McpState
 
 logger = logging.getLogger("gateway.responses")
 
@@ -222,7 +223,7 @@ class ResponsesSocket:
                     failed(steer, response_id, steer.input, SteerError.NOT_ACTIVE, f"The response ended {status}: the input was not applied.")
                 )
             return None
-        owed = required_input(run.output.as_dicts(), run.dialog.open_calls, run.dialog.pending_approvals)
+        owed = required_input(run.output.as_dicts(), run.dialog.open_calls, run.dialog.tool_state(McpState).pending_approvals)
         if owed:
             self.steers[response_id] = steers
             for steer in steers:

@@ -33,6 +33,7 @@ from ..tool_call import CallKind, ToolCall
 from ..tool_declarations import Function, LoadedTool, describe, parsed_definitions
 from ..tool_search_models import TOOL_SEARCH_RECIPIENT, is_loaded
 from .base import DeclaredT, Tool, ToolContext
+from .loaded import LoadedTools
 
 __all__ = ["ClientTools", "describe", "read_custom_call", "read_function_call", "read_function_output"]
 
@@ -56,8 +57,9 @@ class ClientTools(Tool[DeclaredT]):
 
     async def prepare(self, dialog: Dialog, provision: bool) -> None:
         await super().prepare(dialog, provision)
-        if dialog.loaded_tools:
-            self.add_loaded(parsed_definitions(dialog.loaded_tools))
+        loaded = dialog.tool_state(LoadedTools)
+        if loaded.definitions:
+            self.add_loaded(parsed_definitions(loaded.definitions))
         for param, recipient, function in self.strict_functions():
             if function.strict is False:  # OpenAI's default is strict
                 continue
@@ -74,7 +76,7 @@ class ClientTools(Tool[DeclaredT]):
             called = call.recipient.partition(".")[0]
             call.refuse(f"no function named '{name}' is available in {called}. Use only the declared functions.")
             return None
-        if call.recipient in self.deferred and not is_loaded(call.recipient, self.dialog.loaded):
+        if call.recipient in self.deferred and not is_loaded(call.recipient, self.dialog.tool_state(LoadedTools).recipients):
             call.refuse(f"'{call.recipient}' is not loaded: find it with {TOOL_SEARCH_RECIPIENT} first, then call it.")
             return None
         function, namespace = found

@@ -22,7 +22,7 @@ from ..items import Event, Events, OutputItem, ToolCallItem
 from ..request import CodeInterpreterTool, NamedCodeInterpreter, RequestTool, ToolChoiceForm
 from ..tool_call import CallKind, ToolCall
 from .base import Declarations, Tool, ToolContext
-from .containers import ContainerUse
+from .containers import ContainerState, ContainerUse
 
 log = logging.getLogger("gateway.python")
 
@@ -108,7 +108,7 @@ class CodeInterpreter(Tool[CodeInterpreterTool]):
         named = tool.container
         if not isinstance(named, str):
             check_memory_limit(named.memory_limit, sandbox.config.memory, f"{param}.container.memory_limit")
-        self.container = await self.context.containers.open(named, f"{param}.container", dialog.container_id, provision)
+        self.container = await self.context.containers.open(named, f"{param}.container", dialog.tool_state(ContainerState).container_id, provision)
 
     def recipients(self) -> Iterable[str]:
         return self.namespaces if self.tool is not None else ()
@@ -146,9 +146,10 @@ class CodeInterpreter(Tool[CodeInterpreterTool]):
         assert isinstance(item, CodeInterpreterCallOutput) and sandbox is not None  # claimed only with a sandbox
         # The conversation ran code in this container (or in one that expired): a session started anew lost its state.
         assert self.container is not None  # prepared
-        resumed = self.dialog.container_id == item.container_id or self.container.replaced
+        state = self.dialog.tool_state(ContainerState)
+        resumed = state.container_id == item.container_id or self.container.replaced
         status, item.outputs, call.output = await self._execute(item, resumed, await self.container.made())
-        self.dialog.container_id = item.container_id
+        state.container_id = item.container_id
         output = self.context.output
         output.emit(item.finished(output.events, status))
 
@@ -157,7 +158,7 @@ class CodeInterpreter(Tool[CodeInterpreterTool]):
         and kept the result, which is collected here (once the code ended); it never runs twice."""
         item, sandbox = call.item, self.context.services.sandbox
         assert isinstance(item, CodeInterpreterCallOutput) and sandbox is not None and self.container is not None
-        self.dialog.container_id = item.container_id  # it ran, or runs, there: the conversation goes on in it
+        self.dialog.tool_state(ContainerState).container_id = item.container_id  # it ran, or runs, there: the conversation goes on in it
         container = await self.container.made()
         try:
             collected = await sandbox.collect(

@@ -4,8 +4,8 @@ python writes is there for the shell and the other way round."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import Any, Mapping
 
 from ...files.requested import AutoContainer
 from ...files.service import FileService
@@ -32,6 +32,24 @@ class ContainerUse:
 
     def known_paths(self) -> list[str]:
         return list(self.sync.by_path) if self.sync is not None else []
+
+
+@dataclass
+class ContainerState:
+    """The dialog's container: the one the conversation's code and commands ran in, which python and the
+    hosted shell go on in (a part of the dialog's state, conversation.py `ToolState`)."""
+
+    container_id: str | None = None
+
+    @classmethod
+    def from_json(cls, stored: Mapping[str, Any]) -> ContainerState:
+        return cls(stored.get("container_id"))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"container_id": self.container_id}
+
+    def copy(self) -> ContainerState:
+        return replace(self)
 
 
 class ResponseContainers:

@@ -26,6 +26,7 @@ from ..tool_declarations import LoadedTool
 from ..tool_search_models import is_loaded
 from .base import Declarations, ToolContext
 from .client import ClientTools, describe, read_custom_call, read_function_call, read_function_output
+from .loaded import LoadedTools
 
 
 class FunctionTools(ClientTools[FunctionTool | CustomTool]):
@@ -88,7 +89,7 @@ class FunctionTools(ClientTools[FunctionTool | CustomTool]):
             kind = "" if wanted is FunctionTool else "the custom tool "
             raise bad_request(f"tool_choice names {kind}'{choice.name}', which is not in tools.", param="tool_choice.name")
         recipient = f"functions.{choice.name}"
-        if recipient in self.deferred and not is_loaded(recipient, self.dialog.loaded):
+        if recipient in self.deferred and not is_loaded(recipient, self.dialog.tool_state(LoadedTools).recipients):
             raise bad_request(
                 f"tool_choice names '{choice.name}', which is deferred (defer_loading) and not loaded yet: use auto or required, "
                 "or load it with tool search first.",

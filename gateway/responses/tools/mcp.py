@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
 import anyio
@@ -22,7 +23,7 @@ from ...core.ids import new_id
 from ...engine.harmony import ToolDescription, ToolNamespaceConfig
 from ...errors import APIError, bad_request
 from ...protocol import EventType, ItemStatus
-from ..conversation import Decision, Dialog, PendingApproval, Records, tool_call_message, tool_result
+from ..conversation import Dialog, Records, tool_call_message, tool_result
 from ..items import Event, Events, OutputItem, ToolCallItem
 from ..request import (
     McpApprovalRequestItem,
@@ -38,8 +39,51 @@ from ..tool_call import CallKind, ToolCall
 from ..tool_declarations import LoadedTool, loaded_text
 from ..tool_search_models import TOOL_SEARCH_RECIPIENT, is_loaded
 from .base import Declarations, Tool, ToolContext, run_call
+from .loaded import LoadedTools
 
 log = logging.getLogger("gateway.tools")
+
+
+@dataclass
+class PendingApproval:
+    """An MCP call the model made that waits for the user's `mcp_approval_response`."""
+
+    server_label: str
+    name: str
+    arguments: str
+    recipient: str
+    channel: str
+
+
+@dataclass
+class Decision:
+    """The user's answer to a pending approval, to be carried out before the model goes on."""
+
+    approval_request_id: str
+    pending: PendingApproval
+    approve: bool
+    reason: str | None
+
+
+@dataclass
+class McpState:
+    """MCP's part of the dialog's state (conversation.py `ToolState`)."""
+
+    listed: list[str] = field(default_factory=list)  # servers whose tools were listed to the client (once each)
+    pending_approvals: dict[str, PendingApproval] = field(default_factory=dict)  # by approval request id
+    # Approval responses of the current request (not stored: carried out by this response).
+    decisions: list[Decision] = field(default_factory=list)
+
+    @classmethod
+    def from_json(cls, stored: Mapping[str, Any]) -> McpState:
+        pending = {key: PendingApproval(**value) for key, value in (stored.get("pending_approvals") or {}).items()}
+        return cls(list(stored.get("mcp_listed") or []), pending)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"mcp_listed": self.listed, "pending_approvals": {key: asdict(value) for key, value in self.pending_approvals.items()}}
+
+    def copy(self) -> McpState:
+        return McpState(list(self.listed), dict(self.pending_approvals), list(self.decisions))
 
 
 class McpCallOutput(ToolCallItem):
@@ -130,17 +174,18 @@ class McpApprovalRequestOutput(OutputItem):
 
 def _read_approval_response(dialog: Dialog, index: int, item: McpApprovalResponseItem, records: Records) -> None:
     """The user's answer to a pending approval: carried out before the model goes on (`before_engine`)."""
-    pending = dialog.pending_approvals.pop(item.approval_request_id, None)
+    state = dialog.tool_state(McpState)
+    pending = state.pending_approvals.pop(item.approval_request_id, None)
     if pending is None:
         raise bad_request(f"No pending MCP approval request with id {item.approval_request_id}.", param=f"input[{index}].approval_request_id")
-    dialog.decisions.append(Decision(item.approval_request_id, pending, item.approve, item.reason))
+    state.decisions.append(Decision(item.approval_request_id, pending, item.approve, item.reason))
     records.append(item.model_dump(exclude_none=True) | {"id": item.id or new_id("mcpa")})
 
 
 def _read_approval_request(dialog: Dialog, index: int, item: McpApprovalRequestItem, records: Records) -> None:
     recipient = f"{item.server_label}.{item.name}"
     dialog.append(tool_call_message(recipient, item.arguments))
-    dialog.pending_approvals[item.id] = PendingApproval(item.server_label, item.name, item.arguments, recipient, "commentary")
+    dialog.tool_state(McpState).pending_approvals[item.id] = PendingApproval(item.server_label, item.name, item.arguments, recipient, "commentary")
     records.append(item.model_dump())
 
 
@@ -153,8 +198,9 @@ def _read_call(dialog: Dialog, index: int, item: McpCallItem, records: Records) 
 
 
 def _read_listing(dialog: Dialog, index: int, item: McpListToolsItem, records: Records) -> None:
-    if item.error is None and item.server_label not in dialog.mcp_listed:
-        dialog.mcp_listed.append(item.server_label)
+    listed = dialog.tool_state(McpState).listed
+    if item.error is None and item.server_label not in listed:
+        listed.append(item.server_label)
     records.append(item.model_dump(exclude_none=True) | {"id": item.id or new_id("mcpl")})
 
 
@@ -197,10 +243,10 @@ class McpServers(Tool[McpTool]):
             self.servers[tool.server_label] = server
             if tool.defer_loading:
                 self.deferred[tool.server_label] = server
-            if tool.server_label not in dialog.mcp_listed or not server.connection.connected:
+            if tool.server_label not in dialog.tool_state(McpState).listed or not server.connection.connected:
                 self._to_list.append(server)
         self._write_loads(dialog)
-        for decision in dialog.decisions:
+        for decision in dialog.tool_state(McpState).decisions:
             if decision.pending.server_label not in self.servers:
                 raise bad_request(
                     f"The approval response {decision.approval_request_id} is for the MCP server "
@@ -211,7 +257,8 @@ class McpServers(Tool[McpTool]):
     def _write_loads(self, dialog: Dialog) -> None:
         """The searches' answers in the input that loaded MCP tools: the model reads the tools as the
         request's server declares them."""
-        for load in dialog.unwritten_loads:
+        loaded = dialog.tool_state(LoadedTools)
+        for load in loaded.unwritten:
             for tool in load.tools:
                 if isinstance(tool, McpTool) and tool.server_label not in self.servers:
                     raise bad_request(
@@ -220,7 +267,7 @@ class McpServers(Tool[McpTool]):
                     )
             text = loaded_text(load.tools, loaded_servers(load.tools, self.servers))
             dialog.messages[load.message] = tool_result(TOOL_SEARCH_RECIPIENT, "commentary", text)
-        dialog.unwritten_loads = []
+        loaded.unwritten = []
 
     def recipients(self) -> Iterable[str]:
         return self.servers
@@ -240,7 +287,7 @@ class McpServers(Tool[McpTool]):
             )
 
     def _any_loaded(self, label: str, name: str | None) -> bool:
-        loaded = self.dialog.loaded
+        loaded = self.dialog.tool_state(LoadedTools).recipients
         if name is not None:
             return is_loaded(f"{label}.{name}", loaded)
         return f"{label}.*" in loaded or any(recipient.partition(".")[0] == label for recipient in loaded)
@@ -263,18 +310,19 @@ class McpServers(Tool[McpTool]):
 
     @property
     def work_before_engine(self) -> bool:
-        return bool(self._to_list or self.dialog.decisions)
+        return bool(self._to_list or self.dialog.tool_state(McpState).decisions)
 
     async def before_engine(self) -> None:
         output, dialog = self.context.output, self.dialog
+        state = dialog.tool_state(McpState)
         for server in self._to_list:
             item = output.add(lambda index: McpListToolsOutput(index, server.label))  # noqa: B023 (called at once)
             error = None if server.connection.connected else f"MCP server unavailable: {server.connection.error}"
             listing = [tool_listing(tool) for tool in server.tools()] if error is None else []
-            if error is None and server.label not in dialog.mcp_listed:
-                dialog.mcp_listed.append(server.label)
+            if error is None and server.label not in state.listed:
+                state.listed.append(server.label)
             output.emit(item.listed(output.events, listing, error))
-        decisions, dialog.decisions = dialog.decisions, []
+        decisions, state.decisions = state.decisions, []
         for decision in decisions:
             pending = decision.pending
             if not decision.approve:
@@ -301,7 +349,7 @@ class McpServers(Tool[McpTool]):
             state = "is unavailable" if not server.connection.connected else f"has no tool named '{name}'"
             call.refuse(f"the '{label}' server {state}.")
             return None
-        if label in self.deferred and not is_loaded(call.recipient, self.dialog.loaded):
+        if label in self.deferred and not is_loaded(call.recipient, self.dialog.tool_state(LoadedTools).recipients):
             call.refuse(f"'{call.recipient}' is not loaded: find it with {TOOL_SEARCH_RECIPIENT} first, then call it.")
             return None
         if not self.context.budget.take(call):
@@ -326,7 +374,9 @@ class McpServers(Tool[McpTool]):
         label = call.recipient.partition(".")[0]
         request = self.context.output.add(lambda index: McpApprovalRequestOutput(index, label, call.tool_name, text))
         self.dialog.claim(len(self.dialog.messages) - 1, request.id)  # the call's message, just appended
-        self.dialog.pending_approvals[request.id] = PendingApproval(label, call.tool_name, text, call.recipient, call.channel or "commentary")
+        self.dialog.tool_state(McpState).pending_approvals[request.id] = PendingApproval(
+            label, call.tool_name, text, call.recipient, call.channel or "commentary"
+        )
         return request.announced(events)
 
     async def run(self, call: ToolCall) -> None:

@@ -28,7 +28,7 @@ from ..shell_models import (
 )
 from ..tool_call import ToolCall
 from .base import ToolContext
-from .containers import ContainerUse
+from .containers import ContainerState, ContainerUse
 from .shell_items import ShellCall, ShellCallOutput
 from .shell_skills import ContainerSkill, WithSkills, describe_skills, find_skills
 
@@ -65,7 +65,7 @@ class HostedShell:
             named = AutoContainer(type="auto", file_ids=environment.file_ids, memory_limit=environment.memory_limit)
         else:
             named = environment.container_id
-        self.container = await self.context.containers.open(named, param, dialog.container_id, provision)
+        self.container = await self.context.containers.open(named, param, dialog.tool_state(ContainerState).container_id, provision)
 
     def description(self) -> str:
         sandbox = self.context.services.sandbox
@@ -111,7 +111,7 @@ class HostedShell:
         contents = [_content(end) for end in ended]
         output.emit([item.command_done(output.events, index, content.model_dump(exclude_none=True)) for index, content in enumerate(contents)])
         output.emit(item.closed(output.events, status))
-        dialog.container_id = self.container.container_id  # the conversation's container from now on
+        dialog.tool_state(ContainerState).container_id = self.container.container_id  # the conversation's container from now on
         call.output = "\n".join([describe_outputs(contents) if contents else "[no output]", *notes])
 
 

@@ -22,7 +22,7 @@ from ...core.ids import new_id
 from ...engine.harmony import ToolDescription, ToolNamespaceConfig
 from ...errors import bad_request
 from ...protocol import ItemStatus
-from ..conversation import Dialog, Records, UnwrittenLoad, tool_call_message, tool_result
+from ..conversation import Dialog, Records, tool_call_message, tool_result
 from ..items import Event, Events, OutputItem
 from ..request import CustomTool, FunctionTool, McpTool, NamespaceTool
 from ..tool_call import CallKind, ToolCall
@@ -36,6 +36,7 @@ from ..tool_search_models import (
     ToolSearchTool,
 )
 from .base import Declarations, Tool, ToolContext
+from .loaded import LoadedTools, UnwrittenLoad
 from .mcp import loaded_servers
 from .tool_search_catalog import Catalog
 
@@ -109,9 +110,9 @@ def _read_search_output(dialog: Dialog, index: int, item: ToolSearchOutputItem, 
             raise bad_request(f"No tool search call found for tool_search_output with call_id {item.call_id}.", param=f"input[{index}].call_id")
         dialog.answered[item.call_id] = digest
     if any(isinstance(tool, McpTool) for tool in tools):
-        dialog.unwritten_loads.append(UnwrittenLoad(len(dialog.messages), tools))
+        dialog.tool_state(LoadedTools).unwritten.append(UnwrittenLoad(len(dialog.messages), tools))
     dialog.append(tool_result(TOOL_SEARCH_RECIPIENT, "commentary", loaded_text(tools)))
-    dialog.load([loaded_record(tool) for tool in tools])
+    dialog.tool_state(LoadedTools).load([loaded_record(tool) for tool in tools])
     record = item.model_dump(exclude_none=True) | {"id": item.id or new_id("tso"), "status": item.status or ItemStatus.COMPLETED}
     record["tools"] = [_without_credentials(tool) for tool in item.tools]
     records.append(record)
@@ -206,12 +207,12 @@ class ToolSearch(Tool[ToolSearchTool]):
         item = call.item
         assert isinstance(item, SearchCall)
         query = str(item.arguments["query"])
-        found = self.catalog.definitions(self.catalog.search(query, self.dialog.loaded))
+        found = self.catalog.definitions(self.catalog.search(query, self.dialog.tool_state(LoadedTools).recipients))
         tools = parsed_definitions(found)
         servers = loaded_servers(tools, self.catalog.servers)
         # Declarations are rendered (and tokenised) by Harmony: off the event loop.
         text = await anyio.to_thread.run_sync(loaded_text, tools, servers) if found else ""
-        self.dialog.load(found)
+        self.dialog.tool_state(LoadedTools).load(found)
         output = self.context.output
         result = output.add(lambda index: SearchResult(index, item.call_id, "server", found))
         self.dialog.owner = result.id  # the answer the model reads belongs to the output item

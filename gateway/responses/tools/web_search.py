@@ -4,7 +4,8 @@ in the dialog, for the model to open their links and cite them in later response
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Mapping
 
 from tools.browser.session import ACTIONS, BrowseOptions, Browser
 
@@ -19,6 +20,24 @@ from ..tool_call import CallKind, ToolCall
 from .base import Declarations, Tool, ToolContext, ToolNeeds
 
 VIEW_CHARS = {"low": 2000, "medium": 4000, "high": 8000}  # search_context_size: how much of a page a view shows
+
+
+@dataclass
+class BrowserState:
+    """The browser's part of the dialog's state (conversation.py `ToolState`): its pages by cursor, without
+    their text (tools/browser/pages.py `Page.summary`), whose links the model opens and cites later."""
+
+    pages: list[dict[str, Any] | None] = field(default_factory=list)
+
+    @classmethod
+    def from_json(cls, stored: Mapping[str, Any]) -> BrowserState:
+        return cls(list(stored.get("browser_pages") or []))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"browser_pages": self.pages}
+
+    def copy(self) -> BrowserState:
+        return BrowserState(list(self.pages))
 
 
 class WebSearchCallOutput(OutputItem):
@@ -105,7 +124,7 @@ class WebSearch(Tool[WebSearchTool]):
             allowed_domains=tool.domains(),
             location=tool.user_location.describe() if tool.user_location else None,
         )
-        self.browser = Browser(backends.search, backends.fetcher, options, dialog.browser_pages)
+        self.browser = Browser(backends.search, backends.fetcher, options, dialog.tool_state(BrowserState).pages)
 
     def recipients(self) -> Iterable[str]:
         return self.namespaces if self.browser is not None else ()
@@ -153,7 +172,7 @@ class WebSearch(Tool[WebSearchTool]):
         item, browser = call.item, self.browser
         assert isinstance(item, WebSearchCallOutput) and browser is not None  # claimed only with a browser
         outcome = await browser.call(call.tool_name, call.arguments)
-        self.dialog.browser_pages = browser.summaries()
+        self.dialog.tool_state(BrowserState).pages = browser.summaries()
         call.output = outcome.text
         output = self.context.output
         output.emit(item.finished(output.events, outcome.action, outcome.sources, outcome.failed))
