@@ -100,4 +100,5 @@ def build(base: str = DEFAULT_BASE, tag: str = DEFAULT_TAG) -> str:
         except docker.errors.BuildError as exc:
             log = "".join(entry.get("stream", "") for entry in exc.build_log)
             raise BuildError(f"the image build failed: {exc.msg}\n{log[-4000:]}") from exc
-    return image.id
+    image_id: str = image.id
+    return image_id

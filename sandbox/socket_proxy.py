@@ -93,8 +93,9 @@ class Proxy:
             try:
                 info = json.loads(payload)
                 labels = (info.get("Config") or {}).get("Labels") or {}
-                if labels.get(LABEL) == "1" and isinstance(info.get("Id"), str):
-                    return info["Id"]
+                image_id = info.get("Id")
+                if labels.get(LABEL) == "1" and isinstance(image_id, str):
+                    return image_id
             except (ValueError, AttributeError):
                 pass
         raise Refused(f"{reference}: not a sandbox container")

@@ -252,4 +252,5 @@ def schema_for_model(schema: dict[str, Any]) -> dict[str, Any]:
             return [clean(v) for v in value]
         return value
 
-    return clean(schema)
+    cleaned: dict[str, Any] = clean(schema)
+    return cleaned

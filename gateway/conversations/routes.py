@@ -17,7 +17,7 @@ from starlette.routing import Route
 from ..core.ids import new_id
 from ..core.models import StrictModel
 from ..core.requests import include_query, tenant_of
-from ..errors import bad_request, not_found
+from ..errors import APIError, bad_request, not_found
 from ..files.inputs import read_input_files
 from ..jsontext import JSONResponse
 from ..responses.conversation import Dialog
@@ -161,7 +161,7 @@ def _refuse_decisions(dialog: Dialog) -> None:
         )
 
 
-def _missing_item(request: Request):
+def _missing_item(request: Request) -> APIError:
     return not_found(f"No item with id '{request.path_params['item_id']}' in the conversation.", param="item_id")
 
 

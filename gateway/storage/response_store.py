@@ -52,7 +52,7 @@ class StoredResponse:
 
     @property
     def status(self) -> str:
-        return self.response["status"]
+        return str(self.response["status"])
 
 
 @dataclass(frozen=True)

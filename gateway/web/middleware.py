@@ -111,7 +111,7 @@ def _request_id(scope: Scope) -> str:
     """The client's X-Request-Id if it is a sane token, else a new one."""
     for name, value in scope["headers"]:
         if name == b"x-request-id":
-            candidate = value.decode("latin-1")
+            candidate: str = value.decode("latin-1")
             if _VALID_ID.match(candidate):
                 return candidate
             break
