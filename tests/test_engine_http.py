@@ -12,7 +12,7 @@ import pytest
 from openai_harmony import Message, Role
 
 from gateway.config import EngineConfig
-from gateway.engine.client import EngineClient, Lines, Sampling
+from gateway.engine.client import EngineClient, FinishReason, Lines, Sampling
 from gateway.engine.harmony import Preamble, Prompt, render_prompt
 from gateway.engine.transport import BUFFERED_HIGH, EngineHTTPError, EnginePool, ProtocolFault
 from gateway.errors import APIError
@@ -289,3 +289,63 @@ def test_a_request_goes_again_only_when_nothing_of_its_answer_was_read(second_an
 
     asyncio.run(main())
     assert len(requests) == (3 if retried else 2)
+
+
+def _sse_answer(finish_reason: object) -> bytes:
+    """A whole streamed completion of one token, ending with `finish_reason`, chunked as vLLM sends it."""
+    import json
+
+    events = [
+        {"choices": [{"index": 0, "token_ids": [1], "finish_reason": None}]},
+        {"choices": [{"index": 0, "token_ids": [], "finish_reason": finish_reason}]},
+    ]
+    body = b"".join(f"data: {json.dumps(event)}\n\n".encode() for event in events) + b"data: [DONE]\n\n"
+    chunked = f"{len(body):x}\r\n".encode() + body + b"\r\n0\r\n\r\n"
+    return b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n" + chunked
+
+
+async def _serve_engine(completion: bytes) -> tuple[asyncio.Server, str]:
+    """A peer that lists one model and answers every completion with `completion`, on kept connections."""
+    models = b'{"data":[{"id":"m","max_model_len":1000}]}'
+    listing = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n%s" % (len(models), models)
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length:")), 0)
+                await reader.readexactly(length)
+                writer.write(listing if head.startswith(b"GET /v1/models") else completion)
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    return server, f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+
+
+@pytest.mark.parametrize(
+    "sent, read",
+    [
+        ("stop", FinishReason.STOP),
+        ("length", FinishReason.LENGTH),
+        ("abort", FinishReason.ABORT),
+        ("error", FinishReason.ABORT),
+        (7, FinishReason.ABORT),
+    ],
+)
+def test_a_finish_reason_the_gateway_does_not_know_ends_the_generation_as_a_failure(sent, read):
+    """vLLM's finish reasons are read as what they are; any other value (a newer engine's `error`, or not
+    a string at all) is an abort, which fails the response, never a completion."""
+
+    async def main() -> list[FinishReason | None]:
+        server, url = await _serve_engine(_sse_answer(sent))
+        client = EngineClient(EngineConfig(url=url, model="m", read_timeout_s=5))
+        try:
+            stream = await client.generate(prompt_of("hi"), Sampling(max_tokens=10))
+            return [chunk.finish_reason async for chunk in stream]
+        finally:
+            await client.aclose()
+            server.close()
+
+    assert asyncio.run(main()) == [None, read]
