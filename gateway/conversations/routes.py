@@ -20,11 +20,11 @@ from ..core.requests import include_query, tenant_of
 from ..errors import APIError, bad_request, not_found
 from ..files.inputs import read_input_files
 from ..jsontext import JSONResponse
-from ..responses.conversation import Dialog
+from ..responses.dialog import Dialog
 from ..responses.history import duplicate, keep_state, missing, new_items, open_conversation, refuse_known_ids
 from ..responses.input_items import append_input
 from ..responses.request import InputItem, Metadata
-from ..responses.tools.mcp import McpState
+from ..responses.tools.mcp_history import McpState
 from ..responses.tools.registry import check_include
 from ..storage.conversation_store import Conversation, DuplicateItem
 from ..storage.paging import listing, page_query, unknown_after

@@ -12,7 +12,7 @@ from ..errors import APIError, bad_request
 from ..files.inputs import read_input_files
 from ..storage.conversation_store import Conversation
 from ..storage.response_store import RUNNING
-from .conversation import Dialog
+from .dialog import Dialog
 from .history import open_conversation, refuse_known_ids
 from .input_items import append_input
 from .needs import ResponsesNeeds

@@ -8,7 +8,7 @@ from openai_harmony import Message
 
 from ..errors import APIError, bad_request, not_found
 from ..storage.conversation_store import Conversation, ConversationItem, ConversationStore
-from .conversation import Dialog
+from .dialog import Dialog
 
 
 async def open_conversation(

@@ -13,7 +13,7 @@ from typing import Any
 from openai_harmony import Message, Role
 
 from ..core.ids import new_id
-from .conversation import Dialog, InputReader, Records, message_record
+from .dialog import Dialog, InputReader, Records, message_record
 from .request import CompactionItem, InputItem, MessageItem, ReasoningItem
 from .thread import input_key, resent_prefix
 from .tools.registry import INPUT_READERS

@@ -29,7 +29,7 @@ from ..protocol import EventType, Include, ItemStatus, ResponseStatus
 from ..storage.response_store import Orphan
 from .admission import Slot
 from .adoption import ReplayStream
-from .conversation import Dialog, tool_result
+from .dialog import Dialog, tool_result
 from .dialog_plan import DialogPlan, Remembered, plan_dialog
 from .durable import DurableRun
 from .ending import RunEnding

@@ -16,7 +16,7 @@ from typing import Any
 
 from ..engine.client import FinishReason
 from ..jsontext import dumps
-from .conversation import Dialog
+from .dialog import Dialog
 from .dialog_plan import DialogPlan
 from .output import ResponseOutput
 from .tools.containers import ResponseContainers

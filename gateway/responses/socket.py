@@ -37,7 +37,7 @@ from .needs import ResponsesNeeds, needs_of
 from .request import MessageItem, ResponsesRequest
 from .run import ResponseRun
 from .steering import Steer, SteerError, SteerEvent, accepted, failed, pending, required_input
-from .tools.mcp import McpState
+from .tools.mcp_history import McpState
 
 logger = logging.getLogger("gateway.responses")
 

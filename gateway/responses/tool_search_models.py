@@ -44,7 +44,7 @@ class ToolSearchCallItem(StrictModel):
 
 class ToolSearchOutputItem(StrictModel):
     """The tools a search loaded: a client's answer to its `tool_search_call`, or a server search sent back.
-    The definitions are checked as the request's own tools are (conversation.py)."""
+    The definitions are checked as the request's own tools are (tools/tool_search.py)."""
 
     type: Literal["tool_search_output"]
     tools: list[dict[str, Any]] = Field(max_length=MAX_LOADED_TOOLS)

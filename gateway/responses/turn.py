@@ -16,7 +16,7 @@ from ..engine.parser import HarmonyStreamParser, MessageFinished, MessageStarted
 from ..errors import APIError
 from ..protocol import ItemStatus
 from .citations import CitationRewriter, Piece, container_file_citations
-from .conversation import Dialog
+from .dialog import Dialog
 from .items import Delta, Event, LiveArgumentsItem, MessageOutput, OutputItem, ReasoningOutput, TextItem
 from .logprobs import ContentLogprob, parse_with_logprobs
 from .output import ResponseOutput

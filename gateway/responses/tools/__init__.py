@@ -11,7 +11,7 @@ from typing import TypeVar
 
 from tools.namespaces import RESERVED_NAMESPACES
 
-from ..conversation import Dialog
+from ..dialog import Dialog
 from ..items import Event, OutputItem
 from ..tool_call import ToolCall
 from .base import AnyTool, CallBudget, Declarations, Tool, ToolContext, run_call

@@ -49,7 +49,7 @@ from ...files.service import FileService
 from ...metrics import Metrics
 from ...protocol import Include, ItemStatus
 from ...skills.service import SkillService
-from ..conversation import Dialog, InputReader
+from ..dialog import Dialog, InputReader
 from ..items import Event, OutputItem
 from ..output import ResponseOutput
 from ..request import RequestTool, ResponsesRequest, ToolChoiceForm

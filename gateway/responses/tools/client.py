@@ -15,7 +15,7 @@ from runtime.isolation import TooCostly, run_isolated
 from ...core.ids import new_id
 from ...errors import bad_request
 from ...protocol import ItemStatus
-from ..conversation import Dialog, Records, read_call, read_call_output, tool_call_message
+from ..dialog import Dialog, Records, read_call, read_call_output, tool_call_message
 from ..grammars import input_problem
 from ..items import CustomToolCallOutput, Event, FunctionCallOutput
 from ..request import (

@@ -18,7 +18,7 @@ from ...core.ids import new_id
 from ...engine.harmony import ToolDescription, ToolNamespaceConfig
 from ...errors import bad_request
 from ...protocol import ItemStatus
-from ..conversation import Dialog, InputReader, Records, read_call, read_call_output, tool_call_message
+from ..dialog import Dialog, InputReader, Records, read_call, read_call_output, tool_call_message
 from ..items import Event, Events, OutputItem
 from ..request import ToolChoiceForm
 from ..tool_call import CallKind, ToolCall

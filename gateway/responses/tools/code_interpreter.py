@@ -17,7 +17,7 @@ from ...files.service import check_memory_limit
 from ...files.sync import ContainerSync
 from ...protocol import EventType, Include, ItemStatus
 from ..code_interpreter_models import CodeInterpreterCallItem
-from ..conversation import Dialog, Records, tool_result
+from ..dialog import Dialog, Records, tool_result
 from ..items import Event, Events, OutputItem, ToolCallItem
 from ..request import CodeInterpreterTool, NamedCodeInterpreter, RequestTool, ToolChoiceForm
 from ..tool_call import CallKind, ToolCall

@@ -37,7 +37,7 @@ class ContainerUse:
 @dataclass
 class ContainerState:
     """The dialog's container: the one the conversation's code and commands ran in, which python and the
-    hosted shell go on in (a part of the dialog's state, conversation.py `ToolState`)."""
+    hosted shell go on in (a part of the dialog's state, dialog.py `ToolState`)."""
 
     container_id: str | None = None
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 from ...errors import bad_request
-from ..conversation import Dialog
+from ..dialog import Dialog
 from ..grammars import InvalidGrammar, check_grammar
 from ..items import CustomToolCallOutput, FunctionCallOutput
 from ..request import (

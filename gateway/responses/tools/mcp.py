@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
 import anyio
@@ -19,11 +18,10 @@ from tools.connection import ToolCallFailed
 from tools.results import result_text
 from tools.servers import EnabledServer, ServerRefused, schema_for_model, tool_listing
 
-from ...core.ids import new_id
 from ...engine.harmony import ToolDescription, ToolNamespaceConfig
 from ...errors import APIError, bad_request
 from ...protocol import EventType, ItemStatus
-from ..conversation import Dialog, Records, tool_call_message, tool_result
+from ..dialog import Dialog, tool_result
 from ..items import Event, Events, OutputItem, ToolCallItem
 from ..request import (
     McpApprovalRequestItem,
@@ -40,50 +38,9 @@ from ..tool_declarations import LoadedTool, loaded_text
 from ..tool_search_models import TOOL_SEARCH_RECIPIENT, is_loaded
 from .base import Declarations, Tool, ToolContext, run_call
 from .loaded import LoadedTools
+from .mcp_history import McpState, PendingApproval, read_approval_request, read_approval_response, read_call, read_listing
 
 log = logging.getLogger("gateway.tools")
-
-
-@dataclass
-class PendingApproval:
-    """An MCP call the model made that waits for the user's `mcp_approval_response`."""
-
-    server_label: str
-    name: str
-    arguments: str
-    recipient: str
-    channel: str
-
-
-@dataclass
-class Decision:
-    """The user's answer to a pending approval, to be carried out before the model goes on."""
-
-    approval_request_id: str
-    pending: PendingApproval
-    approve: bool
-    reason: str | None
-
-
-@dataclass
-class McpState:
-    """MCP's part of the dialog's state (conversation.py `ToolState`)."""
-
-    listed: list[str] = field(default_factory=list)  # servers whose tools were listed to the client (once each)
-    pending_approvals: dict[str, PendingApproval] = field(default_factory=dict)  # by approval request id
-    # Approval responses of the current request (not stored: carried out by this response).
-    decisions: list[Decision] = field(default_factory=list)
-
-    @classmethod
-    def from_json(cls, stored: Mapping[str, Any]) -> McpState:
-        pending = {key: PendingApproval(**value) for key, value in (stored.get("pending_approvals") or {}).items()}
-        return cls(list(stored.get("mcp_listed") or []), pending)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"mcp_listed": self.listed, "pending_approvals": {key: asdict(value) for key, value in self.pending_approvals.items()}}
-
-    def copy(self) -> McpState:
-        return McpState(list(self.listed), dict(self.pending_approvals), list(self.decisions))
 
 
 class McpCallOutput(ToolCallItem):
@@ -172,48 +129,16 @@ class McpApprovalRequestOutput(OutputItem):
         }
 
 
-def _read_approval_response(dialog: Dialog, index: int, item: McpApprovalResponseItem, records: Records) -> None:
-    """The user's answer to a pending approval: carried out before the model goes on (`before_engine`)."""
-    state = dialog.tool_state(McpState)
-    pending = state.pending_approvals.pop(item.approval_request_id, None)
-    if pending is None:
-        raise bad_request(f"No pending MCP approval request with id {item.approval_request_id}.", param=f"input[{index}].approval_request_id")
-    state.decisions.append(Decision(item.approval_request_id, pending, item.approve, item.reason))
-    records.append(item.model_dump(exclude_none=True) | {"id": item.id or new_id("mcpa")})
-
-
-def _read_approval_request(dialog: Dialog, index: int, item: McpApprovalRequestItem, records: Records) -> None:
-    recipient = f"{item.server_label}.{item.name}"
-    dialog.append(tool_call_message(recipient, item.arguments))
-    dialog.tool_state(McpState).pending_approvals[item.id] = PendingApproval(item.server_label, item.name, item.arguments, recipient, "commentary")
-    records.append(item.model_dump())
-
-
-def _read_call(dialog: Dialog, index: int, item: McpCallItem, records: Records) -> None:
-    recipient = f"{item.server_label}.{item.name}"
-    dialog.append(tool_call_message(recipient, item.arguments))
-    result = item.output if item.error is None else f"Error: {item.error}"
-    dialog.append(tool_result(recipient, "commentary", result or ""))
-    records.append(item.model_dump() | {"id": item.id or new_id("mcp")})
-
-
-def _read_listing(dialog: Dialog, index: int, item: McpListToolsItem, records: Records) -> None:
-    listed = dialog.tool_state(McpState).listed
-    if item.error is None and item.server_label not in listed:
-        listed.append(item.server_label)
-    records.append(item.model_dump(exclude_none=True) | {"id": item.id or new_id("mcpl")})
-
-
 class McpServers(Tool[McpTool]):
     request_types = (McpTool,)
     choices = (NamedMcp,)
     metric = "mcp"
     produces = (McpCallOutput, McpListToolsOutput, McpApprovalRequestOutput)
     reads = {
-        McpApprovalResponseItem: _read_approval_response,
-        McpApprovalRequestItem: _read_approval_request,
-        McpCallItem: _read_call,
-        McpListToolsItem: _read_listing,
+        McpApprovalResponseItem: read_approval_response,
+        McpApprovalRequestItem: read_approval_request,
+        McpCallItem: read_call,
+        McpListToolsItem: read_listing,
     }
 
     def __init__(self, context: ToolContext, declared: list[McpTool]) -> None:

@@ -13,7 +13,7 @@ from tools.namespaces import RESERVED_NAMESPACES
 
 from ...errors import bad_request
 from ...protocol import Include
-from ..conversation import InputReader
+from ..dialog import InputReader
 from ..request import NOT_INCLUDABLE, AllowedTools, unsupported
 from .apply_patch import ApplyPatch
 from .base import AnyTool, ToolNeeds

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..conversation import Dialog
+from ..dialog import Dialog
 from ..items import Event
 from ..shell_models import (
     SHELL_NAMESPACE,

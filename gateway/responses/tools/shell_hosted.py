@@ -14,7 +14,7 @@ from ...errors import bad_request
 from ...files.requested import AutoContainer
 from ...files.service import check_memory_limit
 from ...protocol import ItemStatus
-from ..conversation import Dialog
+from ..dialog import Dialog
 from ..items import Event
 from ..shell_models import (
     ContainerAutoEnvironment,

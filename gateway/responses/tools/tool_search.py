@@ -22,7 +22,7 @@ from ...core.ids import new_id
 from ...engine.harmony import ToolDescription, ToolNamespaceConfig
 from ...errors import bad_request
 from ...protocol import ItemStatus
-from ..conversation import Dialog, Records, tool_call_message, tool_result
+from ..dialog import Dialog, Records, tool_call_message, tool_result
 from ..items import Event, Events, OutputItem
 from ..request import CustomTool, FunctionTool, McpTool, NamespaceTool
 from ..tool_call import CallKind, ToolCall

@@ -13,7 +13,7 @@ from ...core.ids import new_id
 from ...engine.harmony import ToolNamespaceConfig
 from ...errors import bad_request
 from ...protocol import EventType, Include, ItemStatus
-from ..conversation import Dialog, Records
+from ..dialog import Dialog, Records
 from ..items import Event, Events, OutputItem
 from ..request import WEB_SEARCH_TYPES, NamedWebSearch, RequestTool, ToolChoiceForm, WebSearchCallItem, WebSearchTool
 from ..tool_call import CallKind, ToolCall
@@ -24,7 +24,7 @@ VIEW_CHARS = {"low": 2000, "medium": 4000, "high": 8000}  # search_context_size:
 
 @dataclass
 class BrowserState:
-    """The browser's part of the dialog's state (conversation.py `ToolState`): its pages by cursor, without
+    """The browser's part of the dialog's state (dialog.py `ToolState`): its pages by cursor, without
     their text (tools/browser/pages.py `Page.summary`), whose links the model opens and cites later."""
 
     pages: list[dict[str, Any] | None] = field(default_factory=list)
