@@ -107,8 +107,8 @@ class Turn:
                             batch += item.opened(events)
                         is_message = isinstance(item, MessageOutput)
                         stopper = StopMatcher(options.stops) if options.stops and is_message else None
-                        web_search = self.toolset.web_search
-                        rewriter = CitationRewriter(web_search.cited) if web_search.browser is not None and is_message else None
+                        citations = self.toolset.citations
+                        rewriter = CitationRewriter(citations) if citations is not None and is_message else None
                     elif type(parsed) is ContentLogprob:
                         if isinstance(item, MessageOutput):  # reported for the visible answer only
                             item.pending_logprobs.append(parsed.entry)

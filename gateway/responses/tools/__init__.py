@@ -9,17 +9,12 @@ from __future__ import annotations
 
 from typing import TypeVar
 
-from tools.namespaces import RESERVED_NAMESPACES
-
+from ..citations import Resolve
 from ..dialog import Dialog
 from ..items import Event, OutputItem
 from ..tool_call import ToolCall
 from .base import AnyTool, CallBudget, Declarations, Tool, ToolContext, run_call
-from .mcp import McpServers
-from .namespaces import NamespaceTools
 from .registry import TOOLS, choice_owner, kind_of
-from .tool_search import ToolSearch
-from .web_search import WebSearch
 
 __all__ = ["CallBudget", "Declarations", "Tool", "ToolContext", "Toolset"]
 
@@ -32,7 +27,7 @@ class Toolset:
         tools = context.request.tools
         self.tools: list[AnyTool] = [kind(context, [tool for tool in tools if kind_of(tool) is kind]) for kind in TOOLS]
         self._by_namespace: dict[str, AnyTool] = {}
-        self.web_search = self._one(WebSearch)
+        self.citations: Resolve | None = None  # how the answer's citations resolve (the browser's), once prepared
 
     def _one(self, kind: type[ToolT]) -> ToolT:
         return next(tool for tool in self.tools if isinstance(tool, kind))
@@ -44,12 +39,9 @@ class Toolset:
         Without `provision` (a prompt only counted) nothing is created: no container, no copied file."""
         for tool in self.tools:
             await tool.prepare(dialog, provision)
-        # What tool search finds of MCP servers is known once they are connected.
-        self._one(ToolSearch).catalog.add_servers(self._one(McpServers).deferred.values())
         for tool in self.tools:
-            if isinstance(tool, NamespaceTools):  # the client's names may not shadow any other tool's
-                others = {name for other in self.tools if other is not tool for name in other.recipients()}
-                tool.check_names({*RESERVED_NAMESPACES, *others})
+            tool.prepared(self.tools)
+        self.citations = next((resolve for tool in self.tools if (resolve := tool.citations()) is not None), None)
         self._by_namespace = {name: tool for tool in self.tools for name in tool.recipients()}
         choice = self.context.request.tool_choice
         owner = choice_owner(choice)

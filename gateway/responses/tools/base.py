@@ -35,7 +35,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Callable, ClassVar, Generic, Iterable, Mapping, Protocol, TypeAlias, TypeVar
+from typing import Any, Callable, ClassVar, Generic, Iterable, Mapping, Protocol, Sequence, TypeAlias, TypeVar
 
 from pydantic import BaseModel
 
@@ -49,6 +49,7 @@ from ...files.service import FileService
 from ...metrics import Metrics
 from ...protocol import Include, ItemStatus
 from ...skills.service import SkillService
+from ..citations import Resolve
 from ..dialog import Dialog, InputReader
 from ..items import Event, OutputItem
 from ..output import ResponseOutput
@@ -169,6 +170,15 @@ class Tool(Generic[DeclaredT]):
     async def prepare(self, dialog: Dialog, provision: bool) -> None:
         """Check the declared tools; without `provision` (a prompt only counted) create nothing."""
         self.dialog = dialog
+
+    def prepared(self, tools: Sequence[AnyTool]) -> None:
+        """Every tool of the request is prepared (`tools`, this one among them): what one kind needs to know
+        of the others (tool search of MCP's deferred servers, namespaces of the names the others take)."""
+
+    def citations(self) -> Resolve | None:
+        """How the answer's citations of this tool's sources resolve, for the messages' annotations (the
+        browser's); None: it has none."""
+        return None
 
     def recipients(self) -> Iterable[str]:
         """The namespaces of the model's calls this tool takes, in this request."""

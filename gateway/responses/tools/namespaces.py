@@ -3,14 +3,16 @@ Harmony namespace in the developer message, called as `NAME.function`, run by th
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
+
+from tools.namespaces import RESERVED_NAMESPACES
 
 from ...engine.harmony import ToolNamespaceConfig
 from ...errors import bad_request
 from ..items import FunctionCallOutput
 from ..request import NamespaceTool, RequestTool
 from ..tool_declarations import LoadedTool
-from .base import Declarations, ToolContext
+from .base import AnyTool, Declarations, ToolContext
 from .client import ClientTools, describe
 
 
@@ -49,6 +51,11 @@ class NamespaceTools(ClientTools[NamespaceTool]):
 
     def recipients(self) -> Iterable[str]:
         return [tool.name for tool in self.declared] + self.loaded_namespaces
+
+    def prepared(self, tools: Sequence[AnyTool]) -> None:
+        # The client's names may not shadow any other tool's, nor a namespace the model knows.
+        others = {name for other in tools if other is not self for name in other.recipients()}
+        self.check_names({*RESERVED_NAMESPACES, *others})
 
     def check_names(self, taken: set[str]) -> None:
         """A namespace's name may not be one the model already knows another way (`taken`)."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 import anyio
 
@@ -35,9 +35,9 @@ from ..tool_search_models import (
     ToolSearchOutputItem,
     ToolSearchTool,
 )
-from .base import Declarations, Tool, ToolContext
+from .base import AnyTool, Declarations, Tool, ToolContext
 from .loaded import LoadedTools, UnwrittenLoad
-from .mcp import loaded_servers
+from .mcp import McpServers, loaded_servers
 from .tool_search_catalog import Catalog
 
 MAX_QUERY_CHARS = 1000
@@ -141,6 +141,12 @@ class ToolSearch(Tool[ToolSearchTool]):
         super().__init__(context, declared)
         self.tool = declared[0] if declared else None
         self.catalog = Catalog(context.request.tools)
+
+    def prepared(self, tools: Sequence[AnyTool]) -> None:
+        # What tool search finds of MCP servers is known once they are connected.
+        for tool in tools:
+            if isinstance(tool, McpServers):
+                self.catalog.add_servers(tool.deferred.values())
 
     @property
     def by_client(self) -> bool:

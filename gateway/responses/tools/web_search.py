@@ -13,6 +13,7 @@ from ...core.ids import new_id
 from ...engine.harmony import ToolNamespaceConfig
 from ...errors import bad_request
 from ...protocol import EventType, Include, ItemStatus
+from ..citations import Resolve
 from ..dialog import Dialog, Records
 from ..items import Event, Events, OutputItem
 from ..request import WEB_SEARCH_TYPES, NamedWebSearch, RequestTool, ToolChoiceForm, WebSearchCallItem, WebSearchTool
@@ -142,6 +143,9 @@ class WebSearch(Tool[WebSearchTool]):
     def declare(self, declarations: Declarations) -> None:
         if self.browser is not None and self.context.enabled:  # declared as gpt-oss was trained: the stock description
             declarations.system.append(ToolNamespaceConfig.browser())
+
+    def citations(self) -> Resolve | None:
+        return self.cited if self.browser is not None else None
 
     def cited(self, cursor: int, line: int) -> tuple[str, str] | None:
         """What a citation in the model's answer points to (citations.py)."""
