@@ -254,9 +254,9 @@ class EngineStream:
         if choices:
             choice = choices[0]
             logprobs = choice.get("logprobs")
-            chunk = EngineChunk(
-                choice.get("token_ids") or [], FinishReason.read(choice.get("finish_reason")), None if logprobs is None else _logprobs(logprobs)
-            )
+            reason = choice.get("finish_reason")  # None on every chunk but the last: read only when there is one
+            finish = None if reason is None else FinishReason.read(reason)
+            chunk = EngineChunk(choice.get("token_ids") or [], finish, None if logprobs is None else _logprobs(logprobs))
         elif "error" in data:
             error = data["error"] or {}
             raise server_error(502, f"The engine failed: {error.get('message', 'unknown error')}", "engine_error")
