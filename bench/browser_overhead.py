@@ -29,7 +29,7 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from gateway.responses.citations import CitationRewriter  # noqa: E402
+from gateway.responses.loop.citations import CitationRewriter  # noqa: E402
 from tests.conftest import Process, free_port  # noqa: E402
 from tools.browser.backends import HttpFetcher, McpSearch, to_page  # noqa: E402
 from tools.browser.guard import AddressPolicy  # noqa: E402

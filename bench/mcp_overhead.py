@@ -28,7 +28,7 @@ from mcp.client.streamable_http import streamable_http_client
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from gateway.responses.dialog import Dialog, tool_result  # noqa: E402
+from gateway.responses.history.dialog import Dialog, tool_result  # noqa: E402
 from tests.conftest import free_port, wait_for_port  # noqa: E402
 from tools.connection import MCPConnection, ServerSpec  # noqa: E402
 from tools.results import result_text  # noqa: E402

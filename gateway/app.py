@@ -38,11 +38,11 @@ from .files.service import FileService
 from .jsontext import JSONResponse
 from .metrics import Metrics
 from .replicas import Replicas
-from .responses.admission import Admission
-from .responses.log import Runs
+from .responses.loop.admission import Admission
+from .responses.loop.log import Runs
+from .responses.loop.run import ResponseRun
+from .responses.loop.sealed import Sealer
 from .responses.routes import routes as response_routes
-from .responses.run import ResponseRun
-from .responses.sealed import Sealer
 from .responses.tenant_sockets import TenantSockets
 from .sandbox_sessions import SessionDirectory
 from .services import Services

@@ -188,7 +188,7 @@ class StorageConfig(_Section):
     # While the database is unreachable (a restart, a failover), statements are retried this long.
     retry_s: float = Field(15.0, ge=0)
     # A replica renews its lease every lease_s / 3; the background runs of one whose lease ran out are
-    # adopted by another replica (responses/adoption.py), or ended as failed where they cannot be.
+    # adopted by another replica (responses/loop/adoption.py), or ended as failed where they cannot be.
     lease_s: float = Field(10.0, gt=0)
     # This process's name among the replicas; unset: made up at start (host, process id, random part).
     replica_id: str | None = Field(None, pattern=r"^[A-Za-z0-9._:-]{1,100}$")

@@ -3,7 +3,7 @@
 Each replica holds a lease it renews every `lease_s / 3`. A background response is stored as it starts
 with the replica running it as its owner; when a replica stops renewing (killed, cut off), another
 replica adopts its responses and goes on with them from their last written event
-(responses/adoption.py). One that cannot be gone on with is ended as failed, with a last event that
+(responses/loop/adoption.py). One that cannot be gone on with is ended as failed, with a last event that
 ends every stream following it, so no response stays `in_progress` forever. A cancel that reaches a replica not running the response is
 sent to the one that is (PostgreSQL's NOTIFY); if that one is gone, the cancel is carried out here.
 """

@@ -18,8 +18,8 @@ from .engine.harmony import PromptRenderer
 from .files.service import FileService
 from .metrics import Metrics
 from .replicas import Replicas
-from .responses.log import Runs
-from .responses.sealed import Sealer
+from .responses.loop.log import Runs
+from .responses.loop.sealed import Sealer
 from .responses.tenant_sockets import TenantSockets
 from .shutdown import Drain
 from .skills.service import SkillService

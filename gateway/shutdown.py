@@ -1,6 +1,6 @@
 """Graceful shutdown: on SIGTERM, running responses get `server.shutdown_grace_s` to finish; then each is
 stopped and ends with `response.failed`, so every client receives a terminal event. Where replicas share
-a database, background runs are handed over instead (`on_begin`: responses/adoption.py)."""
+a database, background runs are handed over instead (`on_begin`: responses/loop/adoption.py)."""
 
 from __future__ import annotations
 

@@ -329,7 +329,7 @@ def test_citations_rewrite_the_same_however_the_text_is_split() -> None:
     that start no citation, and citations of views that do not exist, pass through as written."""
     import random
 
-    from gateway.responses.citations import CitationRewriter
+    from gateway.responses.loop.citations import CitationRewriter
 
     pages = {0: ("https://a.example/x", "A"), 1: ("https://b.example/y", "B")}
 

@@ -211,7 +211,7 @@ def test_bad_stop_is_a_400(gateway, stop):
 
 
 def test_stop_matcher_at_every_split():
-    from gateway.responses.stops import StopMatcher
+    from gateway.responses.loop.stops import StopMatcher
 
     text, stops = "one two STOP three", ("STOP", "TOPS", "ne t")
     for first in range(len(text) + 1):

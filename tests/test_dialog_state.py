@@ -4,7 +4,7 @@ response without the browser (say) keeps a conversation's pages for the next one
 
 from __future__ import annotations
 
-from gateway.responses.dialog import Dialog
+from gateway.responses.history.dialog import Dialog
 from gateway.responses.tools.containers import ContainerState
 from gateway.responses.tools.loaded import LoadedTools
 from gateway.responses.tools.mcp_history import McpState, PendingApproval

@@ -20,7 +20,7 @@ PACKAGES = ["gateway", "tools", "sandbox", "runtime"]
 # The loop's modules (gateway/responses) longer than this say why here.
 MAX_LOOP_MODULE_LINES = 400
 LONG_LOOP_MODULES = {
-    "gateway/responses/request.py": "the request's models, field for field as the openai SDK types them: one table, read by lookup",
+    "gateway/responses/shapes/request.py": "the request's models, field for field as the openai SDK types them: one table, read by lookup",
 }
 # The stand-alone packages import nothing of the gateway at all.
 STAND_ALONE = {"runtime", "sandbox", "tools"}
@@ -87,7 +87,7 @@ def test_packages_import_only_those_below_them() -> None:
 def test_the_order_is_read_from_real_imports(tmp_path: Path) -> None:
     # The check above cannot pass by reading nothing: a module known to import below it is seen to.
     assert "gateway.core.ids" in _imports(ROOT / "gateway/files/routes.py")
-    assert "gateway.files.requested" in _imports(ROOT / "gateway/responses/request.py")
+    assert "gateway.files.requested" in _imports(ROOT / "gateway/responses/shapes/request.py")
     # Nor by missing an import for the type checker, or one inside a function.
     hidden = tmp_path / "hidden.py"
     hidden.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import gateway.app\ndef f():\n    from gateway import chat\n")
@@ -134,8 +134,8 @@ def test_the_cycle_check_sees_a_cycle() -> None:
     # The graph it reads has edges both ways where a cycle would be: the run imports its state, and a
     # tool's call names its taker without importing tools/.
     graph = _module_graph()
-    assert "gateway.responses.run_state" in graph["gateway.responses.run"]
-    assert "gateway.responses.tools.base" not in graph["gateway.responses.tool_call"]
+    assert "gateway.responses.loop.run_state" in graph["gateway.responses.loop.run"]
+    assert "gateway.responses.tools.base" not in graph["gateway.responses.loop.tool_call"]
 
 
 def test_the_loop_modules_are_short() -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import typing
 
 from gateway.protocol import Include
-from gateway.responses.request import AllowedTools, NamedChoice, Tool, UnavailableTool
+from gateway.responses.shapes.request import AllowedTools, NamedChoice, Tool, UnavailableTool
 from gateway.responses.tools.registry import BUILT_IN_NAMESPACES, INCLUDABLE, TOOLS, choice_owner, kind_of
 from tools.namespaces import RESERVED_NAMESPACES
 
@@ -38,7 +38,7 @@ def test_built_in_namespaces_are_reserved() -> None:
 
 
 def test_lookups() -> None:
-    from gateway.responses.request import CodeInterpreterTool, NamedCodeInterpreter
+    from gateway.responses.shapes.request import CodeInterpreterTool, NamedCodeInterpreter
     from gateway.responses.tools.code_interpreter import CodeInterpreter
 
     assert kind_of(CodeInterpreterTool(type="code_interpreter")) is CodeInterpreter
@@ -48,14 +48,14 @@ def test_lookups() -> None:
 
 def _input_types() -> dict[str, type]:
     """The input items a request may hold, by their `type` tag."""
-    from gateway.responses.request import InputItem
+    from gateway.responses.shapes.request import InputItem
 
     members = typing.get_args(typing.get_args(InputItem)[0])
     return {typing.get_args(member)[1].tag: typing.get_args(member)[0] for member in members}
 
 
 def test_every_input_item_type_has_one_reader() -> None:
-    from gateway.responses.input_items import READERS
+    from gateway.responses.history.input_items import READERS
 
     assert set(READERS) == set(_input_types().values())
 

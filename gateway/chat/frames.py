@@ -11,8 +11,8 @@ from typing import Any, AsyncIterator, Literal
 
 from ..jsontext import dumps
 from ..protocol import RESPONSE_ENDINGS, EventType, ItemStatus, ResponseStatus
-from ..responses.items import CustomToolCallOutput, Delta, FunctionCallOutput, MessageOutput, ReasoningOutput
-from ..responses.run import ResponseRun
+from ..responses.loop.run import ResponseRun
+from ..responses.shapes.items import CustomToolCallOutput, Delta, FunctionCallOutput, MessageOutput, ReasoningOutput
 
 DONE = b"data: [DONE]\n\n"
 

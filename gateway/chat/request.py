@@ -18,8 +18,8 @@ from runtime.numbers import decimal
 
 from ..core.models import StrictModel
 from ..errors import bad_request
-from ..responses.request import FunctionDefinition, ResponsesRequest, refuse_unsupported
-from ..responses.stops import MAX_STOP_CHARS, MAX_STOPS
+from ..responses.loop.stops import MAX_STOP_CHARS, MAX_STOPS
+from ..responses.shapes.request import FunctionDefinition, ResponsesRequest, refuse_unsupported
 
 # A participant's name (OpenAI: "an optional name for the participant"). Accepted on every message that
 # has one, and not rendered: Harmony's format has no names for system, developer, user or assistant
@@ -334,7 +334,7 @@ class ChatRequest(StrictModel):
     web_search_options: WebSearchOptions | None = None
     moderation: Any = None
     prompt_cache_options: Any = None
-    # Applied by the gateway to the visible text (never the reasoning): see gateway/responses/stops.py.
+    # Applied by the gateway to the visible text (never the reasoning): see gateway/responses/loop/stops.py.
     stop: str | list[str] | None = None
 
     @field_validator("stop")

@@ -12,10 +12,10 @@ from starlette.routing import Route
 
 from ..core.requests import refuse_while_draining, tenant_of
 from ..jsontext import JSONResponse
+from ..responses.loop.prompt_builder import ChatOptions
+from ..responses.loop.run import ResponseRun
 from ..responses.needs import needs_of
-from ..responses.prompt_builder import ChatOptions
 from ..responses.routes import event_stream, wait_for_run
-from ..responses.run import ResponseRun
 from ..web.body import parse_body
 from .frames import ChatChunks, completion
 from .request import ChatRequest

@@ -20,10 +20,10 @@ from ..core.requests import include_query, tenant_of
 from ..errors import APIError, bad_request, not_found
 from ..files.inputs import read_input_files
 from ..jsontext import JSONResponse
-from ..responses.dialog import Dialog
-from ..responses.history import duplicate, keep_state, missing, new_items, open_conversation, refuse_known_ids
-from ..responses.input_items import append_input
-from ..responses.request import InputItem, Metadata
+from ..responses.history.conversation_items import duplicate, keep_state, missing, new_items, open_conversation, refuse_known_ids
+from ..responses.history.dialog import Dialog
+from ..responses.history.input_items import append_input
+from ..responses.shapes.request import InputItem, Metadata
 from ..responses.tools.mcp_history import McpState
 from ..responses.tools.registry import check_include
 from ..storage.conversation_store import Conversation, DuplicateItem

@@ -14,8 +14,8 @@ from ..replicas import Replicas
 from ..shutdown import Drain
 from ..storage.conversation_store import ConversationStore
 from ..storage.response_store import ResponseStore
-from .log import Runs
-from .sealed import Sealer
+from .loop.log import Runs
+from .loop.sealed import Sealer
 from .tenant_sockets import TenantSockets
 from .tools.base import ToolNeeds
 

@@ -19,14 +19,14 @@ from ..storage.paging import listing, page_query, unknown_after
 from ..storage.response_store import RUNNING, StoredResponse
 from ..web.body import parse_body
 from ..web.sse import EventStream
-from .compaction import CompactRequest, compacted_response, summarize
-from .dialog_plan import plan_dialog
-from .follow import follow_stored, storage_unavailable, stored_before
-from .log import sequence_number, sse_frame
+from .history.dialog_plan import plan_dialog
+from .loop.compaction import CompactRequest, compacted_response, summarize
+from .loop.follow import follow_stored, storage_unavailable, stored_before
+from .loop.log import sequence_number, sse_frame
+from .loop.run import ResponseRun
+from .loop.sealed import Purpose
 from .needs import ResponsesNeeds, needs_of
-from .request import ResponsesRequest
-from .run import ResponseRun
-from .sealed import Purpose
+from .shapes.request import ResponsesRequest
 from .socket import ResponsesSocketApp
 from .tools.registry import check_include
 

@@ -31,11 +31,11 @@ from ..errors import APIError, refuse_websocket
 from ..jsontext import dumps
 from ..protocol import ResponseStatus
 from ..web.body import INLINE_BYTES, parse_json
-from .dialog_plan import Remembered
-from .items import Delta, Event
+from .history.dialog_plan import Remembered
+from .loop.run import ResponseRun
 from .needs import ResponsesNeeds, needs_of
-from .request import MessageItem, ResponsesRequest
-from .run import ResponseRun
+from .shapes.items import Delta, Event
+from .shapes.request import MessageItem, ResponsesRequest
 from .steering import Steer, SteerError, SteerEvent, accepted, failed, pending, required_input
 from .tools.mcp_history import McpState
 

@@ -193,7 +193,7 @@ _V5 = _both(
     """,
 )
 
-# Version 6: background runs that outlive their replica (gateway/responses/adoption.py): the request the
+# Version 6: background runs that outlive their replica (gateway/responses/loop/adoption.py): the request the
 # run was started with (sealed with the gateway's key: it may hold MCP credentials), and the run's
 # checkpoint, written with its events, from which another replica goes on.
 _V6 = _both(

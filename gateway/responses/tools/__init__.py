@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import TypeVar
 
-from ..citations import Resolve
-from ..dialog import Dialog
-from ..items import Event, OutputItem
-from ..tool_call import ToolCall
+from ..history.dialog import Dialog
+from ..loop.citations import Resolve
+from ..loop.tool_call import ToolCall
+from ..shapes.items import Event, OutputItem
 from .base import AnyTool, CallBudget, Declarations, Tool, ToolContext, run_call
 from .registry import TOOLS, choice_owner, kind_of
 

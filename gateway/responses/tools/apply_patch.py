@@ -8,8 +8,8 @@ from __future__ import annotations
 from typing import Any
 
 from ...protocol import ItemStatus
-from ..items import Event
-from ..shell_models import (
+from ..shapes.items import Event
+from ..shapes.shell_models import (
     APPLY_PATCH_NAMESPACE,
     APPLY_PATCH_RECIPIENT,
     ApplyPatchCallItem,

@@ -19,7 +19,7 @@ again, or answers a call), into Harmony messages and the record the API lists.
 
 A new kind of tool, step by step:
 1. Its request models (the tool in `tools`, a named `tool_choice` form, the input items it reads) in a
-   `*_models.py` module beside request.py, added to request.py's unions.
+   `*_models.py` module in shapes/, beside request.py, added to request.py's unions.
 2. One module here with its `Tool` subclass: the class attributes below, `declare()`, `open_call()` and
    `run()` (or `ClientAction` for a function the client runs, `ClientTools` for the client's functions).
 3. Its output items (`OutputItem` subclasses) and their events, listed in `produces`; for each of them,
@@ -49,12 +49,12 @@ from ...files.service import FileService
 from ...metrics import Metrics
 from ...protocol import Include, ItemStatus
 from ...skills.service import SkillService
-from ..citations import Resolve
-from ..dialog import Dialog, InputReader
-from ..items import Event, OutputItem
-from ..output import ResponseOutput
-from ..request import RequestTool, ResponsesRequest, ToolChoiceForm
-from ..tool_call import CallKind, ToolCall
+from ..history.dialog import Dialog, InputReader
+from ..loop.citations import Resolve
+from ..loop.output import ResponseOutput
+from ..loop.tool_call import CallKind, ToolCall
+from ..shapes.items import Event, OutputItem
+from ..shapes.request import RequestTool, ResponsesRequest, ToolChoiceForm
 from .containers import ResponseContainers
 
 INTERRUPTED = (
@@ -221,7 +221,7 @@ class Tool(Generic[DeclaredT]):
 
     async def resume(self, call: ToolCall) -> None:
         """A call of this tool was being made when its replica stopped, and the run was adopted here
-        (responses/adoption.py). It is never made again (it may have had its effect): the model is told it
+        (responses/loop/adoption.py). It is never made again (it may have had its effect): the model is told it
         was interrupted. A tool that can tell what became of it, or that only reads, does better."""
         call.output = INTERRUPTED
         if call.item is not None and not call.item.done_sent:

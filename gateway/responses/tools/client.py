@@ -15,10 +15,12 @@ from runtime.isolation import TooCostly, run_isolated
 from ...core.ids import new_id
 from ...errors import bad_request
 from ...protocol import ItemStatus
-from ..dialog import Dialog, Records, read_call, read_call_output, tool_call_message
-from ..grammars import input_problem
-from ..items import CustomToolCallOutput, Event, FunctionCallOutput
-from ..request import (
+from ..history.dialog import Dialog, Records, read_call, read_call_output, tool_call_message
+from ..history.tool_declarations import Function, LoadedTool, describe, parsed_definitions
+from ..loop.tool_call import CallKind, ToolCall
+from ..shapes.grammars import input_problem
+from ..shapes.items import CustomToolCallOutput, Event, FunctionCallOutput
+from ..shapes.request import (
     CustomTool,
     CustomToolCallItem,
     CustomToolCallOutputItem,
@@ -28,10 +30,8 @@ from ..request import (
     GrammarInput,
     NamespaceFunction,
 )
-from ..schemas import InvalidSchema, argument_problem, checked_schema
-from ..tool_call import CallKind, ToolCall
-from ..tool_declarations import Function, LoadedTool, describe, parsed_definitions
-from ..tool_search_models import TOOL_SEARCH_RECIPIENT, is_loaded
+from ..shapes.schemas import InvalidSchema, argument_problem, checked_schema
+from ..shapes.tool_search_models import TOOL_SEARCH_RECIPIENT, is_loaded
 from .base import DeclaredT, Tool, ToolContext
 from .loaded import LoadedTools
 

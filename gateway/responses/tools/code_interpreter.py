@@ -16,11 +16,11 @@ from ...errors import bad_request
 from ...files.service import check_memory_limit
 from ...files.sync import ContainerSync
 from ...protocol import EventType, Include, ItemStatus
-from ..code_interpreter_models import CodeInterpreterCallItem
-from ..dialog import Dialog, Records, tool_result
-from ..items import Event, Events, OutputItem, ToolCallItem
-from ..request import CodeInterpreterTool, NamedCodeInterpreter, RequestTool, ToolChoiceForm
-from ..tool_call import CallKind, ToolCall
+from ..history.dialog import Dialog, Records, tool_result
+from ..loop.tool_call import CallKind, ToolCall
+from ..shapes.code_interpreter_models import CodeInterpreterCallItem
+from ..shapes.items import Event, Events, OutputItem, ToolCallItem
+from ..shapes.request import CodeInterpreterTool, NamedCodeInterpreter, RequestTool, ToolChoiceForm
 from .base import Declarations, Tool, ToolContext
 from .containers import ContainerState, ContainerUse
 

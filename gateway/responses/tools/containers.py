@@ -58,7 +58,7 @@ class ResponseContainers:
         self.tenant = tenant
         self._named: dict[str, ContainerUse] = {}
         self._auto: ContainerUse | None = None
-        # A run adopted from another replica (responses/adoption.py): the auto container it had chosen.
+        # A run adopted from another replica (responses/loop/adoption.py): the auto container it had chosen.
         self.adopted_auto: str | None = None
 
     @property

@@ -6,10 +6,11 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 from ...errors import bad_request
-from ..dialog import Dialog
-from ..grammars import InvalidGrammar, check_grammar
-from ..items import CustomToolCallOutput, FunctionCallOutput
-from ..request import (
+from ..history.dialog import Dialog
+from ..history.tool_declarations import LoadedTool
+from ..shapes.grammars import InvalidGrammar, check_grammar
+from ..shapes.items import CustomToolCallOutput, FunctionCallOutput
+from ..shapes.request import (
     CustomTool,
     CustomToolCallItem,
     CustomToolCallOutputItem,
@@ -22,8 +23,7 @@ from ..request import (
     RequestTool,
     ToolChoiceForm,
 )
-from ..tool_declarations import LoadedTool
-from ..tool_search_models import is_loaded
+from ..shapes.tool_search_models import is_loaded
 from .base import Declarations, ToolContext
 from .client import ClientTools, describe, read_custom_call, read_function_call, read_function_output
 from .loaded import LoadedTools

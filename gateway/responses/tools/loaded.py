@@ -7,8 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from ..tool_declarations import LoadedTool
-from ..tool_search_models import loaded_recipients
+from ..history.tool_declarations import LoadedTool
+from ..shapes.tool_search_models import loaded_recipients
 
 
 @dataclass

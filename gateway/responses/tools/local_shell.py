@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..items import Event
-from ..shell_models import (
+from ..shapes.items import Event
+from ..shapes.shell_models import (
     LOCAL_SHELL_NAMESPACE,
     LOCAL_SHELL_RECIPIENT,
     LocalShellAction,

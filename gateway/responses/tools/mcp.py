@@ -21,9 +21,11 @@ from tools.servers import EnabledServer, ServerRefused, schema_for_model, tool_l
 from ...engine.harmony import ToolDescription, ToolNamespaceConfig
 from ...errors import APIError, bad_request
 from ...protocol import EventType, ItemStatus
-from ..dialog import Dialog, tool_result
-from ..items import Event, Events, OutputItem, ToolCallItem
-from ..request import (
+from ..history.dialog import Dialog, tool_result
+from ..history.tool_declarations import LoadedTool, loaded_text
+from ..loop.tool_call import CallKind, ToolCall
+from ..shapes.items import Event, Events, OutputItem, ToolCallItem
+from ..shapes.request import (
     McpApprovalRequestItem,
     McpApprovalResponseItem,
     McpCallItem,
@@ -33,9 +35,7 @@ from ..request import (
     RequestTool,
     ToolChoiceForm,
 )
-from ..tool_call import CallKind, ToolCall
-from ..tool_declarations import LoadedTool, loaded_text
-from ..tool_search_models import TOOL_SEARCH_RECIPIENT, is_loaded
+from ..shapes.tool_search_models import TOOL_SEARCH_RECIPIENT, is_loaded
 from .base import Declarations, Tool, ToolContext, run_call
 from .loaded import LoadedTools
 from .mcp_history import McpState, PendingApproval, read_approval_request, read_approval_response, read_call, read_listing

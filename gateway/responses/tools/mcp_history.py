@@ -8,8 +8,8 @@ from typing import Any, Mapping
 
 from ...core.ids import new_id
 from ...errors import bad_request
-from ..dialog import Dialog, Records, tool_call_message, tool_result
-from ..request import McpApprovalRequestItem, McpApprovalResponseItem, McpCallItem, McpListToolsItem
+from ..history.dialog import Dialog, Records, tool_call_message, tool_result
+from ..shapes.request import McpApprovalRequestItem, McpApprovalResponseItem, McpCallItem, McpListToolsItem
 
 
 @dataclass

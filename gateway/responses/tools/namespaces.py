@@ -9,9 +9,9 @@ from tools.namespaces import RESERVED_NAMESPACES
 
 from ...engine.harmony import ToolNamespaceConfig
 from ...errors import bad_request
-from ..items import FunctionCallOutput
-from ..request import NamespaceTool, RequestTool
-from ..tool_declarations import LoadedTool
+from ..history.tool_declarations import LoadedTool
+from ..shapes.items import FunctionCallOutput
+from ..shapes.request import NamespaceTool, RequestTool
 from .base import AnyTool, Declarations, ToolContext
 from .client import ClientTools, describe
 

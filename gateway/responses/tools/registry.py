@@ -13,8 +13,8 @@ from tools.namespaces import RESERVED_NAMESPACES
 
 from ...errors import bad_request
 from ...protocol import Include
-from ..dialog import InputReader
-from ..request import NOT_INCLUDABLE, AllowedTools, unsupported
+from ..history.dialog import InputReader
+from ..shapes.request import NOT_INCLUDABLE, AllowedTools, unsupported
 from .apply_patch import ApplyPatch
 from .base import AnyTool, ToolNeeds
 from .code_interpreter import CodeInterpreter

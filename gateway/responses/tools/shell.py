@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..dialog import Dialog
-from ..items import Event
-from ..shell_models import (
+from ..history.dialog import Dialog
+from ..loop.tool_call import ToolCall
+from ..shapes.items import Event
+from ..shapes.shell_models import (
     SHELL_NAMESPACE,
     SHELL_RECIPIENT,
     ContainerAutoEnvironment,
@@ -22,7 +23,6 @@ from ..shell_models import (
     ShellCallOutputItem,
     ShellTool,
 )
-from ..tool_call import ToolCall
 from .base import ToolContext
 from .client_actions import ClientAction, action_call_reader, action_output_reader
 from .shell_hosted import HostedShell

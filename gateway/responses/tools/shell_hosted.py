@@ -14,9 +14,10 @@ from ...errors import bad_request
 from ...files.requested import AutoContainer
 from ...files.service import check_memory_limit
 from ...protocol import ItemStatus
-from ..dialog import Dialog
-from ..items import Event
-from ..shell_models import (
+from ..history.dialog import Dialog
+from ..loop.tool_call import ToolCall
+from ..shapes.items import Event
+from ..shapes.shell_models import (
     ContainerAutoEnvironment,
     HostedEnvironment,
     NetworkAllowlist,
@@ -26,7 +27,6 @@ from ..shell_models import (
     ShellOutputContent,
     describe_outputs,
 )
-from ..tool_call import ToolCall
 from .base import ToolContext
 from .containers import ContainerState, ContainerUse
 from .shell_items import ShellCall, ShellCallOutput

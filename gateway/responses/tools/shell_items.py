@@ -8,8 +8,8 @@ from typing import Any, Literal
 from pydantic_core import from_json
 
 from ...protocol import EventType, ItemStatus
-from ..items import Event, Events, LiveArgumentsItem, OutputItem
-from ..shell_models import ShellAction
+from ..shapes.items import Event, Events, LiveArgumentsItem, OutputItem
+from ..shapes.shell_models import ShellAction
 from .client_actions import ClientActionItem
 
 MAX_LIVE_CHARS = 4096  # of a call's arguments followed live: each delta parses what was written so far

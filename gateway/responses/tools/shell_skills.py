@@ -25,7 +25,7 @@ from sandbox.transfer import FilesState, TransferFailed, install_tree
 from ...errors import bad_request
 from ...skills.bundle import Archive, BadBundle, Member
 from ...skills.service import SkillService
-from ..shell_models import InlineSkill, SkillReference
+from ..shapes.shell_models import InlineSkill, SkillReference
 
 SKILLS_DIR = "/mnt/skills"
 MAX_REQUEST_BYTES = 32 * 1024 * 1024  # the skills of one request together, unpacked

@@ -22,12 +22,12 @@ from ...core.ids import new_id
 from ...engine.harmony import ToolDescription, ToolNamespaceConfig
 from ...errors import bad_request
 from ...protocol import ItemStatus
-from ..dialog import Dialog, Records, tool_call_message, tool_result
-from ..items import Event, Events, OutputItem
-from ..request import CustomTool, FunctionTool, McpTool, NamespaceTool
-from ..tool_call import CallKind, ToolCall
-from ..tool_declarations import checked_definitions, loaded_record, loaded_text, parsed_definitions
-from ..tool_search_models import (
+from ..history.dialog import Dialog, Records, tool_call_message, tool_result
+from ..history.tool_declarations import checked_definitions, loaded_record, loaded_text, parsed_definitions
+from ..loop.tool_call import CallKind, ToolCall
+from ..shapes.items import Event, Events, OutputItem
+from ..shapes.request import CustomTool, FunctionTool, McpTool, NamespaceTool
+from ..shapes.tool_search_models import (
     TOOL_SEARCH_NAMESPACE,
     TOOL_SEARCH_RECIPIENT,
     Execution,

@@ -10,7 +10,7 @@ from typing import Any, Iterable, Union
 
 from tools.servers import EnabledServer
 
-from ..request import CustomTool, FunctionTool, NamespaceFunction, NamespaceTool
+from ..shapes.request import CustomTool, FunctionTool, NamespaceFunction, NamespaceTool
 
 MAX_FOUND = 8  # functions one search loads
 MAX_QUERY_WORDS = 32

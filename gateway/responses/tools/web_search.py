@@ -13,11 +13,11 @@ from ...core.ids import new_id
 from ...engine.harmony import ToolNamespaceConfig
 from ...errors import bad_request
 from ...protocol import EventType, Include, ItemStatus
-from ..citations import Resolve
-from ..dialog import Dialog, Records
-from ..items import Event, Events, OutputItem
-from ..request import WEB_SEARCH_TYPES, NamedWebSearch, RequestTool, ToolChoiceForm, WebSearchCallItem, WebSearchTool
-from ..tool_call import CallKind, ToolCall
+from ..history.dialog import Dialog, Records
+from ..loop.citations import Resolve
+from ..loop.tool_call import CallKind, ToolCall
+from ..shapes.items import Event, Events, OutputItem
+from ..shapes.request import WEB_SEARCH_TYPES, NamedWebSearch, RequestTool, ToolChoiceForm, WebSearchCallItem, WebSearchTool
 from .base import Declarations, Tool, ToolContext, ToolNeeds
 
 VIEW_CHARS = {"low": 2000, "medium": 4000, "high": 8000}  # search_context_size: how much of a page a view shows

@@ -12,11 +12,11 @@ from typing import Any
 
 from openai_harmony import Message, Role
 
-from ..core.ids import new_id
+from ...core.ids import new_id
+from ..shapes.request import CompactionItem, InputItem, MessageItem, ReasoningItem
+from ..tools.registry import INPUT_READERS
 from .dialog import Dialog, InputReader, Records, message_record
-from .request import CompactionItem, InputItem, MessageItem, ReasoningItem
 from .thread import input_key, resent_prefix
-from .tools.registry import INPUT_READERS
 
 _ROLES = {"user": Role.USER, "system": Role.DEVELOPER, "developer": Role.DEVELOPER}
 

@@ -11,18 +11,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ..engine.client import Chunks, FinishReason
-from ..engine.parser import HarmonyStreamParser, MessageFinished, MessageStarted, TextDelta
-from ..errors import APIError
-from ..protocol import ItemStatus
+from ...engine.client import Chunks, FinishReason
+from ...engine.parser import HarmonyStreamParser, MessageFinished, MessageStarted, TextDelta
+from ...errors import APIError
+from ...protocol import ItemStatus
+from ..history.dialog import Dialog
+from ..shapes.items import Delta, Event, LiveArgumentsItem, MessageOutput, OutputItem, ReasoningOutput, TextItem
+from ..tools import Toolset
 from .citations import CitationRewriter, Piece, container_file_citations
-from .dialog import Dialog
-from .items import Delta, Event, LiveArgumentsItem, MessageOutput, OutputItem, ReasoningOutput, TextItem
 from .logprobs import ContentLogprob, parse_with_logprobs
 from .output import ResponseOutput
 from .stops import StopMatcher
 from .tool_call import ToolCall
-from .tools import Toolset
 
 
 @dataclass

@@ -13,10 +13,10 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from ..engine.client import EngineChunk, TokenLogprob
-from ..engine.harmony import encoding
-from ..engine.parser import HarmonyStreamParser, MessageFinished, MessageStarted, ParsedEvent
-from ..engine.vocab import token_bytes
+from ...engine.client import EngineChunk, TokenLogprob
+from ...engine.harmony import encoding
+from ...engine.parser import HarmonyStreamParser, MessageFinished, MessageStarted, ParsedEvent
+from ...engine.vocab import token_bytes
 
 MAX_TOP_LOGPROBS = 20  # OpenAI's bound, on both APIs
 

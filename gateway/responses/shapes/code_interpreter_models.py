@@ -7,7 +7,7 @@ from typing import Annotated, Literal, Union
 
 from pydantic import Field
 
-from ..core.models import StrictModel
+from ...core.models import StrictModel
 
 
 class CodeOutputLogs(StrictModel):

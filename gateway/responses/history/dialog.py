@@ -12,9 +12,9 @@ from typing import Any, Callable, Mapping, Protocol, Self, TypeVar, cast
 
 from openai_harmony import Author, Message, Role
 
-from ..core.ids import new_id
-from ..errors import bad_request
-from ..protocol import ItemStatus
+from ...core.ids import new_id
+from ...errors import bad_request
+from ...protocol import ItemStatus
 from .thread import ThreadMark
 
 SUMMARY_HEAD = "Summary of the conversation so far (earlier turns were compacted):\n"

@@ -9,7 +9,7 @@ from typing import Any, Iterable, Literal
 
 from pydantic import Field
 
-from ..core.models import StrictModel
+from ...core.models import StrictModel
 
 TOOL_SEARCH_NAMESPACE = "tool_search"  # the Harmony recipient of the model's searches: tool_search.search
 TOOL_SEARCH_RECIPIENT = f"{TOOL_SEARCH_NAMESPACE}.search"

@@ -11,8 +11,8 @@ from typing import Any, Iterator, Mapping
 from opentelemetry import context as otel_context
 from opentelemetry.trace import INVALID_SPAN, Span, SpanKind
 
-from ..engine.client import FinishReason
-from ..tracing import carried, child_span, failed, in_span, tracer
+from ...engine.client import FinishReason
+from ...tracing import carried, child_span, failed, in_span, tracer
 from .tool_call import ToolCall
 
 SYSTEM = "openai"  # gpt-oss speaks OpenAI's API through the gateway

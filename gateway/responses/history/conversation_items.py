@@ -6,8 +6,8 @@ from typing import Any
 
 from openai_harmony import Message
 
-from ..errors import APIError, bad_request, not_found
-from ..storage.conversation_store import Conversation, ConversationItem, ConversationStore
+from ...errors import APIError, bad_request, not_found
+from ...storage.conversation_store import Conversation, ConversationItem, ConversationStore
 from .dialog import Dialog
 
 

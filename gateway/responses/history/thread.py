@@ -16,7 +16,7 @@ import hashlib
 from dataclasses import dataclass
 from typing import Sequence
 
-from .request import CustomToolCallOutputItem, FunctionCallOutputItem, InputItem, McpApprovalResponseItem, MessageItem
+from ..shapes.request import CustomToolCallOutputItem, FunctionCallOutputItem, InputItem, McpApprovalResponseItem, MessageItem
 
 
 @dataclass

@@ -10,9 +10,9 @@ from pydantic import Field, TypeAdapter, ValidationError
 
 from tools.namespaces import reserved_problem
 
-from ..engine.harmony import ToolDescription, ToolNamespaceConfig, declarations_text
-from ..errors import bad_request
-from .request import CustomTool, FunctionTool, GrammarInput, McpTool, NamespaceFunction, NamespaceTool
+from ...engine.harmony import ToolDescription, ToolNamespaceConfig, declarations_text
+from ...errors import bad_request
+from ..shapes.request import CustomTool, FunctionTool, GrammarInput, McpTool, NamespaceFunction, NamespaceTool
 
 Function = Union[FunctionTool, CustomTool, NamespaceFunction]
 # An MCP server's loaded tools are named by `server_label` and `allowed_tools` only: their declarations

@@ -12,7 +12,7 @@ import enum
 from dataclasses import dataclass
 from typing import Protocol
 
-from .items import Event, OutputItem
+from ..shapes.items import Event, OutputItem
 
 
 class CallTaker(Protocol):

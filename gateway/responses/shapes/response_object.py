@@ -5,10 +5,10 @@ from __future__ import annotations
 import time
 from typing import Any, Literal, TypedDict
 
-from ..core.ids import new_id
-from ..protocol import ResponseStatus
+from ...core.ids import new_id
+from ...protocol import ResponseStatus
+from ..loop.turn import Usage
 from .request import FunctionTool, McpTool, ResponsesRequest
-from .turn import Usage
 
 
 class UsageObject(TypedDict):

@@ -9,9 +9,9 @@ from typing import AsyncIterator
 
 import anyio
 
-from ..protocol import EventType, ends_stream, event_frame
-from ..storage import StorageError
-from ..storage.response_store import ResponseStore
+from ...protocol import EventType, ends_stream, event_frame
+from ...storage import StorageError
+from ...storage.response_store import ResponseStore
 
 POLL_S = 0.1  # how often a running response's new events are looked for
 

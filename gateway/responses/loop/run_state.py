@@ -14,12 +14,12 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..engine.client import FinishReason
-from ..jsontext import dumps
-from .dialog import Dialog
-from .dialog_plan import DialogPlan
+from ...engine.client import FinishReason
+from ...jsontext import dumps
+from ..history.dialog import Dialog
+from ..history.dialog_plan import DialogPlan
+from ..tools.containers import ResponseContainers
 from .output import ResponseOutput
-from .tools.containers import ResponseContainers
 from .turn import Usage
 
 WHOLE = -1  # `base` of a dialog written whole (after a compaction rewrote its past)

@@ -6,10 +6,10 @@ to a client function ends the response, to be continued by the client's `functio
 The run is a task of its own that appends every event to the response's log (log.py); a streamed
 response is a reader of that log, a non-streamed one waits for its end.
 
-The parts: dialog_plan.py (the dialog to start from), run_state.py (what the run carries from call to
-call and replica to replica), prompt_builder.py (each engine call's prompt and sampling), tools/ (every
-kind of tool behind one interface), turn.py (one engine call streamed into the output), output.py (the
-one owner of the output and its events), ending.py (the Response object, stored and ended once).
+The parts: history/dialog_plan.py (the dialog to start from), run_state.py (what the run carries from
+call to call and replica to replica), prompt_builder.py (each engine call's prompt and sampling),
+../tools/ (every kind of tool behind one interface), turn.py (one engine call streamed into the output),
+output.py (the one owner of the output and its events), ending.py (the Response, stored and ended once).
 """
 
 from __future__ import annotations
@@ -22,31 +22,31 @@ from typing import Any, AsyncIterator, cast
 
 import anyio
 
-from ..engine.client import Chunks, EngineStream, FinishReason
-from ..engine.parser import MalformedHarmony
-from ..errors import APIError
-from ..protocol import EventType, Include, ItemStatus, ResponseStatus
-from ..storage.response_store import Orphan
+from ...engine.client import Chunks, EngineStream, FinishReason
+from ...engine.parser import MalformedHarmony
+from ...errors import APIError
+from ...protocol import EventType, Include, ItemStatus, ResponseStatus
+from ...storage.response_store import Orphan
+from ..history.dialog import Dialog, tool_result
+from ..history.dialog_plan import DialogPlan, Remembered, plan_dialog
+from ..needs import ResponsesNeeds
+from ..shapes.request import ResponsesRequest
+from ..shapes.response_object import ResponseObject, echo_tool, skeleton
+from ..tools import CallBudget, ToolContext, Toolset
+from ..tools.registry import available_tools, check_include, offered_tools
 from .admission import Slot
 from .adoption import ReplayStream
-from .dialog import Dialog, tool_result
-from .dialog_plan import DialogPlan, Remembered, plan_dialog
 from .durable import DurableRun
 from .ending import RunEnding
 from .journal import Journal
 from .log import Batch
 from .logprobs import load_vocabulary
-from .needs import ResponsesNeeds
 from .output import ResponseOutput
 from .prompt_builder import ChatOptions, PromptBuilder
-from .request import ResponsesRequest
-from .response_object import ResponseObject, echo_tool, skeleton
 from .run_state import Checkpoint, RunState
 from .run_trace import RunTrace, failure_text
 from .sealed import Purpose
 from .tool_call import CallKind, ToolCall
-from .tools import CallBudget, ToolContext, Toolset
-from .tools.registry import available_tools, check_include, offered_tools
 from .turn import AnswerOptions, Turn, TurnOutcome, Usage
 
 logger = logging.getLogger("gateway.responses")

@@ -17,16 +17,16 @@ from typing import Any, Literal
 from openai_harmony import Message, Role
 from pydantic import Field
 
-from ..core.ids import new_id
-from ..core.models import StrictModel
-from ..engine.client import Sampling
-from ..engine.harmony import Preamble
-from ..engine.parser import HarmonyStreamParser, MessageFinished
-from ..errors import APIError
-from ..protocol import EventType, ItemStatus
-from .items import Event, Events, OutputItem
-from .needs import ResponsesNeeds
-from .request import InputItem, ResponsesRequest
+from ...core.ids import new_id
+from ...core.models import StrictModel
+from ...engine.client import Sampling
+from ...engine.harmony import Preamble
+from ...engine.parser import HarmonyStreamParser, MessageFinished
+from ...errors import APIError
+from ...protocol import EventType, ItemStatus
+from ..needs import ResponsesNeeds
+from ..shapes.items import Event, Events, OutputItem
+from ..shapes.request import InputItem, ResponsesRequest
 
 # The one instruction gpt-oss summarises with, tuned for what an agent needs to go on working.
 INSTRUCTION = (

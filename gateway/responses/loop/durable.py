@@ -15,12 +15,12 @@ from contextlib import contextmanager
 
 import anyio
 
-from ..errors import APIError
-from ..storage import StorageError
-from ..storage.response_store import TooManyRunning
+from ...errors import APIError
+from ...storage import StorageError
+from ...storage.response_store import TooManyRunning
+from ..needs import ResponsesNeeds
 from .ending import RunEnding
 from .journal import Journal
-from .needs import ResponsesNeeds
 from .run_state import RunState
 from .sealed import Purpose
 

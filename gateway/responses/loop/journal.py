@@ -19,8 +19,8 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Mapping
 
 import anyio
 
-from ..storage import StorageError
-from ..storage.response_store import ResponseStore
+from ...storage import StorageError
+from ...storage.response_store import ResponseStore
 from .log import Batch, EventLog, Wakeup, follow_batches, numbered_frames
 
 logger = logging.getLogger("gateway.responses")

@@ -10,8 +10,8 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from ..core.models import StrictModel
-from ..protocol import ItemStatus
+from ...core.models import StrictModel
+from ...protocol import ItemStatus
 
 SHELL_NAMESPACE = "shell"  # the Harmony recipient of the model's shell calls: shell.exec
 APPLY_PATCH_NAMESPACE = "apply_patch"  # and of its edits: apply_patch.apply_patch

@@ -14,9 +14,9 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Discriminator, Field
 from tools.namespaces import reserved_problem
 from tools.urls import shown
 
-from ..core.models import StrictModel
-from ..errors import APIError, bad_request
-from ..files.requested import AutoContainer
+from ...core.models import StrictModel
+from ...errors import APIError, bad_request
+from ...files.requested import AutoContainer
 from .code_interpreter_models import CodeInterpreterCallItem
 from .shell_models import (
     ApplyPatchCallItem,

@@ -19,9 +19,9 @@ from typing import Any, AsyncIterator, Callable, Coroutine, Sequence
 import anyio
 from anyio.abc import TaskGroup
 
-from ..protocol import event_frame
+from ...protocol import event_frame
+from ..shapes.items import Delta, Event
 from .admission import Admission
-from .items import Delta, Event
 
 Batch = Sequence[Event | Delta]
 

@@ -7,17 +7,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..engine.harmony import PromptState
-from ..errors import APIError, bad_request
-from ..files.inputs import read_input_files
-from ..storage.conversation_store import Conversation
-from ..storage.response_store import RUNNING
+from ...engine.harmony import PromptState
+from ...errors import APIError, bad_request
+from ...files.inputs import read_input_files
+from ...storage.conversation_store import Conversation
+from ...storage.response_store import RUNNING
+from ..loop.sealed import Purpose, Unsealable
+from ..needs import ResponsesNeeds
+from ..shapes.request import CompactionItem, ReasoningItem, ReasoningText, ResponsesRequest
+from .conversation_items import open_conversation, refuse_known_ids
 from .dialog import Dialog
-from .history import open_conversation, refuse_known_ids
 from .input_items import append_input
-from .needs import ResponsesNeeds
-from .request import CompactionItem, ReasoningItem, ReasoningText, ResponsesRequest
-from .sealed import Purpose, Unsealable
 
 
 @dataclass

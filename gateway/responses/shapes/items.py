@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from ..core.ids import new_id
-from ..jsontext import dumps
-from ..protocol import EventType, ItemStatus
+from ...core.ids import new_id
+from ...jsontext import dumps
+from ...protocol import EventType, ItemStatus
 
 Event = dict[str, Any]
 

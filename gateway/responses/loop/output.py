@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from typing import Any, Callable, TypeVar
 
-from ..core.ids import derived_ids
-from ..engine.client import FinishReason
-from ..protocol import ItemStatus
-from .items import Event, Events, OutputItem
+from ...core.ids import derived_ids
+from ...engine.client import FinishReason
+from ...protocol import ItemStatus
+from ..shapes.items import Event, Events, OutputItem
 from .log import Batch, EventLog
 
 ItemT = TypeVar("ItemT", bound=OutputItem)

@@ -13,15 +13,15 @@ from dataclasses import dataclass
 
 from openai_harmony import Role
 
-from ..engine.client import Sampling
-from ..engine.harmony import GrowingPrompt, Preamble, Prompt, encoding
-from ..errors import APIError, bad_request
+from ...engine.client import Sampling
+from ...engine.harmony import GrowingPrompt, Preamble, Prompt, encoding
+from ...errors import APIError, bad_request
+from ..needs import ResponsesNeeds
+from ..shapes.request import ResponsesRequest
+from ..tools import Toolset
 from .compaction import CompactionOutput, summarize
-from .needs import ResponsesNeeds
-from .request import ResponsesRequest
 from .run_state import RunState
 from .sealed import Purpose
-from .tools import Toolset
 
 COMPACT_AT = 0.8  # of the context, where `context_management` names no threshold
 

@@ -13,18 +13,18 @@ import logging
 
 import anyio
 
-from ..errors import APIError
-from ..protocol import ResponseStatus, terminal_event
-from ..storage import StorageError
-from ..storage.conversation_store import Conversation, DuplicateItem
-from ..storage.response_store import StoredResponse
-from .history import keep_state, new_items
-from .items import Event
+from ...errors import APIError
+from ...protocol import ResponseStatus, terminal_event
+from ...storage import StorageError
+from ...storage.conversation_store import Conversation, DuplicateItem
+from ...storage.response_store import StoredResponse
+from ..history.conversation_items import keep_state, new_items
+from ..needs import ResponsesNeeds
+from ..shapes.items import Event
+from ..shapes.request import ResponsesRequest
+from ..shapes.response_object import ResponseObject, ended
 from .journal import Frames, Journal
-from .needs import ResponsesNeeds
 from .prompt_builder import PromptBuilder
-from .request import ResponsesRequest
-from .response_object import ResponseObject, ended
 from .run_state import RunState
 from .run_trace import RunTrace
 
