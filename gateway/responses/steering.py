@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Mapping, Sequence
 
 from pydantic import Field
 
@@ -99,7 +99,7 @@ def failed(steer: Steer | None, previous_response_id: str, raw_input: Any, code:
     }
 
 
-def required_input(output: list[dict[str, Any]], open_calls: dict[str, str], pending_approvals: dict[str, Any]) -> list[dict[str, Any]]:
+def required_input(output: Sequence[Mapping[str, Any]], open_calls: dict[str, str], pending_approvals: dict[str, Any]) -> list[dict[str, Any]]:
     """The input stubs of the tool results and approvals a response waits for (only identifying fields)."""
     stubs: list[dict[str, Any]] = []
     for item in output:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Mapping
 
 from . import Conflict, Database, Tx
 
@@ -38,7 +38,7 @@ class Conversation:
 @dataclass
 class ConversationItem:
     id: str
-    item: dict[str, Any]
+    item: Mapping[str, Any]
     messages: list[dict[str, Any]]
 
 

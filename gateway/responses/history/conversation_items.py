@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping, Sequence
 
 from openai_harmony import Message
 
@@ -47,7 +47,7 @@ def refuse_known_ids(records: list[dict[str, Any]], known: set[str], param: str)
         known.add(record["id"])
 
 
-def new_items(dialog: Dialog, start: int, items: list[dict[str, Any]]) -> list[ConversationItem]:
+def new_items(dialog: Dialog, start: int, items: Sequence[Mapping[str, Any]]) -> list[ConversationItem]:
     """The items added since `start`, in order, each with the messages the dialog gained for it."""
     messages = dialog.by_owner(start)
     return [ConversationItem(item["id"], item, [message.to_dict() for message in messages.get(item["id"], [])]) for item in items]

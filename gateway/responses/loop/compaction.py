@@ -26,6 +26,7 @@ from ...errors import APIError
 from ...protocol import EventType, ItemStatus
 from ..needs import ResponsesNeeds
 from ..shapes.items import Event, Events, OutputItem
+from ..shapes.output_items import CompactionShape
 from ..shapes.request import InputItem, ResponsesRequest
 
 # The one instruction gpt-oss summarises with, tuned for what an agent needs to go on working.
@@ -119,7 +120,7 @@ class CompactionOutput(OutputItem):
         self.encrypted_content, self.status = encrypted_content, ItemStatus.COMPLETED
         return [self.done(events)]
 
-    def as_dict(self) -> Event:
+    def as_dict(self) -> CompactionShape:
         return {"id": self.id, "type": "compaction", "encrypted_content": self.encrypted_content, "created_by": None}
 
 

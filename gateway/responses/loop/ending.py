@@ -10,6 +10,7 @@ tell the client `completed` with nothing to continue from.
 from __future__ import annotations
 
 import logging
+from typing import Any, Mapping
 
 import anyio
 
@@ -46,7 +47,9 @@ class RunEnding:
         self._tokens_counted = False
 
     def snapshot(self) -> ResponseObject:
-        return self.response | {"output": self._state.output.as_dicts()}
+        snapshot = self.response.copy()
+        snapshot["output"] = self._state.output.as_dicts()
+        return snapshot
 
     def count_tokens(self) -> None:
         """Add the response's tokens to the metrics, once, however it ended."""
@@ -126,7 +129,7 @@ class RunEnding:
         """The response's input and output become the conversation's next items (a failed or cancelled
         response adds nothing, so the client can send the same input again)."""
         plan = self._state.plan
-        items = plan.input_items + self._state.output.as_dicts()
+        items: list[Mapping[str, Any]] = [*plan.input_items, *self._state.output.as_dicts()]
         keep_state(conversation, plan.dialog)
         try:
             if not await self._services.conversations.append(conversation, new_items(plan.dialog, plan.new_messages_from, items)):

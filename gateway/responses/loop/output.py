@@ -11,12 +11,13 @@ tokens of the engine call in progress whose events are out, in step with them.
 
 from __future__ import annotations
 
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, TypeVar, cast
 
 from ...core.ids import derived_ids
 from ...engine.client import FinishReason
 from ...protocol import ItemStatus
-from ..shapes.items import Event, Events, OutputItem
+from ..shapes.items import Events, OutputItem
+from ..shapes.output_items import OutputItemShape
 from .log import Batch, EventLog
 
 ItemT = TypeVar("ItemT", bound=OutputItem)
@@ -81,7 +82,7 @@ class ResponseOutput:
         """The items whose `output_item.done` was not sent: those a failure or cancellation cuts off."""
         return [item for item in self.items if not item.done_sent]
 
-    def as_dicts(self) -> list[dict[str, object]]:
+    def as_dicts(self) -> list[OutputItemShape]:
         return [item.as_dict() for item in self.items]
 
 
@@ -98,5 +99,5 @@ class StoredItem(OutputItem):
         self.done_sent = True
         self._stored = stored
 
-    def as_dict(self) -> Event:
-        return self._stored
+    def as_dict(self) -> OutputItemShape:
+        return cast(OutputItemShape, self._stored)  # as the replica that made it wrote it

@@ -13,6 +13,7 @@ from typing import Any, Callable
 from ...core.ids import new_id
 from ...jsontext import dumps
 from ...protocol import EventType, ItemStatus
+from .output_items import CustomToolCallShape, FunctionCallShape, MessageShape, OutputItemShape, ReasoningShape
 
 Event = dict[str, Any]
 
@@ -63,7 +64,7 @@ class OutputItem:
         self.status: ItemStatus = ItemStatus.IN_PROGRESS
         self.done_sent = False  # its `output_item.done` was emitted: nothing more of it will come
 
-    def as_dict(self) -> Event:
+    def as_dict(self) -> OutputItemShape:
         raise NotImplementedError
 
     def added(self, events: Events) -> Event:
@@ -165,9 +166,9 @@ class ReasoningOutput(TextItem):
         self.seal = seal  # set when the client asked for reasoning.encrypted_content
         self._sealed: str | None = None
 
-    def as_dict(self) -> Event:
+    def as_dict(self) -> ReasoningShape:
         content = [self.part(self.text)] if self.status != ItemStatus.IN_PROGRESS else []
-        item: Event = {"id": self.id, "type": "reasoning", "summary": [], "content": content}
+        item: ReasoningShape = {"id": self.id, "type": "reasoning", "summary": [], "content": content}
         if self.seal is not None and self.status != ItemStatus.IN_PROGRESS:
             if self._sealed is None:
                 self._sealed = self.seal(self.text)
@@ -227,7 +228,7 @@ class MessageOutput(TextItem):
     def done_extra(self) -> dict[str, Any]:
         return {"logprobs": list(self.logprobs or ())}
 
-    def as_dict(self) -> Event:
+    def as_dict(self) -> MessageShape:
         content = [self.part(self.text)] if self.status != ItemStatus.IN_PROGRESS else []
         return {
             "id": self.id,
@@ -279,8 +280,8 @@ class FunctionCallOutput(TextItem):
         namespace = self.namespace if self.namespace and self.namespace != self.name else "functions"
         return f"{namespace}.{self.name}"
 
-    def as_dict(self) -> Event:
-        item = {
+    def as_dict(self) -> FunctionCallShape | CustomToolCallShape:  # a custom tool's call writes its own
+        item: FunctionCallShape = {
             "id": self.id,
             "type": "function_call",
             "status": self.status,
@@ -306,7 +307,7 @@ class CustomToolCallOutput(FunctionCallOutput):
         ids = {"item_id": self.id, "output_index": self.output_index}
         return [events.make(self.done_type, **ids, input=self.text), self.done(events)]
 
-    def as_dict(self) -> Event:
+    def as_dict(self) -> CustomToolCallShape:
         return {
             "id": self.id,
             "type": "custom_tool_call",

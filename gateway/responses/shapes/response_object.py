@@ -8,6 +8,7 @@ from typing import Any, Literal, TypedDict
 from ...core.ids import new_id
 from ...protocol import ResponseStatus
 from ..loop.turn import Usage
+from .output_items import OutputItemShape
 from .request import FunctionTool, McpTool, ResponsesRequest
 
 
@@ -35,7 +36,7 @@ class ResponseObject(TypedDict):
     max_output_tokens: int | None
     max_tool_calls: int | None
     model: str
-    output: list[dict[str, Any]]
+    output: list[OutputItemShape]
     parallel_tool_calls: bool
     previous_response_id: str | None
     conversation: dict[str, str] | None

@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...protocol import ItemStatus
-from ..shapes.items import Event
+from ..shapes.output_items import ApplyPatchCallShape
 from ..shapes.shell_models import (
     APPLY_PATCH_NAMESPACE,
     APPLY_PATCH_RECIPIENT,
@@ -68,7 +68,7 @@ class ApplyPatchCall(ClientActionItem[PatchOperation]):
     type = "apply_patch_call"
     id_prefix = "apc"
 
-    def as_dict(self) -> Event:
+    def as_dict(self) -> ApplyPatchCallShape:
         operation = self.arguments
         return {
             "id": self.id,

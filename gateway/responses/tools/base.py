@@ -142,7 +142,7 @@ class Tool(Generic[DeclaredT]):
     reads: ClassVar[Mapping[type[BaseModel], InputReader]] = {}  # the input items it reads back, and how
     # The input a response that stopped for the client owes, by the type of the output item that asks for
     # it: the stub steering names (steering.py), with only the fields that identify the answer.
-    owes: ClassVar[Mapping[str, Callable[[dict[str, Any]], dict[str, Any]]]] = {}
+    owes: ClassVar[Mapping[str, Callable[[Mapping[str, Any]], dict[str, Any]]]] = {}
 
     def __init__(self, context: ToolContext, declared: list[DeclaredT]) -> None:
         self.context = context

@@ -20,6 +20,7 @@ from ..history.dialog import Dialog, Records, tool_result
 from ..loop.tool_call import CallKind, ToolCall
 from ..shapes.code_interpreter_models import CodeInterpreterCallItem
 from ..shapes.items import Event, Events, OutputItem, ToolCallItem
+from ..shapes.output_items import CodeInterpreterCallShape
 from ..shapes.request import CodeInterpreterTool, NamedCodeInterpreter, RequestTool, ToolChoiceForm
 from .base import Declarations, Tool, ToolContext
 from .containers import ContainerState, ContainerUse
@@ -50,7 +51,7 @@ class CodeInterpreterCallOutput(ToolCallItem):
     def running(self, events: Events) -> list[Event]:
         return [self._event(events, EventType.CODE_INTERPRETER_CALL_INTERPRETING)]
 
-    def as_dict(self) -> Event:
+    def as_dict(self) -> CodeInterpreterCallShape:
         return {
             "id": self.id,
             "type": "code_interpreter_call",

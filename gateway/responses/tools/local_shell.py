@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..shapes.items import Event
+from ..shapes.output_items import LocalShellCallShape
 from ..shapes.shell_models import (
     LOCAL_SHELL_NAMESPACE,
     LOCAL_SHELL_RECIPIENT,
@@ -38,7 +38,7 @@ class LocalShellCall(ClientActionItem[LocalShellAction]):
     type = "local_shell_call"
     id_prefix = "lsh"
 
-    def as_dict(self) -> Event:
+    def as_dict(self) -> LocalShellCallShape:
         action = self.arguments.model_dump() if self.arguments else {"type": "exec", "command": [], "env": {}}
         return {"id": self.id, "type": "local_shell_call", "call_id": self.call_id, "action": action, "status": self.status}
 

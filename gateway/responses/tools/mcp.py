@@ -25,6 +25,7 @@ from ..history.dialog import Dialog, tool_result
 from ..history.tool_declarations import LoadedTool, loaded_text
 from ..loop.tool_call import CallKind, ToolCall
 from ..shapes.items import Event, Events, OutputItem, ToolCallItem
+from ..shapes.output_items import McpApprovalRequestShape, McpCallShape, McpListToolsShape
 from ..shapes.request import (
     McpApprovalRequestItem,
     McpApprovalResponseItem,
@@ -63,7 +64,7 @@ class McpCallOutput(ToolCallItem):
         self.error: dict[str, Any] | None = None  # mcp_tool_execution_error or mcp_protocol_error
         super().__init__(output_index)
 
-    def as_dict(self) -> Event:
+    def as_dict(self) -> McpCallShape:
         return {
             "id": self.id,
             "type": "mcp_call",
@@ -97,8 +98,8 @@ class McpListToolsOutput(OutputItem):
         outcome = self._event(events, EventType.MCP_LIST_TOOLS_FAILED if error else EventType.MCP_LIST_TOOLS_COMPLETED)
         return [added, in_progress, outcome, self.done(events)]
 
-    def as_dict(self) -> Event:
-        item: Event = {"id": self.id, "type": "mcp_list_tools", "server_label": self.server_label, "tools": self.tools}
+    def as_dict(self) -> McpListToolsShape:
+        item: McpListToolsShape = {"id": self.id, "type": "mcp_list_tools", "server_label": self.server_label, "tools": self.tools}
         if self.error:
             item["error"] = self.error
         return item
@@ -119,7 +120,7 @@ class McpApprovalRequestOutput(OutputItem):
         self.status = ItemStatus.COMPLETED
         return [added, self.done(events)]
 
-    def as_dict(self) -> Event:
+    def as_dict(self) -> McpApprovalRequestShape:
         return {
             "id": self.id,
             "type": "mcp_approval_request",

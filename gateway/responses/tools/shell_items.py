@@ -9,6 +9,7 @@ from pydantic_core import from_json
 
 from ...protocol import EventType, ItemStatus
 from ..shapes.items import Event, Events, LiveArgumentsItem, OutputItem
+from ..shapes.output_items import ShellCallOutputShape, ShellCallShape
 from ..shapes.shell_models import ShellAction
 from .client_actions import ClientActionItem
 
@@ -64,7 +65,7 @@ class ShellCall(ClientActionItem[ShellAction], LiveArgumentsItem):
                 self.finished = index + 1
         return found
 
-    def as_dict(self) -> Event:
+    def as_dict(self) -> ShellCallShape:
         action = self.arguments
         return {
             "id": self.id,
@@ -108,7 +109,7 @@ class ShellCallOutput(OutputItem):
         self.status = status
         return [self.done(events)]
 
-    def as_dict(self) -> Event:
+    def as_dict(self) -> ShellCallOutputShape:
         return {
             "id": self.id,
             "type": "shell_call_output",

@@ -26,6 +26,7 @@ from ..history.dialog import Dialog, Records, tool_call_message, tool_result
 from ..history.tool_declarations import checked_definitions, loaded_record, loaded_text, parsed_definitions
 from ..loop.tool_call import CallKind, ToolCall
 from ..shapes.items import Event, Events, OutputItem
+from ..shapes.output_items import ToolSearchCallShape, ToolSearchOutputShape
 from ..shapes.request import CustomTool, FunctionTool, McpTool, NamespaceTool
 from ..shapes.tool_search_models import (
     TOOL_SEARCH_NAMESPACE,
@@ -56,7 +57,6 @@ PARAMETERS: dict[str, Any] = {
 class SearchCall(OutputItem):
     type = "tool_search_call"
     id_prefix = "tsc"
-    payload = "arguments"  # the field that holds what the item carries
 
     def __init__(self, output_index: int, call_id: str, execution: Execution, arguments: Any) -> None:
         super().__init__(output_index)
@@ -69,13 +69,13 @@ class SearchCall(OutputItem):
         self.status = status
         return [self.done(events)]
 
-    def as_dict(self) -> Event:
+    def as_dict(self) -> ToolSearchCallShape | ToolSearchOutputShape:  # a result writes its own
         return {
             "id": self.id,
-            "type": self.type,
+            "type": "tool_search_call",
             "call_id": self.call_id,
             "execution": self.execution,
-            self.payload: self.arguments,
+            "arguments": self.arguments,
             "status": self.status,
         }
 
@@ -85,7 +85,16 @@ class SearchResult(SearchCall):
 
     type = "tool_search_output"
     id_prefix = "tso"
-    payload = "tools"
+
+    def as_dict(self) -> ToolSearchOutputShape:
+        return {
+            "id": self.id,
+            "type": "tool_search_output",
+            "call_id": self.call_id,
+            "execution": self.execution,
+            "tools": self.arguments,
+            "status": self.status,
+        }
 
 
 def _read_search_call(dialog: Dialog, index: int, item: ToolSearchCallItem, records: Records) -> None:

@@ -17,6 +17,7 @@ from ..history.dialog import Dialog, Records
 from ..loop.citations import Resolve
 from ..loop.tool_call import CallKind, ToolCall
 from ..shapes.items import Event, Events, OutputItem
+from ..shapes.output_items import WebSearchCallShape
 from ..shapes.request import WEB_SEARCH_TYPES, NamedWebSearch, RequestTool, ToolChoiceForm, WebSearchCallItem, WebSearchTool
 from .base import Declarations, Tool, ToolContext, ToolNeeds
 
@@ -73,14 +74,15 @@ class WebSearchCallOutput(OutputItem):
         self.status = status
         return [self.done(events)]
 
-    def as_dict(self) -> Event:
-        item: Event = {"id": self.id, "type": "web_search_call", "status": self.status}
+    def as_dict(self) -> WebSearchCallShape:
+        item: WebSearchCallShape = {"id": self.id, "type": "web_search_call", "status": self.status}
         if self.status in (ItemStatus.IN_PROGRESS, ItemStatus.SEARCHING):
             return item
         action = dict(self.action or {"type": ACTIONS[self.function]})  # closed before it ran: its kind only
         if action["type"] == "search" and self.show_sources:
             action["sources"] = [{"type": "url", "url": url} for url in self.sources]
-        return item | {"action": action}
+        item["action"] = action
+        return item
 
 
 def _read_search_call(dialog: Dialog, index: int, item: WebSearchCallItem, records: Records) -> None:
