@@ -18,7 +18,7 @@ import pytest
 from tools.connection import _describe
 from tools.urls import shown
 
-from .conftest import MODEL, ROOT, Gateway, Process, emulator_stats, free_port, gateway_config, stream_raw, stream_sdk, wait_for_port
+from .conftest import MODEL, ROOT, Gateway, Process, emulator_stats, free_port, gateway_config, metric, stream_raw, stream_sdk, wait_for_port
 from .mcp_server import digest
 
 PYTHON = sys.executable
@@ -104,6 +104,23 @@ def items(response: dict[str, Any], kind: str) -> list[dict[str, Any]]:
 
 def final_text(response: dict[str, Any]) -> str:
     return response["output"][-1]["content"][0]["text"]
+
+
+def test_max_tool_calls_runs_calls_up_to_its_limit_and_times_each(mcp_gateway: Gateway) -> None:
+    """`max_tool_calls` at exactly its limit: as many calls run as it allows and the next is refused (the
+    model is told); each call run is counted once, with the time it took."""
+
+    def timed() -> tuple[float, float]:
+        text = httpx.get(mcp_gateway.url + "/metrics").text
+        return metric(text, "gateway_tool_call_seconds_count", 0, kind="mcp"), metric(text, "gateway_tool_call_seconds_sum", 0, kind="mcp")
+
+    count, seconds = timed()
+    add = '{"a": 1, "b": 1}'
+    response, _ = run(mcp_gateway, f"[[call local.add {add}]][[call local.add {add}]][[call local.add {add}]]", [mcp("local")], max_tool_calls=2)
+    assert [call["status"] for call in items(response, "mcp_call")] == ["completed", "completed"]
+    assert "limit of 2 tool calls" in final_text(response)
+    now_count, now_seconds = timed()
+    assert now_count - count == 2 and 0 < now_seconds - seconds < 30
 
 
 @pytest.mark.parametrize("label", ["local", "remote", "events"])
