@@ -209,3 +209,18 @@ def test_the_agents_sdk_shell_and_apply_patch_tools(gateway, tmp_path: Path):
     result = Runner.run_sync(agent, '[[call local_shell.exec {"command": ["bash", "-lc", "echo hello"]}]]')
     assert argv == [["bash", "-lc", "echo hello"]]
     assert result.final_output == "The tool said: hello from bash"
+
+
+def test_allowed_tools_name_the_shell_and_apply_patch_by_their_type(gateway, emulator):
+    """`allowed_tools` names a built-in tool by its type, as OpenAI's docs show (`{"type": "image_generation"}`):
+    the shell and apply_patch are offered when listed, and left out when not."""
+    patch = {"type": "apply_patch"}
+    choice = {"type": "allowed_tools", "mode": "auto", "tools": [{"type": "shell"}]}
+    response = gateway.client().responses.create(model=MODEL, input=RUN, tools=[SHELL, patch], tool_choice=choice)
+    prompt = emulator_stats(emulator)["last_prompt"]
+    assert "namespace shell {" in prompt and "namespace apply_patch" not in prompt
+    assert [item.type for item in response.output if item.type != "reasoning"] == ["shell_call"]
+    choice["tools"] = [{"type": "apply_patch"}]
+    gateway.client().responses.create(model=MODEL, input="hi", tools=[SHELL, patch], tool_choice=choice)
+    prompt = emulator_stats(emulator)["last_prompt"]
+    assert "namespace apply_patch" in prompt and "namespace shell {" not in prompt

@@ -157,8 +157,10 @@ class Tool(Generic[DeclaredT]):
 
     @staticmethod
     def matches(tool: RequestTool, ref: dict[str, Any]) -> bool:
-        """Whether an `allowed_tools` entry names this request tool (one of `request_types`)."""
-        return False
+        """Whether an `allowed_tools` entry names this request tool (one of `request_types`): by its type,
+        as OpenAI names a built-in tool there (`{"type": "shell"}`); a kind whose tools have names too says
+        how they are named."""
+        return ref.get("type") == getattr(tool, "type", None)
 
     def index(self, tool: BaseModel) -> int:
         """Where a request tool is in the request's `tools` (by identity: two tools may be equal)."""
