@@ -54,13 +54,12 @@ class DurableRun:
                 "wait for one to end (or cancel one).", code="too_many_background_responses",
             ) from None  # fmt: skip
 
-    def start_journal(self, on_taken_over: Callable[[], None]) -> Journal:
+    def start_journal(self, on_taken_over: Callable[[], None]) -> None:
         services, response_id = self._services, self._ending.response["id"]
         self.journal = Journal(
             services.store, response_id, services.replicas.id, self._state.output.log, self._ending.snapshot, self._state.checkpoint, on_taken_over
         )
         services.runs.start(self.journal.run)
-        return self.journal
 
     @contextmanager
     def tool_call(self) -> Iterator[None]:

@@ -97,7 +97,6 @@ class ResponseRun:
         self._cancel = anyio.CancelScope()
         # A background run's side in the store: begun there, journaled, handed over (durable.py).
         self.durable = DurableRun(services, tenant, self._request_json or "", self.state, self.ending) if self.background else None
-        self.journal: Journal | None = None  # a background response's events and progress, in the store
         # Steering input waits for this response (socket.py): it ends at its next safe boundary, after a
         # tool's output and before the next engine call, for a successor to go on with the input.
         self.steered = False
@@ -106,6 +105,11 @@ class ResponseRun:
         # The sequence number of the first event this process's log holds: an adopted run's log goes on
         # where the events its first replica stored end (readers here read those from the store).
         self.first_logged = 0
+
+    @property
+    def journal(self) -> Journal | None:
+        """A background response's events and progress, in the store, once it has begun there (durable.py)."""
+        return self.durable.journal if self.durable is not None else None
 
     @property
     def dialog(self) -> Dialog:
@@ -205,7 +209,7 @@ class ResponseRun:
                 if self._stream is not None:
                     await self._stream.aclose()
             raise
-        self.journal = self.durable.start_journal(self.cancel)
+        self.durable.start_journal(self.cancel)
 
     def follow(self) -> AsyncIterator[Batch]:
         """The run's events as a reader here may see them: a background run's once journaled (journal.py)."""
@@ -377,7 +381,7 @@ class ResponseRun:
         self._adopted = checkpoint
         self.trace.begin(self.model_id, self.request.instructions)
         assert self.durable is not None  # only background runs are adopted
-        self.journal = self.durable.start_journal(self.cancel)
+        self.durable.start_journal(self.cancel)
         self.services.runs.background[response["id"]] = self
         self.services.runs.start(self.execute)
 
