@@ -75,3 +75,28 @@ def test_every_output_item_a_tool_produces_is_read_back() -> None:
     assert unread == []
     # It reads what it is given: every kind that runs a call says what it produces.
     assert all(kind.produces for kind in TOOLS)
+
+
+def test_each_call_the_client_answers_is_owed_by_its_tool() -> None:
+    """What steering names as owed (`response.steer.pending`) for each kind of call the client runs: every
+    tool's `owes`, gathered by the registry. A call no longer open is owed nothing."""
+    from gateway.responses.steering import required_input
+
+    output = [
+        {"type": "function_call", "call_id": "c1", "name": "get_weather"},
+        {"type": "custom_tool_call", "call_id": "c2", "name": "grep"},
+        {"type": "shell_call", "call_id": "c3"},
+        {"type": "apply_patch_call", "call_id": "c4"},
+        {"type": "tool_search_call", "call_id": "c5", "execution": "client"},
+        {"type": "function_call", "call_id": "answered", "name": "get_time"},
+        {"type": "mcp_approval_request", "id": "mcpr_1"},
+    ]
+    open_calls = {call_id: "x" for call_id in ("c1", "c2", "c3", "c4", "c5")}
+    assert required_input(output, open_calls, {"mcpr_1": object()}) == [
+        {"type": "function_call_output", "call_id": "c1", "name": "get_weather"},
+        {"type": "custom_tool_call_output", "call_id": "c2"},
+        {"type": "shell_call_output", "call_id": "c3"},
+        {"type": "apply_patch_call_output", "call_id": "c4"},
+        {"type": "tool_search_output", "call_id": "c5", "execution": "client"},
+        {"type": "mcp_approval_response", "approval_request_id": "mcpr_1"},
+    ]
