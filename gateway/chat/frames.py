@@ -27,7 +27,7 @@ def finish_reason(run: ResponseRun) -> ChatFinishReason:
 
 
 def chat_usage(run: ResponseRun) -> dict[str, Any]:
-    usage = run.usage
+    usage = run.state.usage
     return {
         "prompt_tokens": usage.input,
         "completion_tokens": usage.output,

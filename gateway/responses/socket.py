@@ -208,7 +208,7 @@ class ResponsesSocket:
             await self._error(APIError(503, message, type="server_error", code="response_taken_over"), event.stream_id)
         response_id = run.response["id"]
         self.ended.add(response_id)
-        self.remembered = await run.remember()
+        self.remembered = await run.ending.remembered()
         return await self._after(run, event, self.steers.pop(response_id, []))
 
     async def _after(self, run: ResponseRun, event: CreateEvent, steers: list[Steer]) -> tuple[CreateEvent, list[Steer]] | None:

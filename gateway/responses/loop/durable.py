@@ -2,7 +2,7 @@
 
 Every replica finds a background run in the store from its first moment (`begin`); its events and its
 checkpoint are written as it goes (journal.py), a hosted tool call's before the call runs, so that a
-replica that adopts the run never makes the call twice (`before_call`). When this replica shuts down
+replica that adopts the run never makes the call twice (`tool_call`). When this replica shuts down
 the run stops at its next clean point, at once while the engine streams and after a tool call in
 flight returns, and another replica goes on with it (`hand_over`).
 """
@@ -10,8 +10,8 @@ flight returns, and another replica goes on with it (`hand_over`).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 
 import anyio
 
@@ -23,6 +23,7 @@ from .ending import RunEnding
 from .journal import Journal
 from .run_state import RunState
 from .sealed import Purpose
+from .tool_call import CallKind, ToolCall
 
 logger = logging.getLogger("gateway.responses")
 
@@ -61,16 +62,18 @@ class DurableRun:
         )
         services.runs.start(self.journal.run)
 
-    @contextmanager
-    def tool_call(self) -> Iterator[None]:
-        """A tool call runs: a hand-over waits for it to return."""
+    @asynccontextmanager
+    async def tool_call(self, call: ToolCall) -> AsyncIterator[None]:
+        """A tool call runs: a hosted call's tokens are written first, and a hand-over waits for it to return."""
+        if self.journal is not None and call.kind is CallKind.HOSTED:
+            await self._before_call()
         self._in_tool = True
         try:
             yield
         finally:
             self._in_tool = False
 
-    async def before_call(self) -> None:
+    async def _before_call(self) -> None:
         """A hosted call's tokens are written before it runs: an adopter then finds the call made, and does
         not make it again."""
         assert self.journal is not None

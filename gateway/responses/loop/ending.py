@@ -14,12 +14,14 @@ from typing import Any, Mapping
 
 import anyio
 
+from ...engine.parser import MalformedHarmony
 from ...errors import APIError
-from ...protocol import ResponseStatus, terminal_event
+from ...protocol import EventType, ItemStatus, ResponseStatus, terminal_event
 from ...storage import StorageError
 from ...storage.conversation_store import Conversation, DuplicateItem
 from ...storage.response_store import StoredResponse
 from ..history.conversation_items import keep_state, new_items
+from ..history.dialog_plan import Remembered
 from ..needs import ResponsesNeeds
 from ..shapes.items import Event
 from ..shapes.request import ResponsesRequest
@@ -51,6 +53,28 @@ class RunEnding:
         snapshot["output"] = self._state.output.as_dicts()
         return snapshot
 
+    def open(self, background: bool) -> None:
+        """The stream's first events: created, queued (a background response is queued until it runs),
+        in progress."""
+        events = self._state.output.events
+        opening = [events.make(EventType.CREATED, response=self.snapshot())]
+        if background:
+            opening.append(events.make(EventType.QUEUED, response=self.snapshot()))
+            self.response["status"] = ResponseStatus.IN_PROGRESS
+        opening.append(events.make(EventType.IN_PROGRESS, response=self.snapshot()))
+        self._state.output.emit(opening)
+
+    def failed(self, exc: Exception) -> None:
+        """What made the run fail, as the error the response ends with: the model's unreadable output is
+        a 502; a fault of the gateway's own fails this response only, and says nothing of its cause."""
+        if isinstance(exc, APIError):
+            self.failure = exc
+        elif isinstance(exc, MalformedHarmony):
+            self.failure = APIError(502, str(exc), type="server_error", code="model_output_invalid")
+        else:
+            logger.error("response %s failed", self.response["id"], exc_info=exc)
+            self.failure = APIError(500, "The gateway failed while running the response.", type="server_error", code="internal_error")
+
     def count_tokens(self) -> None:
         """Add the response's tokens to the metrics, once, however it ended."""
         if not self._tokens_counted:
@@ -63,6 +87,16 @@ class RunEnding:
         """The run was handed over: the adopter counts its tokens, these among them."""
         self._tokens_counted = True
 
+    async def remembered(self) -> Remembered | None:
+        """What a WebSocket keeps of this response, for the next one on it to continue: nothing of one
+        that cannot be continued (failed, cancelled) or that belongs to a conversation."""
+        plan = self._state.plan
+        if self.response["status"] not in (ResponseStatus.COMPLETED, ResponseStatus.INCOMPLETE) or plan.conversation is not None:
+            return None
+        growing = self._prompts.growing
+        await growing.complete(plan.dialog.messages, plan.new_messages_from)
+        return Remembered(self.response["id"], plan.dialog, growing.state(), bool(self._request.store))
+
     def finish(self, status: ResponseStatus, error: dict[str, str] | None, incomplete: dict[str, str] | None) -> None:
         self.count_tokens()
         self.response = ended(self.snapshot(), status, error, incomplete, self._state.usage)
@@ -70,6 +104,9 @@ class RunEnding:
     async def end(self, status: ResponseStatus, incomplete: dict[str, str] | None, journal: Journal | None) -> None:
         """The response ends with `status` (and `self.failure`, if it failed): recorded, added to its
         conversation, stored, and its terminal event sent."""
+        output = self._state.output
+        if status in (ResponseStatus.FAILED, ResponseStatus.CANCELLED):  # what was still being written ends too
+            output.emit([event for item in output.unfinished() for event in item.closed(output.events, ItemStatus.INCOMPLETE)])
         error = {"code": "server_error", "message": self.failure.message} if self.failure is not None else None
         self.finish(status, error, incomplete)
         with anyio.CancelScope(shield=True):

@@ -8,36 +8,36 @@ response is a reader of that log, a non-streamed one waits for its end.
 
 The parts: history/dialog_plan.py (the dialog to start from), run_state.py (what the run carries from
 call to call and replica to replica), prompt_builder.py (each engine call's prompt and sampling),
-../tools/ (every kind of tool behind one interface), turn.py (one engine call streamed into the output),
-output.py (the one owner of the output and its events), ending.py (the Response, stored and ended once).
+engine_calls.py (each engine call opened, streamed through turn.py into the output, and traced),
+../tools/ (every kind of tool behind one interface), output.py (the one owner of the output and its
+events), ending.py (the Response, opened, stored and ended once), durable.py (a background run's side
+in the store).
 """
 
 from __future__ import annotations
 
 import logging
-import time
 from contextlib import nullcontext
 from functools import partial
-from typing import Any, AsyncIterator, cast
+from typing import Any, AsyncIterator, Callable, cast
 
 import anyio
 
-from ...engine.client import Chunks, EngineStream, FinishReason
-from ...engine.parser import MalformedHarmony
+from ...engine.client import FinishReason
 from ...errors import APIError
-from ...protocol import EventType, Include, ItemStatus, ResponseStatus
+from ...protocol import Include, ResponseStatus
 from ...storage.response_store import Orphan
 from ..history.dialog import Dialog, tool_result
 from ..history.dialog_plan import DialogPlan, Remembered, plan_dialog
 from ..needs import ResponsesNeeds
 from ..shapes.request import ResponsesRequest
-from ..shapes.response_object import ResponseObject, echo_tool, skeleton
+from ..shapes.response_object import ResponseObject, skeleton
 from ..tools import CallBudget, ToolContext, Toolset
-from ..tools.registry import available_tools, check_include, offered_tools
+from ..tools.registry import settle_tools
 from .admission import Slot
-from .adoption import ReplayStream
 from .durable import DurableRun
 from .ending import RunEnding
+from .engine_calls import EngineCalls
 from .journal import Journal
 from .log import Batch
 from .logprobs import load_vocabulary
@@ -47,7 +47,7 @@ from .run_state import Checkpoint, RunState
 from .run_trace import RunTrace, failure_text
 from .sealed import Purpose
 from .tool_call import CallKind, ToolCall
-from .turn import AnswerOptions, Turn, TurnOutcome, Usage
+from .turn import AnswerOptions
 
 logger = logging.getLogger("gateway.responses")
 
@@ -71,11 +71,7 @@ class ResponseRun:
         self.generate = generate
         self.request = request
         self.tenant = tenant
-        check_include(request.include or [])
-        request.tools = available_tools(request.tools, services)
-        self.echoed_tools = [echo_tool(tool) for tool in request.tools]
-        self.echoed_choice = request.tool_choice if isinstance(request.tool_choice, str) else request.tool_choice.model_dump(exclude_none=True)
-        request.tools, request.tool_choice = offered_tools(request.tools, request.tool_choice)
+        self.echoed = settle_tools(request, services)
         self.background = bool(request.background)  # runs on whatever the client does; resumable, cancellable
         self.output = ResponseOutput()
         self.log = self.output.log  # what every reader of the response follows
@@ -86,14 +82,10 @@ class ResponseRun:
         self.logprob_count = (request.top_logprobs or 0) if wants_logprobs else None
         chat = chat or ChatOptions()
         seal = partial(services.sealer.seal, purpose=Purpose.REASONING, tenant=tenant) if request.includes(Include.ENCRYPTED_REASONING) else None
-        self.answer_options = AnswerOptions(chat.stops, self.logprob_count, seal)
         self.prompts = PromptBuilder(services, request, tenant, chat, self.state, self.toolset, self.logprob_count)
         self.trace = RunTrace(services.config.tracing.capture_content)  # its spans, when tracing is on
+        self.engine = EngineCalls(services, self.state, self.prompts, self.toolset, AnswerOptions(chat.stops, self.logprob_count, seal), self.trace)
         self.ending = RunEnding(services, request, tenant, self.state, self.prompts, self.trace)
-        self.model_id = ""
-        self._stream: Chunks | None = None
-        self._started = time.perf_counter()
-        self._first_token_seen = False
         self._cancel = anyio.CancelScope()
         # A background run's side in the store: begun there, journaled, handed over (durable.py).
         self.durable = DurableRun(services, tenant, self._request_json or "", self.state, self.ending) if self.background else None
@@ -120,8 +112,8 @@ class ResponseRun:
         return self.state.plan
 
     @property
-    def usage(self) -> Usage:
-        return self.state.usage
+    def model_id(self) -> str:
+        return self.engine.model_id
 
     @property
     def response(self) -> ResponseObject:
@@ -147,21 +139,27 @@ class ResponseRun:
 
     async def _launch(self) -> None:
         await self._plan(provision=True)
-        if self.logprob_count is not None:
-            await anyio.to_thread.run_sync(load_vocabulary)
-        model = await self.services.engine.model()
-        self.model_id = model.id
-        self.ending.response = skeleton(self.request, self.model_id, self.echoed_tools, self.echoed_choice)
-        self.output.seed = self.response["id"]
-        self.trace.begin(self.model_id, self.request.instructions)
+        await self._meet_model(lambda model_id: skeleton(self.request, model_id, self.echoed.tools, self.echoed.choice))
         try:
             # Listings and approved calls come first; the engine is called after them, in _loop().
             if not self.toolset.work_before_engine and self.generate:
-                self._stream = await self._open_stream()
+                await self.engine.open()
             await self._begin()
         except BaseException as exc:
             self.trace.end(self.response, failure_text(exc))
             raise
+        self._start()
+
+    async def _meet_model(self, response: Callable[[str], ResponseObject]) -> None:
+        """The engine's model, and the Response the run writes (made for it, or an adopted run's)."""
+        if self.logprob_count is not None:
+            await anyio.to_thread.run_sync(load_vocabulary)
+        self.engine.model_id = (await self.services.engine.model()).id
+        self.ending.response = response(self.model_id)
+        self.output.seed = self.response["id"]
+        self.trace.begin(self.model_id, self.request.instructions)
+
+    def _start(self) -> None:
         if self.journal is not None:
             self.services.runs.background[self.response["id"]] = self
         self.services.runs.start(self.execute)
@@ -182,19 +180,6 @@ class ResponseRun:
         await self.toolset.prepare(self.dialog, provision)
         self.prompts.planned()
 
-    async def _open_stream(self) -> EngineStream:
-        state = self.state
-        if not state.marked:  # the run's first engine call
-            state.mark_turn()
-        state.turns += 1
-        call = await self.prompts.next_call()
-        headers = self.trace.engine_call(self.model_id or call.model_id, len(call.prompt), call.sampling.max_tokens)
-        try:
-            return await self.services.engine.generate(call.prompt, call.sampling, self.dialog.session_key, headers)
-        except BaseException as exc:
-            self.trace.engine_done(0, None, failure_text(exc))
-            raise
-
     # -- the run ------------------------------------------------------------------------------------------
 
     async def _begin(self) -> None:
@@ -206,8 +191,7 @@ class ResponseRun:
             await self.durable.begin()
         except BaseException:
             with anyio.CancelScope(shield=True):
-                if self._stream is not None:
-                    await self._stream.aclose()
+                await self.engine.close()
             raise
         self.durable.start_journal(self.cancel)
 
@@ -237,14 +221,8 @@ class ResponseRun:
             self.trace.end(self.response, self.failure.message if self.failure is not None else None)
 
     async def _execute(self) -> None:
-        log, emit = self.output.events, self.output.emit
         if self._adopted is None:  # an adopted run's opening events were sent by the replica that began it
-            opening = [log.make(EventType.CREATED, response=self.snapshot())]
-            if self.background:
-                opening.append(log.make(EventType.QUEUED, response=self.snapshot()))
-                self.response["status"] = ResponseStatus.IN_PROGRESS
-            opening.append(log.make(EventType.IN_PROGRESS, response=self.snapshot()))
-            emit(opening)
+            self.ending.open(self.background)
         status: ResponseStatus = ResponseStatus.COMPLETED
         incomplete: dict[str, str] | None = None
         handed_over = False
@@ -257,38 +235,31 @@ class ResponseRun:
                 raise APIError(503, "The gateway is shutting down; the response was stopped.", type="server_error", code="server_shutting_down")
             if self._cancel.cancelled_caught:
                 status = ResponseStatus.CANCELLED
-        except (APIError, MalformedHarmony) as exc:
+        except Exception as exc:  # this response fails; the others go on
             status = ResponseStatus.FAILED
-            self.ending.failure = exc if isinstance(exc, APIError) else APIError(502, str(exc), type="server_error", code="model_output_invalid")
-        except Exception:  # a fault of the gateway's own: this response fails, the others go on
-            logger.exception("response %s failed", self.response["id"])
-            status = ResponseStatus.FAILED
-            self.ending.failure = APIError(500, "The gateway failed while running the response.", type="server_error", code="internal_error")
+            self.ending.failed(exc)
         finally:
             with anyio.CancelScope(shield=True):
-                if self._stream is not None:
-                    await self._stream.aclose()
+                await self.engine.close()
         if handed_over:
             assert durable is not None
             await durable.hand_over()
             return
-        if status in (ResponseStatus.FAILED, ResponseStatus.CANCELLED):
-            emit([event for item in self.output.unfinished() for event in item.closed(log, ItemStatus.INCOMPLETE)])
         await self.ending.end(status, incomplete, self.journal)
 
     async def _loop(self) -> tuple[ResponseStatus, dict[str, str] | None]:
         """Engine calls and tool calls, until the model answers or a limit is reached: the status."""
         adopted, self._adopted = self._adopted, None
         if adopted is not None:
-            self._stream = await self._go_on(adopted)
+            await self.engine.go_on(adopted)
         else:
             await self.toolset.before_engine()
             if not self.generate:
                 return ResponseStatus.COMPLETED, None
-            if self._stream is None:
-                self._stream = await self._open_stream()
+            if self.engine.current is None:
+                await self.engine.open()
         while True:
-            outcome = await self._turn()
+            outcome = await self.engine.stream(self.output)
             self.output.unmute()
             if outcome.finish_reason is FinishReason.LENGTH:
                 return ResponseStatus.INCOMPLETE, {"reason": "max_output_tokens"}
@@ -309,48 +280,12 @@ class ResponseRun:
                 return ResponseStatus.INCOMPLETE, {"reason": "steered"}
             if self.state.turns >= self.services.config.loop.max_turns:
                 return ResponseStatus.INCOMPLETE, {"reason": "max_messages"}
-            self._stream = await self._open_stream()
+            await self.engine.open()
 
     async def _run_tool(self, call: ToolCall, resumed: bool) -> None:
-        durable = self.durable
-        if durable is None:
+        async with self.durable.tool_call(call) if self.durable is not None else nullcontext():
             with self.trace.tool(call):
                 await self.toolset.run(call, resumed)
-            return
-        if self.journal is not None and call.kind is CallKind.HOSTED:
-            await durable.before_call()
-        with durable.tool_call(), self.trace.tool(call):
-            await self.toolset.run(call, resumed)
-
-    async def _turn(self) -> TurnOutcome:
-        """Stream one engine call into the output."""
-        assert self._stream is not None
-        turn = Turn(self.output, self.dialog, self.toolset, self.answer_options)
-        usage = self.state.usage
-        written = usage.output
-        try:
-            outcome = await turn.stream(self._stream, self.prompts.prefill, usage, len(self.prompts.prompt), self._first_chunk)
-        except BaseException as exc:
-            self.trace.engine_done(usage.output - written, None, failure_text(exc))
-            raise
-        self.trace.engine_done(usage.output - written, outcome.finish_reason)
-        return outcome
-
-    def _first_chunk(self) -> None:
-        """An engine call's first tokens: for its span, and for the metrics the response's first ones."""
-        self.trace.first_token()
-        if not self._first_token_seen:
-            self._first_token_seen = True
-            self.services.metrics.time_to_first_token.observe(time.perf_counter() - self._started)
-
-    async def remember(self) -> Remembered | None:
-        """What a WebSocket keeps of this response, for the next one on it to continue: nothing of one
-        that cannot be continued (failed, cancelled) or that belongs to a conversation."""
-        if self.response["status"] not in (ResponseStatus.COMPLETED, ResponseStatus.INCOMPLETE) or self.plan.conversation is not None:
-            return None
-        growing = self.prompts.growing
-        await growing.complete(self.dialog.messages, self.plan.new_messages_from)
-        return Remembered(self.response["id"], self.dialog, growing.state(), bool(self.request.store))
 
     def snapshot(self) -> ResponseObject:
         return self.ending.snapshot()
@@ -371,29 +306,10 @@ class ResponseRun:
     async def resume(self, response: dict[str, Any], checkpoint: Checkpoint, next_sequence_number: int) -> None:
         """Adopt a background run another replica began, at its checkpoint, and go on with it here."""
         await self._plan(provision=True, adopted=checkpoint)
-        if self.logprob_count is not None:
-            await anyio.to_thread.run_sync(load_vocabulary)
-        self.model_id = (await self.services.engine.model()).id
-        self.ending.response = cast(ResponseObject, response)
-        self.output.seed = response["id"]
+        await self._meet_model(lambda _model_id: cast(ResponseObject, response))
         self.state.restore(checkpoint, list(response.get("output") or []), next_sequence_number)
         self.first_logged = next_sequence_number
         self._adopted = checkpoint
-        self.trace.begin(self.model_id, self.request.instructions)
         assert self.durable is not None  # only background runs are adopted
         self.durable.start_journal(self.cancel)
-        self.services.runs.background[response["id"]] = self
-        self.services.runs.start(self.execute)
-
-    async def _go_on(self, checkpoint: Checkpoint) -> Chunks:
-        """The engine call the adopted run was in: its tokens parsed again, then, if the engine had not
-        finished it, the engine's continuation of the prompt that ends with them."""
-        if checkpoint.finish_reason is not None:
-            self.state.turns += 1
-            self.prompts.force_call()
-            return ReplayStream(self.output, checkpoint, None)
-        self.prompts.continuing = checkpoint.generated
-        try:
-            return ReplayStream(self.output, checkpoint, await self._open_stream())
-        finally:
-            self.prompts.continuing = []
+        self._start()

@@ -18,9 +18,9 @@ from ...engine.client import FinishReason
 from ...jsontext import dumps
 from ..history.dialog import Dialog
 from ..history.dialog_plan import DialogPlan
+from ..shapes.response_object import Usage
 from ..tools.containers import ResponseContainers
 from .output import ResponseOutput
-from .turn import Usage
 
 WHOLE = -1  # `base` of a dialog written whole (after a compaction rewrote its past)
 

@@ -17,22 +17,13 @@ from ...errors import APIError
 from ...protocol import ItemStatus
 from ..history.dialog import Dialog
 from ..shapes.items import Delta, Event, LiveArgumentsItem, MessageOutput, OutputItem, ReasoningOutput, TextItem
+from ..shapes.response_object import Usage
 from ..tools import Toolset
 from .citations import CitationRewriter, Piece, container_file_citations
 from .logprobs import ContentLogprob, parse_with_logprobs
 from .output import ResponseOutput
 from .stops import StopMatcher
 from .tool_call import ToolCall
-
-
-@dataclass
-class Usage:
-    """The tokens of every engine call of the response, however each ended."""
-
-    input: int = 0
-    cached: int = 0
-    output: int = 0
-    reasoning: int = 0
 
 
 @dataclass

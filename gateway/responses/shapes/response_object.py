@@ -3,13 +3,23 @@
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any, Literal, TypedDict
 
 from ...core.ids import new_id
 from ...protocol import ResponseStatus
-from ..loop.turn import Usage
 from .output_items import OutputItemShape
 from .request import FunctionTool, McpTool, ResponsesRequest
+
+
+@dataclass
+class Usage:
+    """The tokens of every engine call of the response, however each ended."""
+
+    input: int = 0
+    cached: int = 0
+    output: int = 0
+    reasoning: int = 0
 
 
 class UsageObject(TypedDict):

@@ -7,6 +7,7 @@ configuration checks them before any request; a test holds the two together)."""
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 from tools.namespaces import RESERVED_NAMESPACES
@@ -14,7 +15,8 @@ from tools.namespaces import RESERVED_NAMESPACES
 from ...errors import bad_request
 from ...protocol import Include
 from ..history.dialog import InputReader
-from ..shapes.request import NOT_INCLUDABLE, AllowedTools, unsupported
+from ..shapes.request import NOT_INCLUDABLE, AllowedTools, ResponsesRequest, unsupported
+from ..shapes.response_object import echo_tool
 from .apply_patch import ApplyPatch
 from .base import AnyTool, ToolNeeds
 from .code_interpreter import CodeInterpreter
@@ -111,3 +113,22 @@ def offered_tools(tools: list[Any], choice: Any) -> tuple[list[Any], Any]:
         if match not in offered:
             offered.append(match)
     return offered, choice.mode
+
+
+@dataclass(frozen=True)
+class Echoed:
+    """The request's tools and tool choice as its Response shows them: as the client named them."""
+
+    tools: list[dict[str, Any]]
+    choice: str | dict[str, Any]
+
+
+def settle_tools(request: ResponsesRequest, services: ToolNeeds) -> Echoed:
+    """Check the request's `include`, drop (or refuse) the tools nothing here runs, and narrow `tools` and
+    `tool_choice` to what the model is offered; what the Response echoes is what came before narrowing."""
+    check_include(request.include or [])
+    request.tools = available_tools(request.tools, services)
+    choice = request.tool_choice
+    echoed = Echoed([echo_tool(tool) for tool in request.tools], choice if isinstance(choice, str) else choice.model_dump(exclude_none=True))
+    request.tools, request.tool_choice = offered_tools(request.tools, choice)
+    return echoed

@@ -1,0 +1,96 @@
+"""A run's engine calls: each opened with the next prompt, streamed into the output, traced and timed.
+
+One engine request is open at a time (`current`); the run closes it however it ends. An adopted run's
+first call is the one its replica was in, replayed (adoption.py) before the engine goes on with it.
+"""
+
+from __future__ import annotations
+
+import time
+
+from ...engine.client import Chunks
+from ..needs import ResponsesNeeds
+from ..tools import Toolset
+from .adoption import ReplayStream
+from .output import ResponseOutput
+from .prompt_builder import PromptBuilder
+from .run_state import Checkpoint, RunState
+from .run_trace import RunTrace, failure_text
+from .turn import AnswerOptions, Turn, TurnOutcome
+
+
+class EngineCalls:
+    def __init__(
+        self,
+        services: ResponsesNeeds,
+        state: RunState,
+        prompts: PromptBuilder,
+        toolset: Toolset,
+        options: AnswerOptions,
+        trace: RunTrace,
+    ) -> None:
+        self._services = services
+        self._state = state
+        self._prompts = prompts
+        self._toolset = toolset
+        self._options = options
+        self._trace = trace
+        self.model_id = ""
+        self.current: Chunks | None = None  # the engine request open now, if any
+        self._started = time.perf_counter()
+        self._first_token_seen = False
+
+    async def open(self) -> None:
+        """Open the run's next engine call, with the prompt the dialog makes now."""
+        state = self._state
+        if not state.marked:  # the run's first engine call
+            state.mark_turn()
+        state.turns += 1
+        call = await self._prompts.next_call()
+        headers = self._trace.engine_call(self.model_id or call.model_id, len(call.prompt), call.sampling.max_tokens)
+        try:
+            self.current = await self._services.engine.generate(call.prompt, call.sampling, state.dialog.session_key, headers)
+        except BaseException as exc:
+            self._trace.engine_done(0, None, failure_text(exc))
+            raise
+
+    async def go_on(self, checkpoint: Checkpoint) -> None:
+        """Open the engine call an adopted run was in: its tokens parsed again, then, if the engine had not
+        finished it, the engine's continuation of the prompt that ends with them."""
+        prompts = self._prompts
+        if checkpoint.finish_reason is not None:
+            self._state.turns += 1
+            prompts.force_call()
+            self.current = ReplayStream(self._state.output, checkpoint, None)
+            return
+        prompts.continuing = checkpoint.generated
+        try:
+            await self.open()
+            self.current = ReplayStream(self._state.output, checkpoint, self.current)
+        finally:
+            prompts.continuing = []
+
+    async def stream(self, output: ResponseOutput) -> TurnOutcome:
+        """Stream the open engine call into the output."""
+        assert self.current is not None
+        turn = Turn(output, self._state.dialog, self._toolset, self._options)
+        usage = self._state.usage
+        written = usage.output
+        try:
+            outcome = await turn.stream(self.current, self._prompts.prefill, usage, len(self._prompts.prompt), self._first_chunk)
+        except BaseException as exc:
+            self._trace.engine_done(usage.output - written, None, failure_text(exc))
+            raise
+        self._trace.engine_done(usage.output - written, outcome.finish_reason)
+        return outcome
+
+    async def close(self) -> None:
+        if self.current is not None:
+            await self.current.aclose()
+
+    def _first_chunk(self) -> None:
+        """An engine call's first tokens: for its span, and for the metrics the response's first ones."""
+        self._trace.first_token()
+        if not self._first_token_seen:
+            self._first_token_seen = True
+            self._services.metrics.time_to_first_token.observe(time.perf_counter() - self._started)
