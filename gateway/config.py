@@ -50,6 +50,11 @@ class EngineConfig(_Section):
     # several vLLM replicas (vLLM production-stack's session routing, for one) keeps a tool loop on the
     # replica that holds its prefix cache. Unset: no header.
     session_header: str | None = Field(None, pattern=r"^[A-Za-z0-9-]{1,64}$")
+    # Each engine call's grammar (a strict `text.format`, strict arguments, the calls `tool_choice` allows) sent
+    # as vLLM's `structured_outputs.structural_tag`. auto: sent, and where the engine refuses it (a 400 naming
+    # `structured_outputs`) the call is made again without it, validated after the fact instead (one warning,
+    # and `gateway_structured_outputs_refused_total`); on: a refusal fails the response; off: never sent.
+    structured_outputs: Literal["auto", "on", "off"] = "auto"
 
     @field_validator("url")
     @classmethod

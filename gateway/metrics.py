@@ -65,6 +65,11 @@ class Metrics:
             buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
             registry=registry,
         )
+        self.structured_outputs_refused = Counter(
+            "gateway_structured_outputs_refused",
+            "Engine calls whose grammar the engine refused, made again without it (engine.structured_outputs: auto)",
+            registry=registry,
+        )
         self.tool_calls = Counter("gateway_tool_calls", "Tool calls the gateway ran, by kind and outcome", ["kind", "outcome"], registry=registry)
         self.tool_latency = Histogram(
             "gateway_tool_call_seconds",

@@ -146,6 +146,20 @@ def make_gateway(tmp_path: Path) -> Iterator[Any]:
         process.stop()
 
 
+@pytest.fixture(autouse=True)
+def _grammar_lets_the_model_through(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Every completion the shared emulator wrote under a structural tag was one the tag allows, unless
+    the script broke it on purpose: the grammar never forbids what a well-formed model writes."""
+    if "emulator" not in request.fixturenames:
+        yield
+        return
+    emulator = request.getfixturevalue("emulator")
+    before = emulator_stats(emulator)["violation_count"]
+    yield
+    stats = emulator_stats(emulator)
+    assert stats["violation_count"] == before, f"the engine's grammar forbade what the scripted model wrote: {stats['grammar_violations'][-1]!r}"
+
+
 def emulator_stats(emulator: Process) -> dict[str, Any]:
     return httpx.get(emulator.url + "/_emulator/stats").json()
 

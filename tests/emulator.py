@@ -17,6 +17,7 @@ import asyncio
 import json
 import random
 import re
+import threading
 import time
 from dataclasses import dataclass, field
 
@@ -27,6 +28,8 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from gateway.engine import harmony
+
+from . import grammar_check
 
 MODEL = "openai/gpt-oss-20b"
 ASSISTANT_START = [harmony.START, 173781]  # <|start|>assistant
@@ -39,6 +42,11 @@ class Stats:
     completed: int = 0
     aborted: int = 0
     last_request: dict = field(default_factory=dict)
+    # Completions a request's structural tag forbade that were written anyway, where the script meant no harm:
+    # the grammar forbade what a well-formed model writes (tests/conftest.py fails the test).
+    grammar_violations: list = field(default_factory=list)  # the last few
+    violation_count: int = 0
+    constrained: int = 0  # completions checked against a structural tag
     last_prompt: str = ""
     last_headers: dict = field(default_factory=dict)
     recent_prompts: list = field(default_factory=list)  # the last few prompts, decoded, oldest first
@@ -55,6 +63,10 @@ class Plan:
     status: int | None = None  # answer with this HTTP error instead
     chunk_delay: float | None = None
     chunk_tokens: int | None = None  # tokens in every chunk (the last may have fewer); None: 1 to 4 at random
+    # Under a structural tag: what the model writes instead when the grammar forbids `text` (`[[constrained
+    # HARMONY]]`, in order), and whether breaking it is the test's point (`[misbehave]`, and the faults).
+    alternatives: list[str] = field(default_factory=list)
+    misbehaves: bool = False
 
 
 class Script:
@@ -70,6 +82,9 @@ class Script:
     def plan(self) -> Plan:
         plan = (self._continue_turn() or self._continue_prefill()) if self.prefill else self._write()
         self._apply_faults(plan)
+        said = self._text_of(self.messages[max(i for i, m in enumerate(self.messages) if m.author.role == Role.USER)])
+        plan.alternatives = re.findall(r"\[\[constrained (.*?)\]\]", said, re.DOTALL)
+        plan.misbehaves = plan.misbehaves or "[misbehave]" in said
         return plan
 
     def _continue_turn(self) -> Plan | None:
@@ -99,6 +114,12 @@ class Script:
         if self._text_of(self.messages[user_index]).startswith("Context compaction:"):  # asked to summarise
             task = max((i for i, m in enumerate(self.messages[:user_index]) if m.author.role == Role.USER), default=0)
             return Plan(f"<|channel|>final<|message|>[[done {self._progress(task, user_index)}]] The work goes on.<|return|>")
+        # Told its answer broke the response's format (the gateway's check where no grammar held it):
+        # `[[corrected HARMONY]]` is what it answers then; without one it answers as before.
+        asked = self._text_of(self.messages[user_index])
+        if last.author.role == Role.DEVELOPER and self._text_of(last).startswith("Your answer does not fit"):
+            if corrected := re.search(r"\[\[corrected (.*?)\]\]", asked, re.DOTALL):
+                return Plan(corrected.group(1))
         # `[[python CODE]]` and `[[call RECIPIENT {json}]]` directives, in order: the k-th one is made
         # after k-1 tool results of this turn.
         steps = re.findall(r"\[\[(python|call|browser) (.*?)\]\]", self._text_of(self.messages[user_index]), re.DOTALL)
@@ -126,7 +147,8 @@ class Script:
                 f"<|channel|>final<|message|>{answer.group(1) if answer else 'The tool said: ' + result}<|return|>"
             )
         user = next((m for m in reversed(self.messages) if m.author.role == Role.USER), None)
-        said = self._text_of(user) if user else ""
+        # What the model echoes of the user's words: without the directives that hold Harmony text.
+        said = re.sub(r" ?\[\[(?:constrained|corrected) .*?\]\]", "", self._text_of(user) if user else "", flags=re.DOTALL)
         final = f"You said: {said}"
         analysis = f"The user said {said!r}. I will answer."
 
@@ -189,6 +211,7 @@ class Script:
                 plan.status = 500
             elif name == "malformed":
                 plan.text = "<|channel|>final<|end|>"
+                plan.misbehaves = True
             elif name == "chunk" and count:
                 plan.chunk_tokens = max(1, int(count))
             elif count:
@@ -241,6 +264,26 @@ def _continues(encoding, prompt: list[int], start: int) -> bool:
     return Script(messages, encoding.decode(tail))._continue_turn() is not None
 
 
+TAG_REFUSED = "Invalid structured_outputs structural_tag specification."
+
+
+def constrained(tag: str, plan: Plan, generated: list[int], encoding, stats: Stats) -> list[int]:
+    """What the model writes under the tag: its plan where the grammar allows it, else the first alternative
+    it allows. A plan nothing rescues is written as it is (as a model escaping its grammar would), and
+    recorded unless breaking the grammar is the script's point."""
+    stats.constrained += 1
+    if grammar_check.accepts(tag, generated):
+        return generated
+    for alternative in plan.alternatives:
+        tokens = encoding.encode(alternative, allowed_special="all")
+        if grammar_check.accepts(tag, tokens):
+            return tokens
+    if not plan.misbehaves:
+        stats.violation_count += 1
+        stats.grammar_violations = stats.grammar_violations[-9:] + [plan.text]
+    return generated
+
+
 def raw_json(value: object) -> str:
     """JSON as vLLM writes its stream chunks: raw UTF-8, so U+2028 and friends arrive unescaped."""
     return json.dumps(value, ensure_ascii=False)
@@ -256,6 +299,7 @@ def vllm_error(status: int, message: str, param: str | None = None) -> JSONRespo
 
 def create_emulator(max_model_len: int = 131072, chunk_delay: float = 0.0) -> Starlette:
     stats = Stats()
+    threading.Thread(target=grammar_check.warm, daemon=True).start()  # xgrammar loads while the first requests come
     encoding = harmony.encoding()
 
     async def models(request: Request) -> Response:
@@ -328,6 +372,15 @@ def create_emulator(max_model_len: int = 131072, chunk_delay: float = 0.0) -> St
         if plan.status:
             return vllm_error(plan.status, "EngineCore encountered an issue.")
         generated = encoding.encode(plan.text, allowed_special="all")
+        tag = (body.get("structured_outputs") or {}).get("structural_tag") if isinstance(body.get("structured_outputs"), dict) else None
+        if "structured_outputs" in body:
+            # An engine without structured outputs (no xgrammar here), told so by the script, or a tag it cannot read.
+            if not isinstance(tag, str) or "[refuse-grammar]" in stats.last_prompt or not grammar_check.available():
+                return vllm_error(400, TAG_REFUSED, "structured_outputs")
+            try:
+                generated = await asyncio.to_thread(constrained, tag, plan, generated, encoding, stats)
+            except grammar_check.InvalidTag:
+                return vllm_error(400, TAG_REFUSED, "structured_outputs")
         stops = set(body.get("stop_token_ids") or []) | {harmony.RETURN}
         cut = next((i + 1 for i, t in enumerate(generated) if t in stops), len(generated))
         finish = "stop"

@@ -116,7 +116,7 @@ def test_reasoning_effort_and_response_format(gateway, emulator):
     schema = {"type": "object", "properties": {"a": {"type": "string"}}}
     gateway.client().chat.completions.create(
         model=MODEL,
-        messages=[{"role": "user", "content": "x"}],
+        messages=[{"role": "user", "content": 'x [[constrained <|channel|>final<|message|>{"a": "x"}<|return|>]]'}],
         reasoning_effort="low",
         response_format={"type": "json_schema", "json_schema": {"name": "out", "schema": schema}},
     )

@@ -123,7 +123,7 @@ def test_unknown_call_id_is_a_400(gateway):
 def test_undeclared_function_is_told_to_the_model(gateway):
     """The model calls a function the request did not declare: no item reaches the client; the model is
     told the function does not exist and answers."""
-    events = stream_raw(gateway, {"input": "[call functions.launch_rocket {}]", "tools": [WEATHER]})
+    events = stream_raw(gateway, {"input": "[call functions.launch_rocket {}] [misbehave]", "tools": [WEATHER]})
     final = events[-1]["response"]
     assert final["status"] == "completed"
     assert [item["type"] for item in final["output"]] == ["reasoning", "reasoning", "message"]
@@ -131,7 +131,7 @@ def test_undeclared_function_is_told_to_the_model(gateway):
 
 
 def test_invalid_json_arguments_are_not_handed_to_the_client(gateway):
-    events = stream_raw(gateway, {"input": '[call functions.get_weather {"location": Paris}]', "tools": [WEATHER]})
+    events = stream_raw(gateway, {"input": '[call functions.get_weather {"location": Paris}] [misbehave]', "tools": [WEATHER]})
     final = events[-1]["response"]
     assert final["status"] == "completed"
     call = next(item for item in final["output"] if item["type"] == "function_call")
@@ -169,7 +169,7 @@ def test_strict_arguments_that_break_the_schema_are_called_again(gateway):
     the model, and `tool_choice: required` stays forced until a valid call is made."""
     events = stream_sdk(
         gateway.client(),
-        input='hi [args {"city":"Rome"}] [args {"location":"Rome","unit":"k"}] [args {"location":"Rome"}]',
+        input='hi [args {"city":"Rome"}] [args {"location":"Rome","unit":"k"}] [args {"location":"Rome"}] [misbehave]',
         tools=[WEATHER],
         tool_choice="required",
     )
@@ -181,7 +181,7 @@ def test_strict_arguments_that_break_the_schema_are_called_again(gateway):
 
 
 def test_strict_schema_errors_reach_the_model(gateway, emulator):
-    body = {"input": '[call functions.get_weather {"location": 3}]', "tools": [WEATHER]}
+    body = {"input": '[call functions.get_weather {"location": 3}] [misbehave]', "tools": [WEATHER]}
     final = stream_raw(gateway, body)[-1]["response"]
     call = next(item for item in final["output"] if item["type"] == "function_call")
     assert call["status"] == "incomplete"
@@ -213,7 +213,7 @@ def test_schema_patterns_run_in_linear_time(gateway):
     evil = WEATHER | {"parameters": {"type": "object", "properties": {"location": {"type": "string", "pattern": "^(a+)+$"}}}}
     arguments = json.dumps({"location": "a" * 3000 + "!"})
     started = time.monotonic()
-    response = gateway.client().responses.create(model=MODEL, input=f"[call functions.get_weather {arguments}]", tools=[evil])
+    response = gateway.client().responses.create(model=MODEL, input=f"[call functions.get_weather {arguments}] [misbehave]", tools=[evil])
     assert time.monotonic() - started < 5
     assert response.output[-1].type == "message" and "does not match" in response.output[-1].content[0].text
 
@@ -258,7 +258,9 @@ def test_tool_choice_unknown_name_is_a_400(gateway):
 def test_structured_output_schema_in_developer_message(gateway, emulator):
     schema = {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}
     response = gateway.client().responses.create(
-        model=MODEL, input="x", text={"format": {"type": "json_schema", "name": "reply", "schema": schema, "strict": True}}
+        model=MODEL,
+        input='x [[constrained <|channel|>final<|message|>{"answer": "x"}<|return|>]]',
+        text={"format": {"type": "json_schema", "name": "reply", "schema": schema, "strict": True}},
     )
     prompt = emulator_stats(emulator)["last_prompt"]
     assert "# Response Formats\n\n## reply\n\n" in prompt
@@ -303,10 +305,10 @@ def test_namespace_tools_end_to_end(gateway, emulator):
 
 
 def test_namespace_functions_are_strict_and_known(gateway):
-    response = gateway.client().responses.create(model=MODEL, input='[call crm.lookup {"ident": 1}]', tools=[CRM])
+    response = gateway.client().responses.create(model=MODEL, input='[call crm.lookup {"ident": 1}] [misbehave]', tools=[CRM])
     call = next(item for item in response.output if item.type == "function_call")
     assert call.status == "incomplete" and "do not match the parameters of lookup" in response.output_text
-    response = gateway.client().responses.create(model=MODEL, input="[call crm.erase {}]", tools=[CRM])
+    response = gateway.client().responses.create(model=MODEL, input="[call crm.erase {}] [misbehave]", tools=[CRM])
     assert [item.type for item in response.output] == ["reasoning", "reasoning", "message"]
     assert "no function named 'erase' is available in crm" in response.output_text
 
@@ -394,7 +396,7 @@ def test_custom_tool_grammar_is_checked(gateway, grammar, good, bad):
     client = gateway.client()
     fine = client.responses.create(model=MODEL, input=f"[freeform functions.word {good}]]", tools=[tool])
     assert fine.output[-1].type == "custom_tool_call" and fine.output[-1].input == good
-    wrong = client.responses.create(model=MODEL, input=f"[freeform functions.word {bad}]]", tools=[tool])
+    wrong = client.responses.create(model=MODEL, input=f"[freeform functions.word {bad}]] [misbehave]", tools=[tool])
     call = next(item for item in wrong.output if item.type == "custom_tool_call")
     assert call.status == "incomplete" and "is not valid" in wrong.output_text
 

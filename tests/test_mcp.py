@@ -216,7 +216,7 @@ def test_a_url_is_shown_without_its_credentials() -> None:
 
 def test_allowed_tools_filter_the_list_and_the_model(mcp_gateway: Gateway, emulator: Process) -> None:
     # `events` allows add, echo and whoami in the config; the request narrows it to add.
-    response, _ = run(mcp_gateway, "[call events.secret {}]", [mcp("events", allowed_tools=["add", "secret"])])
+    response, _ = run(mcp_gateway, "[call events.secret {}] [misbehave]", [mcp("events", allowed_tools=["add", "secret"])])
     (listing,) = items(response, "mcp_list_tools")
     assert [tool["name"] for tool in listing["tools"]] == ["add"]
     prompt = emulator_stats(emulator)["last_prompt"]
@@ -320,7 +320,10 @@ def test_tool_choice_forces_an_mcp_call_once(mcp_gateway: Gateway, choice: dict[
     """The forced call is made, and once it ran the model answers freely (no forcing loop)."""
     label = choice["server_label"]
     arguments = '{"text": "forced"}' if label == "guarded" else '{"a": 2, "b": 3}'
-    response, _ = run(mcp_gateway, f"hi [args {arguments}]", [mcp(label)], tool_choice=choice)
+    # Unnamed, the scripted model writes the arguments after the server's first tool (echo): its grammar
+    # holds them to echo's schema, unless the model names add (the alternative).
+    picked = f"[[constrained add <|constrain|>json<|message|>{arguments}<|call|>]]"
+    response, _ = run(mcp_gateway, f"hi [args {arguments}] {picked}", [mcp(label)], tool_choice=choice)
     (call,) = items(response, "mcp_call")
     assert call["server_label"] == label
     if label == "guarded":  # named: that tool; unnamed: the model picked one of the server's tools
@@ -339,7 +342,7 @@ def test_tools_without_approval_in_a_filter(mcp_gateway: Gateway) -> None:
         ('[call local.fail {"message": "nope"}]', "Error executing tool fail: nope"),
         ("[call local.crash {}]", "Error executing tool crash"),
         ('[call remote.slow {"seconds": 3}]', "the tool did not answer within 1 s"),
-        ('[call local.add {"a": 1, "b": }]', "The arguments are not a valid JSON object."),
+        ('[call local.add {"a": 1, "b": }] [misbehave]', "The arguments are not a valid JSON object."),
     ],
 )
 def test_failed_calls_are_reported_and_told(mcp_gateway: Gateway, call: str, error: str) -> None:

@@ -45,7 +45,7 @@ def test_completed_at_and_reasoning_tokens(gateway):
     failed = stream_raw(gateway, {"input": "fail [drop]"})[-1]["response"]
     assert failed["status"] == "failed" and failed["completed_at"] is None
     # A python call is written on the analysis channel too; its code is not reasoning.
-    coded = gateway.client().responses.create(model=MODEL, input="[[python print('a fairly long line of code here')]]")
+    coded = gateway.client().responses.create(model=MODEL, input="[[python print('a fairly long line of code here')]] [misbehave]")
     reasoning = [item.content[0].text for item in coded.output if item.type == "reasoning"]
     assert len(reasoning) == 2
     expected = sum(len(encoding().encode(text, allowed_special=set())) for text in reasoning)

@@ -112,7 +112,9 @@ def test_hostile_work_never_stalls_another_tenant(guarded: Gateway) -> None:
 
     def call_branching() -> None:
         arguments = json.dumps(json.loads('{"a":' * 40 + "1" + "}" * 40))
-        response = mallory.responses.create(model=MODEL, input=f"[call functions.walk {arguments}]", tools=[function("walk", BRANCHING_TREE)])
+        response = mallory.responses.create(
+            model=MODEL, input=f"[call functions.walk {arguments}] [misbehave]", tools=[function("walk", BRANCHING_TREE)]
+        )
         outcomes["schema"] = response
 
     attacks = [threading.Thread(target=send_pdf, args=(slot,)) for slot in ("pdf1", "pdf2")] + [threading.Thread(target=call_branching)]
@@ -164,7 +166,7 @@ def test_a_recursive_schema_that_descends_is_checked(guarded: Gateway) -> None:
     alice = client(guarded, "alice-key")
     response = alice.responses.create(model=MODEL, input=f"[call functions.tree {good}]", tools=[function("tree", tree)])
     assert response.output[-1].type == "function_call" and response.output[-1].status == "completed"
-    response = alice.responses.create(model=MODEL, input=f"[call functions.tree {bad}]", tools=[function("tree", tree)])
+    response = alice.responses.create(model=MODEL, input=f"[call functions.tree {bad}] [misbehave]", tools=[function("tree", tree)])
     assert "is not of type 'string'" in response.output_text
 
 

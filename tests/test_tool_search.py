@@ -109,7 +109,7 @@ def test_a_search_loads_a_function_that_the_model_then_calls(gateway, emulator):
 
 def test_a_deferred_function_not_loaded_is_refused(gateway):
     client = gateway.client()
-    response = client.responses.create(model=MODEL, input=f"[call functions.get_weather {OSLO}]", tools=[SEARCH, WEATHER])
+    response = client.responses.create(model=MODEL, input=f"[call functions.get_weather {OSLO}] [misbehave]", tools=[SEARCH, WEATHER])
     assert "function_call" not in [item.type for item in response.output]
     assert "'functions.get_weather' is not loaded: find it with tool_search.search first" in response.output_text
     with pytest.raises(openai.BadRequestError) as err:

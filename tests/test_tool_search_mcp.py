@@ -48,7 +48,7 @@ def test_a_deferred_server_is_listed_and_its_found_tool_called(mcp_gateway: Gate
     # Loaded, it stays callable in a continuation; a tool of the server not found is not.
     again = client.responses.create(model=MODEL, previous_response_id=final["id"], tools=tools, input=f"[call local.add {ADD}]")
     assert next(item for item in again.output if item.type == "mcp_call").output == "5"
-    other = client.responses.create(model=MODEL, previous_response_id=again.id, tools=tools, input='[call local.echo {"text": "x"}]')
+    other = client.responses.create(model=MODEL, previous_response_id=again.id, tools=tools, input='[call local.echo {"text": "x"}] [misbehave]')
     assert "mcp_call" not in [item.type for item in other.output]
     assert "'local.echo' is not loaded: find it with tool_search.search first" in other.output_text
 
@@ -56,7 +56,7 @@ def test_a_deferred_server_is_listed_and_its_found_tool_called(mcp_gateway: Gate
 def test_a_deferred_server_not_searched_is_not_called(mcp_gateway: Gateway, emulator: Process) -> None:
     client = mcp_gateway.client()
     tools = [SEARCH, mcp("local", defer_loading=True), mcp("remote")]
-    response = client.responses.create(model=MODEL, input=f"[call local.add {ADD}]", tools=tools)
+    response = client.responses.create(model=MODEL, input=f"[call local.add {ADD}] [misbehave]", tools=tools)
     assert "mcp_call" not in [item.type for item in response.output]
     assert "'local.add' is not loaded" in response.output_text
     prompt = emulator_stats(emulator)["last_prompt"]

@@ -437,7 +437,11 @@ class ChatRequest(StrictModel):
         }
         fmt = self.response_format
         if fmt is not None and fmt.type == "json_schema" and fmt.json_schema is not None:
-            body["text"] = {"format": {"type": "json_schema", "name": fmt.json_schema.name, "schema": fmt.json_schema.schema_}}
+            # Chat's `strict` is off unless asked (Responses' is on): a non-strict schema is held to any JSON object.
+            schema = fmt.json_schema
+            body["text"] = {"format": {"type": "json_schema", "name": schema.name, "schema": schema.schema_, "strict": schema.strict is True}}
+        elif fmt is not None and fmt.type == "json_object":
+            body["text"] = {"format": {"type": "json_object"}}
         return ResponsesRequest.model_validate(body, strict=False)
 
     def _tool_choice(self) -> str | dict[str, Any]:

@@ -43,6 +43,7 @@ class Sampling:
     frequency_penalty: float | None = None
     logit_bias: dict[str, int] | None = None
     logprobs: int | None = None  # alternatives per token to report; None: no logprobs at all
+    structural_tag: str | None = None  # what the call may generate (structural_tag.py), JSON text; None: anything
 
 
 @dataclass(slots=True)
@@ -162,6 +163,8 @@ class EngineClient:
             value = getattr(sampling, name)
             if value is not None:
                 body[name] = value
+        if sampling.structural_tag is not None:
+            body["structured_outputs"] = {"structural_tag": sampling.structural_tag}
         if sampling.logprobs is not None:
             # Tokens named by id ("token_id:N"): the gateway maps ids to Harmony's tokens itself.
             body |= {"logprobs": sampling.logprobs, "return_tokens_as_token_ids": True}
@@ -358,6 +361,10 @@ def transport_error(exc: EngineHTTPError, url: str) -> APIError:
     return server_error(502, "The engine closed the connection before it finished.", "engine_error")
 
 
+class GrammarRefused(APIError):
+    """The engine refused a call's structural tag: it has no structured outputs, or cannot compile this one."""
+
+
 def status_error(status: int, body: bytes) -> APIError:
     text = body.decode("utf-8", "replace")
     try:
@@ -369,6 +376,8 @@ def status_error(status: int, body: bytes) -> APIError:
     message = str(message).strip() or f"HTTP {status}"
     if status == 400 and (param == "input_tokens" or "maximum context length" in message):
         return APIError(400, message, param="input", code="context_length_exceeded")
+    if status == 400 and param == "structured_outputs":
+        return GrammarRefused(400, f"The engine refused the grammar made for this request: {message}", code="structured_outputs_refused")
     if 400 <= status < 500:
         return APIError(400, f"The engine rejected the request: {message}", param=param, code="engine_rejected")
     return server_error(502, f"The engine failed (HTTP {status}): {message}", "engine_error")

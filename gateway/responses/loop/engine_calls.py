@@ -6,17 +6,34 @@ first call is the one its replica was in, replayed (adoption.py) before the engi
 
 from __future__ import annotations
 
+import logging
 import time
+from dataclasses import replace
 
-from ...engine.client import Chunks
+from ...engine.client import Chunks, GrammarRefused
 from ..needs import ResponsesNeeds
 from ..tools import Toolset
 from .adoption import ReplayStream
+from .constraint import AnswerBackstop
 from .output import ResponseOutput
-from .prompt_builder import PromptBuilder
+from .prompt_builder import EngineCall, PromptBuilder
 from .run_state import Checkpoint, RunState
 from .run_trace import RunTrace, failure_text
 from .turn import AnswerOptions, Turn, TurnOutcome
+
+logger = logging.getLogger("gateway.responses")
+_refusals_told = False
+
+
+def _warn_once(refused: GrammarRefused) -> None:
+    global _refusals_told
+    if not _refusals_told:
+        _refusals_told = True
+        logger.warning(
+            "the engine refused the grammar of an engine call (%s); such calls are made without it and validated after the fact "
+            "(engine.structured_outputs: auto; gateway_structured_outputs_refused_total counts them)",
+            refused,
+        )
 
 
 class EngineCalls:
@@ -28,6 +45,7 @@ class EngineCalls:
         toolset: Toolset,
         options: AnswerOptions,
         trace: RunTrace,
+        backstop: AnswerBackstop,
     ) -> None:
         self._services = services
         self._state = state
@@ -35,8 +53,10 @@ class EngineCalls:
         self._toolset = toolset
         self._options = options
         self._trace = trace
+        self._backstop = backstop
         self.model_id = ""
         self.current: Chunks | None = None  # the engine request open now, if any
+        self.enforced = False  # whether the engine enforces the open call's grammar (constraint.py)
         self._started = time.perf_counter()
         self._first_token_seen = False
 
@@ -49,10 +69,25 @@ class EngineCalls:
         call = await self._prompts.next_call()
         headers = self._trace.engine_call(self.model_id or call.model_id, len(call.prompt), call.sampling.max_tokens)
         try:
-            self.current = await self._services.engine.generate(call.prompt, call.sampling, state.dialog.session_key, headers)
+            self.current = await self._generate(call, headers)
         except BaseException as exc:
             self._trace.engine_done(0, None, failure_text(exc))
             raise
+
+    async def _generate(self, call: EngineCall, headers: dict[str, str]) -> Chunks:
+        """The call, with its grammar where the engine takes it (`engine.structured_outputs`: with `auto`,
+        one the engine refuses is made again without it, and what it writes is validated after the fact)."""
+        engine, session_key = self._services.engine, self._state.dialog.session_key
+        self.enforced = call.sampling.structural_tag is not None
+        try:
+            return await engine.generate(call.prompt, call.sampling, session_key, headers)
+        except GrammarRefused as refused:
+            if self._services.config.engine.structured_outputs != "auto":
+                raise
+            _warn_once(refused)
+            self._services.metrics.structured_outputs_refused.inc()
+        self.enforced = False
+        return await engine.generate(call.prompt, replace(call.sampling, structural_tag=None), session_key, headers)
 
     async def go_on(self, checkpoint: Checkpoint) -> None:
         """Open the engine call an adopted run was in: its tokens parsed again, then, if the engine had not
@@ -77,7 +112,8 @@ class EngineCalls:
         usage = self._state.usage
         written = usage.output
         try:
-            outcome = await turn.stream(self.current, self._prompts.prefill, usage, len(self._prompts.prompt), self._first_chunk)
+            check = None if self.enforced else self._backstop.check  # what the grammar did not hold, checked
+            outcome = await turn.stream(self.current, self._prompts.prefill, usage, len(self._prompts.prompt), self._first_chunk, check)
         except BaseException as exc:
             self._trace.engine_done(usage.output - written, None, failure_text(exc))
             raise

@@ -20,6 +20,7 @@ from ..needs import ResponsesNeeds
 from ..shapes.request import ResponsesRequest
 from ..tools import Toolset
 from .compaction import CompactionOutput, summarize
+from .constraint import TurnConstraint
 from .run_state import RunState
 from .sealed import Purpose
 
@@ -65,6 +66,9 @@ class PromptBuilder:
         self.growing = GrowingPrompt(services.renderer, services.metrics.prompt_tokens)  # this run's prompt, turn after turn
         self.preamble = Preamble()
         self.prefill: list[int] = []  # a forced call's header, which the model's tokens go on from
+        self.header = ""  # that header's text
+        # What each engine call may generate, sent for the engine to enforce (engine.structured_outputs).
+        self.constraint = TurnConstraint(request, toolset) if services.config.engine.structured_outputs != "off" else None
         self.continuing: list[int] = []  # an adopted call's tokens, which the engine goes on from
         self.prompt = Prompt("", 0)  # the last call's
 
@@ -93,6 +97,7 @@ class PromptBuilder:
         """Harmony cannot force a tool call, but the prompt is ours: a forced `tool_choice` starts the
         assistant's message with the call's header (tools/base.py, `forced_header`), until one is called."""
         header = None if self._state.tool_called else self._toolset.forced_header()
+        self.header = header or ""
         self.prefill = encoding().encode(header, allowed_special="all") if header else []
 
     async def render(self, max_model_len: int | None) -> Prompt:
@@ -158,6 +163,8 @@ class PromptBuilder:
             frequency_penalty=chat.frequency_penalty,
             logit_bias=chat.logit_bias,
             logprobs=self._logprobs,
+            # An adopted call goes on from tokens the tag does not start from: it is generated unconstrained.
+            structural_tag=self.constraint.tag(self._state.tool_called, self.header) if self.constraint and not self.continuing else None,
         )
         return EngineCall(prompt, sampling, model.id)
 

@@ -35,6 +35,7 @@ from ..shapes.response_object import ResponseObject, skeleton
 from ..tools import CallBudget, ToolContext, Toolset
 from ..tools.registry import settle_tools
 from .admission import Slot
+from .constraint import AnswerBackstop
 from .durable import DurableRun
 from .ending import RunEnding
 from .engine_calls import EngineCalls
@@ -84,7 +85,9 @@ class ResponseRun:
         seal = partial(services.sealer.seal, purpose=Purpose.REASONING, tenant=tenant) if request.includes(Include.ENCRYPTED_REASONING) else None
         self.prompts = PromptBuilder(services, request, tenant, chat, self.state, self.toolset, self.logprob_count)
         self.trace = RunTrace(services.config.tracing.capture_content)  # its spans, when tracing is on
-        self.engine = EngineCalls(services, self.state, self.prompts, self.toolset, AnswerOptions(chat.stops, self.logprob_count, seal), self.trace)
+        self.backstop = AnswerBackstop(request, services.config.isolation.schema_timeout_s)
+        options = AnswerOptions(chat.stops, self.logprob_count, seal)
+        self.engine = EngineCalls(services, self.state, self.prompts, self.toolset, options, self.trace, self.backstop)
         self.ending = RunEnding(services, request, tenant, self.state, self.prompts, self.trace)
         self._cancel = anyio.CancelScope()
         # A background run's side in the store: begun there, journaled, handed over (durable.py).
@@ -263,6 +266,10 @@ class ResponseRun:
             self.output.unmute()
             if outcome.finish_reason is FinishReason.LENGTH:
                 return ResponseStatus.INCOMPLETE, {"reason": "max_output_tokens"}
+            if outcome.refused is not None:  # an answer that breaks the format, not shown: the model answers again
+                self.dialog.append(self.backstop.refused(outcome.refused))
+                await self.engine.open()
+                continue
             call = outcome.call
             if call is None or call.kind.ends_response:
                 return ResponseStatus.COMPLETED, None

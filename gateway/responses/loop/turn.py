@@ -9,7 +9,7 @@ claims it and opens its item.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable
 
 from ...engine.client import Chunks, FinishReason
 from ...engine.parser import HarmonyStreamParser, MessageFinished, MessageStarted, TextDelta
@@ -31,6 +31,11 @@ class TurnOutcome:
     finish_reason: FinishReason | None = None
     stopped: bool = False  # a stop sequence ended the generation before the engine did
     call: ToolCall | None = None  # the call the model's turn ended with
+    refused: str | None = None  # why the final answer was not shown: it breaks the request's format (CheckAnswer)
+
+
+# Where no grammar held the final answer to the request's format: why it breaks it (None: it fits).
+CheckAnswer = Callable[[str], Awaitable[str | None]]
 
 
 @dataclass(frozen=True)
@@ -51,16 +56,24 @@ class Turn:
         self.outcome = TurnOutcome()
 
     async def stream(
-        self, stream: Chunks, prefill: list[int], usage: Usage, prompt_length: int, first_token: Callable[[], None] | None
+        self,
+        stream: Chunks,
+        prefill: list[int],
+        usage: Usage,
+        prompt_length: int,
+        first_token: Callable[[], None] | None,
+        check_answer: CheckAnswer | None = None,
     ) -> TurnOutcome:
         """Stream one engine call until the engine stops (or a stop sequence does); `first_token` is
-        called when its first tokens arrive."""
+        called when its first tokens arrive. With `check_answer`, the final answer is held back until it
+        is whole and shown only if it fits the request's format (`outcome.refused` says why it did not)."""
         outcome, options, dialog = self.outcome, self.options, self.dialog
         parser = HarmonyStreamParser()
         events, emit, emit_tokens = self.output.events, self.output.emit, self.output.emit_tokens
         item: OutputItem | None = None
         stopper: StopMatcher | None = None  # the open message's stop sequences, when the request has any
         rewriter: CitationRewriter | None = None  # the open message's citations, when the browser is on
+        held: list[str] | None = None  # the final answer's text, while it is held back to be checked
         tokens = 0
         try:
             async for chunk in stream:
@@ -82,7 +95,9 @@ class Turn:
                 for parsed in parsed_events:
                     if type(parsed) is TextDelta:
                         if not isinstance(item, TextItem):  # none open, a web_search_call (shows its action only), ...
-                            if isinstance(item, LiveArgumentsItem):  # ... or a call whose arguments stream as its own events
+                            if held is not None:
+                                held.append(parsed.text)
+                            elif isinstance(item, LiveArgumentsItem):  # ... or a call whose arguments stream as its own events
                                 batch += item.feed(events, parsed.text)
                         elif stopper is None and rewriter is None:
                             batch.append(item.delta(events, parsed.text))
@@ -92,6 +107,9 @@ class Turn:
                             outcome.finish_reason, outcome.stopped = FinishReason.STOP, True
                             break
                     elif type(parsed) is MessageStarted:
+                        if check_answer is not None and parsed.recipient is None and parsed.channel == "final":
+                            held, dialog.owner = [], None  # its item opens once it is known to fit
+                            continue
                         item = self._open_item(parsed)
                         dialog.owner = item.id if item is not None else None
                         if item is not None:
@@ -106,6 +124,10 @@ class Turn:
                     else:
                         assert isinstance(parsed, MessageFinished)
                         dialog.append(parsed.message)
+                        if held is not None and check_answer is not None:
+                            batch += await self._checked("".join(held), check_answer)
+                            held = None
+                            continue
                         batch += await self._finished(parsed, item, stopper, rewriter)
                         item = stopper = rewriter = None
                 if chunk.finish_reason is not None:
@@ -148,6 +170,16 @@ class Turn:
         if isinstance(item, MessageOutput) and containers.used:
             batch += [item.annotated(events, citation) for citation in container_file_citations(item.text, containers.container_file)]
         return [*batch, *item.closed(events)]
+
+    async def _checked(self, text: str, check_answer: CheckAnswer) -> list[Event | Delta]:
+        """A final answer held back: shown whole if it fits the request's format; otherwise not at all."""
+        self.outcome.refused = await check_answer(text)
+        if self.outcome.refused is not None:
+            return []
+        events = self.output.events
+        item = self.output.add(lambda index: MessageOutput(index, "final_answer", with_logprobs=self.options.logprob_count is not None))
+        self.dialog.owners[-1] = item.id  # the answer's message belongs to its item (conversations, stored dialogs)
+        return [*item.opened(events), item.delta(events, text), *item.closed(events)]
 
     def _open_item(self, header: MessageStarted) -> OutputItem | None:
         """The item a message streams as: reasoning, a message, or a call's (when its tool claims it)."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TypeVar
 
+from ...engine.structural_tag import CallShape
 from ..history.dialog import Dialog
 from ..loop.citations import Resolve
 from ..loop.tool_call import ToolCall
@@ -47,6 +48,10 @@ class Toolset:
         owner = choice_owner(choice)
         if owner is not None and not isinstance(choice, str):
             self._one(owner).check_choice(choice)
+
+    def call_shapes(self) -> list[CallShape]:
+        """Every call the model may make now, for the engine's grammar (loop/constraint.py)."""
+        return [shape for tool in self.tools for shape in tool.call_shapes()]
 
     def declarations(self) -> Declarations:
         declarations = Declarations()

@@ -45,6 +45,7 @@ from tools.servers import MCPServers
 
 from ...config import GatewayConfig
 from ...engine.harmony import ToolDescription, ToolNamespaceConfig
+from ...engine.structural_tag import CallShape
 from ...files.service import FileService
 from ...metrics import Metrics
 from ...protocol import Include, ItemStatus
@@ -185,6 +186,12 @@ class Tool(Generic[DeclaredT]):
     def recipients(self) -> Iterable[str]:
         """The namespaces of the model's calls this tool takes, in this request."""
         return ()
+
+    def call_shapes(self) -> Iterable[CallShape]:
+        """The calls the model may make to this tool in the engine's grammar (engine/structural_tag.py), and
+        what each call's message may hold; by default any name in its namespaces, with any text. A kind whose
+        calls have declared names and arguments lists them: the grammar then allows no other."""
+        return [CallShape(namespace, any_name=True) for namespace in self.recipients()]
 
     def check_choice(self, choice: ToolChoiceForm) -> None:
         """A 400 when a named `tool_choice` of this kind (one of `choices`) names a tool the request does

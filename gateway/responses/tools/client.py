@@ -7,12 +7,14 @@ the model is told to write the call again."""
 from __future__ import annotations
 
 import json
+from typing import Iterable
 
 from openai_harmony import Message, Role
 
 from runtime.isolation import TooCostly, run_isolated
 
 from ...core.ids import new_id
+from ...engine.structural_tag import JSON_OBJECT, TEXT, CallShape, Content, json_schema
 from ...errors import bad_request
 from ...protocol import ItemStatus
 from ..history.dialog import Dialog, Records, read_call, read_call_output, tool_call_message
@@ -46,6 +48,7 @@ class ClientTools(Tool[DeclaredT]):
         self.callables: dict[str, tuple[Function, str | None]] = {}
         self.schemas: dict[str, str] = {}  # strict functions' parameters (canonical JSON Schema), by recipient
         self.deferred: set[str] = set()  # recipients declared with `defer_loading`: callable once tool search loads them
+        self._shapes: dict[str, CallShape] = {}  # each callable's grammar (call_shapes), once made
 
     def strict_functions(self) -> list[tuple[str, str, FunctionTool | NamespaceFunction]]:
         """(param, recipient, function) of the functions whose arguments are checked against their schema."""
@@ -69,6 +72,32 @@ class ClientTools(Tool[DeclaredT]):
                 raise bad_request(
                     f"Invalid schema for function '{function.name}': {exc}.", param=f"{param}.parameters", code="invalid_function_parameters"
                 ) from None
+
+    def call_shapes(self) -> Iterable[CallShape]:
+        """Each function the model may call now (a deferred one once loaded), with its arguments' grammar:
+        a strict function's schema, any JSON object otherwise; a custom tool's regex, or any text."""
+        if not self.context.enabled:
+            return ()
+        loaded = self.dialog.tool_state(LoadedTools).recipients
+        shapes = []
+        for recipient, (function, _) in self.callables.items():
+            if recipient in self.deferred and not is_loaded(recipient, loaded):
+                continue
+            shape = self._shapes.get(recipient)
+            if shape is None:  # made once: an unchanged set of shapes is a grammar already made (loop/constraint.py)
+                shape = self._shapes[recipient] = CallShape(recipient, self._arguments(recipient, function))
+            shapes.append(shape)
+        return shapes
+
+    def _arguments(self, recipient: str, function: Function) -> Content:
+        if isinstance(function, CustomTool):
+            grammar = function.format
+            return Content("regex", pattern=grammar.definition) if isinstance(grammar, GrammarInput) and grammar.syntax == "regex" else TEXT
+        if recipient not in self.schemas or function.parameters is None:  # not strict
+            return JSON_OBJECT
+        # As the client wrote it (not the canonical form it is checked in): the grammar's properties come in
+        # the schema's order, the order the model reads them in its declaration and writes them.
+        return json_schema(function.parameters)
 
     def open_call(self, call: ToolCall, name: str) -> FunctionCallOutput | None:
         found = self.callables.get(call.recipient) if self.context.enabled else None

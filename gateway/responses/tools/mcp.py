@@ -19,6 +19,7 @@ from tools.results import result_text
 from tools.servers import EnabledServer, ServerRefused, schema_for_model, tool_listing
 
 from ...engine.harmony import ToolDescription, ToolNamespaceConfig
+from ...engine.structural_tag import JSON_OBJECT, CallShape, json_schema
 from ...errors import APIError, bad_request
 from ...protocol import EventType, ItemStatus
 from ..history.dialog import Dialog, tool_result
@@ -146,6 +147,7 @@ class McpServers(Tool[McpTool]):
         super().__init__(context, declared)
         self.servers: dict[str, EnabledServer] = {}
         self.deferred: dict[str, EnabledServer] = {}  # found with tool search, not declared
+        self._shapes: dict[str, tuple[Any, CallShape]] = {}  # each listed tool's grammar, with the tool it was made of
         self._to_list: list[EnabledServer] = []
 
     @staticmethod
@@ -197,6 +199,28 @@ class McpServers(Tool[McpTool]):
 
     def recipients(self) -> Iterable[str]:
         return self.servers
+
+    def call_shapes(self) -> Iterable[CallShape]:
+        """A connected server's tools by name, their arguments held to the tool's input schema (a deferred
+        server's once loaded); a server that is not connected answers any name (refused, the model told)."""
+        if not self.context.enabled:
+            return ()
+        loaded = self.dialog.tool_state(LoadedTools).recipients
+        shapes: list[CallShape] = []
+        for label, server in self.servers.items():
+            if not server.connection.connected:
+                shapes.append(CallShape(label, JSON_OBJECT, any_name=True))
+                continue
+            for tool in server.tools():
+                recipient = f"{label}.{tool.name}"
+                if label in self.deferred and not is_loaded(recipient, loaded):
+                    continue
+                cached = self._shapes.get(recipient)
+                if cached is None or cached[0] is not tool:  # made once per listing (loop/constraint.py keeps the grammar)
+                    schema = tool.input_schema if isinstance(tool.input_schema, dict) and tool.input_schema.get("type") == "object" else None
+                    cached = self._shapes[recipient] = (tool, CallShape(recipient, json_schema(schema) if schema is not None else JSON_OBJECT))
+                shapes.append(cached[1])
+        return shapes
 
     def check_choice(self, choice: ToolChoiceForm) -> None:
         assert isinstance(choice, NamedMcp)

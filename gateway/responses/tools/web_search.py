@@ -11,6 +11,7 @@ from tools.browser.session import ACTIONS, BrowseOptions, Browser
 
 from ...core.ids import new_id
 from ...engine.harmony import ToolNamespaceConfig
+from ...engine.structural_tag import JSON_OBJECT, CallShape
 from ...errors import bad_request
 from ...protocol import EventType, Include, ItemStatus
 from ..history.dialog import Dialog, Records
@@ -131,6 +132,10 @@ class WebSearch(Tool[WebSearchTool]):
 
     def recipients(self) -> Iterable[str]:
         return self.namespaces if self.browser is not None else ()
+
+    def call_shapes(self) -> Iterable[CallShape]:
+        # search, open and find, each with a JSON object (the browser reads what it knows of it).
+        return [CallShape("browser", JSON_OBJECT, any_name=True)] if self.browser is not None else []
 
     def check_choice(self, choice: ToolChoiceForm) -> None:
         assert isinstance(choice, NamedWebSearch)
