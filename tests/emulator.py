@@ -114,6 +114,10 @@ class Script:
         if self._text_of(self.messages[user_index]).startswith("Context compaction:"):  # asked to summarise
             task = max((i for i, m in enumerate(self.messages[:user_index]) if m.author.role == Role.USER), default=0)
             return Plan(f"<|channel|>final<|message|>[[done {self._progress(task, user_index)}]] The work goes on.<|return|>")
+        # `[[raw HARMONY]]`: the model writes exactly this, however broken (gpt-oss's failure shapes).
+        if raw := re.search(r"\[\[raw (.*?)\]\]", self._text_of(self.messages[user_index]), re.DOTALL):
+            if last.author.role == Role.USER:
+                return Plan(raw.group(1), misbehaves=True)
         # Told its answer broke the response's format (the gateway's check where no grammar held it):
         # `[[corrected HARMONY]]` is what it answers then; without one it answers as before.
         asked = self._text_of(self.messages[user_index])
@@ -148,7 +152,7 @@ class Script:
             )
         user = next((m for m in reversed(self.messages) if m.author.role == Role.USER), None)
         # What the model echoes of the user's words: without the directives that hold Harmony text.
-        said = re.sub(r" ?\[\[(?:constrained|corrected) .*?\]\]", "", self._text_of(user) if user else "", flags=re.DOTALL)
+        said = re.sub(r" ?\[\[(?:constrained|corrected|raw) .*?\]\]", "", self._text_of(user) if user else "", flags=re.DOTALL)
         final = f"You said: {said}"
         analysis = f"The user said {said!r}. I will answer."
 

@@ -10,7 +10,7 @@ import random
 import pytest
 from openai_harmony import HarmonyError, Role, StreamableParser
 
-from gateway.engine.harmony import CALL, END, RETURN, encoding
+from gateway.engine.harmony import CALL, END, RETURN, START, encoding
 from gateway.engine.parser import HarmonyStreamParser, MalformedHarmony, MessageFinished, MessageStarted, TextDelta
 
 HEADERS = [
@@ -47,7 +47,8 @@ def _tokens(rng: random.Random, messages: int) -> list[int]:
 
 def _reference(tokens: list[int]) -> list[tuple[str | None, str | None, str | None, str]] | None:
     """openai-harmony's reading, token by token: each message's header and text (None: not Harmony)."""
-    parser = StreamableParser(encoding(), Role.ASSISTANT, strict=False)
+    # The prompt began the first message (`<|start|>assistant`), unless the model wrote it again itself.
+    parser = StreamableParser(encoding(), None if tokens[:1] == [START] else Role.ASSISTANT, strict=False)
     try:
         for token in tokens:
             parser.process(token)
@@ -97,5 +98,8 @@ def test_a_header_without_end_is_malformed() -> None:
     parser = HarmonyStreamParser()
     with pytest.raises(MalformedHarmony):
         parser.feed(encoding().encode("<|channel|>analysis" + " to" * 300, allowed_special="all"))
-    with pytest.raises(MalformedHarmony):
-        HarmonyStreamParser().feed(encoding().encode("<|channel|>final<|end|>", allowed_special="all"))
+    given_up = HarmonyStreamParser()  # a header ended without <|message|>: dropped, and nothing is left
+    assert given_up.feed(encoding().encode("<|channel|>final<|end|>", allowed_special="all")) == []
+    assert given_up.finished == 0 and "ended without <|message|>" in given_up.recovered[0]
+    with pytest.raises(MalformedHarmony):  # an end before any header at all
+        HarmonyStreamParser().feed(encoding().encode("<|end|>", allowed_special="all"))

@@ -11,6 +11,13 @@ Why not feed every token to `StreamableParser`: openai-harmony 0.0.8 BPE-encodes
 openai/harmony#142), and a new parser costs ~100 µs; a tool call's turn is half header tokens. The
 parser here costs ~2 µs a token and nothing to create. tests/test_parser.py checks it against
 `StreamableParser` on random streams, chunked at random.
+
+The model's output is hostile input like any other: gpt-oss writes stray special tokens and broken
+headers. What can be read is recovered and what cannot is dropped (each said in `recovered`, for the
+log): a second end token after a message (`<|end|><|call|>`), a header ended without `<|message|>`, text
+or a repeated `<|start|>assistant` before a header, words after a header's content type, a message the
+model left unended when it began the next (`<|start|>` or `<|channel|>` inside its content). No special
+token's text ever reaches a message's content. Only output with nothing readable in it is malformed.
 """
 
 from __future__ import annotations
@@ -21,7 +28,7 @@ from dataclasses import dataclass
 from openai_harmony import HarmonyError, Message, Role, StreamableParser
 
 from . import harmony
-from .harmony import CALL, END, MESSAGE, RETURN, START
+from .harmony import CALL, CHANNEL, END, MESSAGE, RETURN, START
 
 
 class MalformedHarmony(Exception):
@@ -47,6 +54,7 @@ class MessageFinished:
 
 ParsedEvent = MessageStarted | TextDelta | MessageFinished
 _ENDS = frozenset((END, RETURN, CALL))
+FIRST_SPECIAL = 199998  # o200k_harmony's special tokens are this id and above
 MAX_HEADER_TOKENS = 256  # a header is a few tokens; the model writing on and on in one is malformed
 MAX_UNDECODED_TOKENS = 4  # a UTF-8 character spans 4 bytes at most: past that, the bytes are not UTF-8
 
@@ -55,9 +63,12 @@ MAX_UNDECODED_TOKENS = 4  # a UTF-8 character spans 4 bytes at most: past that, 
 # (`code`) or constrained (`<|constrain|>json`). Anything else is read by openai-harmony.
 _NAME = r"[A-Za-z0-9_][A-Za-z0-9_.\-]*"
 _HEADER = re.compile(
-    rf"(?P<start><\|start\|>assistant)?(?: to=(?P<before>{_NAME}))?<\|channel\|>(?P<channel>analysis|commentary|final)"
-    rf"(?: to=(?P<after>{_NAME}))?(?: (?P<type>(?:<\|constrain\|>)?{_NAME}))?"
+    rf"(?:(?P<start><\|start\|>assistant)|(?P<lead>(?! to=)[^<]+?))?(?: to=(?P<before>{_NAME}))?<\|channel\|>(?P<channel>analysis|commentary|final)"
+    rf"(?: to=(?P<after>{_NAME}))?(?:(?P<type> (?:<\|constrain\|>)?{_NAME}|<\|constrain\|>{_NAME})(?P<junk>\s[^<]*)?)?"
 )
+
+
+_RECIPIENT = re.compile(_NAME)
 
 
 class HarmonyStreamParser:
@@ -68,7 +79,10 @@ class HarmonyStreamParser:
         self._text: list[str] = []
         self._reasoning = False  # whether the open message is reasoning: analysis, addressed to no tool
         self._messages = 0  # messages begun: only the first may leave out `<|start|>assistant`
+        self._unended = False  # the last message was ended by the next one's start (recovered)
         self.reasoning_tokens = 0
+        self.finished = 0  # messages read whole
+        self.recovered: list[str] = []  # what the model wrote wrong, and how it was read or dropped
 
     def feed(self, tokens: list[int]) -> list[ParsedEvent]:
         events: list[ParsedEvent] = []
@@ -82,7 +96,7 @@ class HarmonyStreamParser:
                     self._reasoning = header.channel == "analysis" and header.recipient is None
                     events.append(header)
                 elif token in _ENDS:
-                    raise MalformedHarmony("the model ended a message before writing its header")
+                    self._stray_end()
                 elif len(self._head) >= MAX_HEADER_TOKENS:
                     raise MalformedHarmony("the model's output is not valid Harmony: a message header does not end")
                 else:
@@ -91,6 +105,15 @@ class HarmonyStreamParser:
                 self._decode(content, events, final=True)
                 content = []
                 events.append(MessageFinished(self._finish(header)))
+            elif token >= FIRST_SPECIAL:  # a special token inside a message: never its text
+                if token == START or token == CHANNEL:  # the next message began before this one ended
+                    self._decode(content, events, final=True)
+                    content = []
+                    events.append(MessageFinished(self._finish(header)))
+                    self._head, self._unended = [token], True
+                    self.recovered.append("ended a message the model left open when it began the next")
+                else:
+                    self.recovered.append(f"dropped {harmony.encoding().decode([token])} inside a message")
             else:
                 if self._reasoning:  # a python call's code is on the analysis channel too, but is no reasoning
                     self.reasoning_tokens += 1
@@ -99,26 +122,60 @@ class HarmonyStreamParser:
             self._decode(content, events, final=False)
         return events
 
+    def _stray_end(self) -> None:
+        """An end token where no message is open: a header the model gave up (dropped), or a second end."""
+        if self._head:
+            text = harmony.encoding().decode(self._head)
+            self.recovered.append(f"dropped a message header ended without <|message|>: {text!r}")
+            self._head = []
+        elif self._messages == 0:
+            raise MalformedHarmony("the model ended a message before writing its header")
+        else:
+            self.recovered.append("dropped an end token after a message that had ended")
+
     def _read_header(self) -> MessageStarted:
-        """The fields of the header just ended by `<|message|>`."""
+        """The fields of the header just ended by `<|message|>`: read as gpt-oss writes them, else by
+        openai-harmony; a header neither reads cleanly is read as far as it makes sense, and said so."""
         self._messages += 1
-        text = harmony.encoding().decode(self._head)
+        head, encoding = self._head, harmony.encoding()
+        last_start = len(head) - 1 - head[::-1].index(START) if START in head else -1
+        if last_start > 0:  # text, or another `<|start|>assistant`, before this message's own start
+            self.recovered.append(f"dropped {encoding.decode(head[:last_start])!r} before a message header")
+            head = head[last_start:]
+        doubled = [i for i in range(1, len(head)) if head[i] == CHANNEL and head[i - 1] == CHANNEL]
+        if doubled:  # `<|channel|><|channel|>commentary`
+            self.recovered.append("read a header whose <|channel|> was written twice")
+            head = [token for i, token in enumerate(head) if i not in doubled]
+        text = encoding.decode(head)
         found = _HEADER.fullmatch(text)
-        first = self._messages == 1
-        if found is not None and (found["start"] is None) == first:
-            recipient = found["before"] or found["after"]
-            if not (found["before"] and found["after"]) and (recipient or not found["type"]):
-                return MessageStarted(found["channel"], recipient, found["type"])
-        if not first and self._head[:1] != [START]:
-            raise MalformedHarmony(f"the model's output is not valid Harmony: a message does not begin with <|start|>: {text!r}")
-        # The first message's header continues the prompt's `<|start|>assistant`; a later one names its role.
-        parser = StreamableParser(harmony.encoding(), Role.ASSISTANT if first else None, strict=False)
+        first, unended, self._unended = self._messages == 1, self._unended, False
+        recipient = (found["before"] or found["after"]) if found is not None else None
+        if found is not None and not found["lead"] and not (found["before"] and found["after"]) and (recipient or not found["type"]):
+            if found["start"] is None and not first and not unended:
+                self.recovered.append(f"read a message that does not begin with <|start|>: {text!r}")
+            return self._started(found, recipient)
         try:
-            for token in [*self._head, MESSAGE]:
+            if not first and head[:1] != [START] and not unended:
+                raise HarmonyError("a message does not begin with <|start|>")
+            # The first message's header continues the prompt's `<|start|>assistant`; a later one names its role.
+            parser = StreamableParser(encoding, Role.ASSISTANT if head[:1] != [START] else None, strict=False)
+            for token in [*head, MESSAGE]:
                 parser.process(token)
-        except HarmonyError as exc:
-            raise MalformedHarmony(f"the model's output is not valid Harmony: {exc}") from None
-        return MessageStarted(parser.current_channel, parser.current_recipient, parser.current_content_type)
+            read = parser.current_recipient
+            if read is None or _RECIPIENT.fullmatch(read) or found is None:
+                return MessageStarted(parser.current_channel, read, parser.current_content_type)
+        except HarmonyError as exc:  # a header openai-harmony cannot read either
+            if found is None:
+                raise MalformedHarmony(f"the model's output is not valid Harmony: {exc}: {text!r}") from None
+        self.recovered.append(f"read the header {text!r} as far as it makes sense")
+        return self._started(found, recipient)
+
+    def _started(self, found: re.Match[str], recipient: str | None) -> MessageStarted:
+        for part, where in (("lead", "before"), ("junk", "after a content type in")):
+            if found[part]:
+                self.recovered.append(f"dropped {found[part]!r} {where} a message header")
+        content_type = found["type"].lstrip() if found["type"] else None
+        return MessageStarted(found["channel"], recipient, content_type)
 
     def _decode(self, tokens: list[int], events: list[ParsedEvent], final: bool) -> None:
         """The text of the content's tokens so far, as one delta; a character still missing its last
@@ -158,6 +215,7 @@ class HarmonyStreamParser:
         if header.content_type:
             message = message.with_content_type(header.content_type)
         self._header, self._text, self._undecoded = None, [], []
+        self.finished += 1
         return message
 
     def partial_message(self) -> Message | None:

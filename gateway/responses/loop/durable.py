@@ -64,11 +64,13 @@ class DurableRun:
 
     @asynccontextmanager
     async def tool_call(self, call: ToolCall) -> AsyncIterator[None]:
-        """A tool call runs: a hosted call's tokens are written first, and a hand-over waits for it to return."""
-        if self.journal is not None and call.kind is CallKind.HOSTED:
-            await self._before_call()
+        """A tool call runs: a hosted call's tokens are written first, and a hand-over waits for it to return.
+        From before that write: a hand-over that cut in after the tokens were written, before the call ran,
+        would leave the adopter a call it thinks was made, and the model told it was interrupted."""
         self._in_tool = True
         try:
+            if self.journal is not None and call.kind is CallKind.HOSTED:
+                await self._before_call()
             yield
         finally:
             self._in_tool = False

@@ -8,11 +8,12 @@ claims it and opens its item.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
 
 from ...engine.client import Chunks, FinishReason
-from ...engine.parser import HarmonyStreamParser, MessageFinished, MessageStarted, TextDelta
+from ...engine.parser import HarmonyStreamParser, MalformedHarmony, MessageFinished, MessageStarted, TextDelta
 from ...errors import APIError
 from ...protocol import ItemStatus
 from ..history.dialog import Dialog
@@ -24,6 +25,8 @@ from .logprobs import ContentLogprob, parse_with_logprobs
 from .output import ResponseOutput
 from .stops import StopMatcher
 from .tool_call import ToolCall
+
+logger = logging.getLogger("gateway.responses")
 
 
 @dataclass
@@ -148,6 +151,10 @@ class Turn:
         partial = parser.partial_message()
         if partial is not None:
             dialog.append(partial)
+        if parser.recovered:  # the model wrote broken Harmony: what could be read was, the rest dropped
+            logger.warning("the model's output was repaired: %s", "; ".join(parser.recovered[:4]))
+            if parser.finished == 0 and partial is None:  # nothing readable is left
+                raise MalformedHarmony(f"the model's output is not valid Harmony: {parser.recovered[0]}")
         self.output.call_ended = True
         if outcome.finish_reason is None:
             outcome.finish_reason = FinishReason.STOP

@@ -20,6 +20,7 @@ from .registry import TOOLS, choice_owner, kind_of
 __all__ = ["CallBudget", "Declarations", "Tool", "ToolContext", "Toolset"]
 
 ToolT = TypeVar("ToolT", bound=AnyTool)
+FUNCTIONS = "functions"  # the client's functions' namespace
 
 
 class Toolset:
@@ -80,6 +81,12 @@ class Toolset:
         """Hand a call to the tool that answers its namespace, as its header arrives; its item, if one streams."""
         namespace, _, name = call.recipient.partition(".")
         tool = self._by_namespace.get(namespace)
+        functions = self._by_namespace.get(FUNCTIONS)
+        if tool is None and not name and functions is not None:
+            # `to=get_weather`: a client function named without its namespace, as gpt-oss sometimes writes it.
+            meant = f"{FUNCTIONS}.{namespace}"
+            if any(shape.recipient == meant for shape in functions.call_shapes()):
+                call.recipient, tool, name = meant, functions, namespace
         if tool is None:
             call.refuse(f"there is no tool '{call.recipient}'. Use only the tools declared to you.")
             return None

@@ -1,0 +1,155 @@
+"""The model's output is hostile input: gpt-oss's broken Harmony, as users reported it, is read as far as it
+can be; what cannot be is dropped (and logged), never shown; a response fails only when nothing is left.
+
+Each shape is written by the scripted model as it is (`[[raw ...]]`), with where it was reported. Under
+the engine's grammar (test_structured_outputs.py) none of them can be generated; these are for an engine
+that does not enforce one, and for what slips through anyway.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from .conftest import stream_raw
+
+WEATHER = {
+    "type": "function",
+    "name": "get_weather",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"], "additionalProperties": False},
+    "strict": True,
+}
+ANALYSIS = "<|channel|>analysis<|message|>Let me think.<|end|><|start|>assistant"
+
+# (shape, where it was reported, what the model writes, the output item types, the answer's text)
+ANSWERS = [
+    (
+        "a final answer closed twice",
+        "vllm-project/vllm#50690 (Unexpected token 200002 while expecting start token 200006)",
+        f"{ANALYSIS}<|channel|>final<|message|>Done.<|end|><|return|>",
+        ["reasoning", "message"],
+        "Done.",
+    ),
+    (
+        "a header given up with <|end|> before a good turn",
+        "openai/harmony#38 (unexpected tokens remaining in message header)",
+        "<|channel|>analysis<|end|><|start|>assistant<|channel|>final<|message|>Hi there.<|return|>",
+        ["message"],
+        "Hi there.",
+    ),
+    (
+        "text with no header before the turn",
+        "vllm-project/vllm#22515 (Unexpected token 12606 while expecting start token 200006)",
+        "Sure!<|start|>assistant<|channel|>final<|message|>Hi there.<|return|>",
+        ["message"],
+        "Hi there.",
+    ),
+    (
+        "<|start|>assistant written twice",
+        "unslothai/unsloth#5162 (harmony specials emitted twice or as plain text)",
+        f"{ANALYSIS}<|start|>assistant<|channel|>final<|message|>Hi there.<|return|>",
+        ["reasoning", "message"],
+        "Hi there.",
+    ),
+    (
+        "'assistant' as plain text where <|start|>assistant belongs",
+        "unslothai/unsloth#5162 (Unexpected token 173781 while expecting start token 200006)",
+        "<|channel|>analysis<|message|>Let me think.<|end|>assistant<|channel|>final<|message|>Hi there.<|return|>",
+        ["reasoning", "message"],
+        "Hi there.",
+    ),
+    (
+        "a channel switched inside a message",
+        "openai/harmony#60 (Unexpected token while expecting start token)",
+        "<|channel|>analysis<|message|>Let me think.<|channel|>final<|message|>Hi there.<|return|>",
+        ["reasoning", "message"],
+        "Hi there.",
+    ),
+    (
+        "special tokens inside the answer",
+        "openai/harmony#60 (<|constrain|>response in a header)",
+        "<|channel|>final<|message|>Hi<|constrain|> there<|message|>.<|return|>",
+        ["message"],
+        "Hi there.",
+    ),
+    (
+        "a constrain with no recipient on the final channel",
+        "openai/harmony#60 (unexpected tokens remaining in message header: <|constrain|>response)",
+        f"{ANALYSIS}<|channel|>final <|constrain|>response<|message|>Hi there.<|return|>",
+        ["reasoning", "message"],
+        "Hi there.",
+    ),
+]
+
+
+@pytest.mark.parametrize("shape, source, written, types, answer", ANSWERS, ids=[shape for shape, *_ in ANSWERS])
+def test_a_broken_answer_is_read_as_far_as_it_can_be(gateway, shape, source, written, types, answer):
+    events = stream_raw(gateway, {"input": f"hi [[raw {written}]]"})
+    final = events[-1]["response"]
+    assert final["status"] == "completed", (source, final.get("error"))
+    assert [item["type"] for item in final["output"]] == types
+    assert final["output"][-1]["content"][0]["text"] == answer
+    assert "<|" not in json.dumps([event for event in events if event["type"] != "response.created"])
+
+
+CALLS = [
+    (
+        "a call closed by <|end|> and then <|call|>",
+        "vllm-project/vllm#22519 (Unexpected token 200012 after <|end|>)",
+        '<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"city": "Oslo"}<|end|><|call|>',
+    ),
+    (
+        "junk after the content type",
+        "openai/harmony#38 (unexpected tokens remaining in message header)",
+        '<|channel|>commentary to=functions.get_weather <|constrain|>json args<|message|>{"city": "Oslo"}<|call|>',
+    ),
+    (
+        "the recipient written before the channel, with a stray word before it",
+        "unslothai/unsloth#5162 (assistant as plain BPE)",
+        f'{ANALYSIS[: -len("<|start|>assistant")]}assistant to=functions.get_weather<|channel|>commentary json<|message|>{{"city": "Oslo"}}<|call|>',
+    ),
+]
+
+
+@pytest.mark.parametrize("shape, source, written", CALLS, ids=[shape for shape, *_ in CALLS])
+def test_a_broken_call_is_still_the_call(gateway, shape, source, written):
+    events = stream_raw(gateway, {"input": f"weather [[raw {written}]]", "tools": [WEATHER]})
+    final = events[-1]["response"]
+    assert final["status"] == "completed", (source, final.get("error"))
+    call = final["output"][-1]
+    assert call["type"] == "function_call" and call["status"] == "completed"
+    assert json.loads(call["arguments"]) == {"city": "Oslo"}
+
+
+def test_output_with_nothing_readable_fails_the_response(gateway):
+    events = stream_raw(gateway, {"input": "hi [[raw <|channel|>final<|end|>]]"})
+    assert events[-1]["type"] == "response.failed"
+    assert "not valid Harmony" in events[-1]["response"]["error"]["message"]
+
+
+@pytest.mark.parametrize(
+    "shape, source, written",
+    [
+        (
+            "a declared function named without its namespace",
+            "vllm-project/vllm#22519 (tool calls to bare function names)",
+            '<|channel|>commentary to=get_weather <|constrain|>json<|message|>{"city": "Oslo"}<|call|>',
+        ),
+        (
+            "<|channel|> written twice in a header",
+            "openai/harmony#38 (unexpected tokens remaining in message header)",
+            '<|channel|><|channel|>commentary to=functions.get_weather json<|message|>{"city": "Oslo"}<|call|>',
+        ),
+    ],
+)
+def test_a_recipient_written_slightly_wrong_but_unambiguously_is_the_call(gateway, shape, source, written):
+    final = stream_raw(gateway, {"input": f"weather [[raw {written}]]", "tools": [WEATHER]})[-1]["response"]
+    call = final["output"][-1]
+    assert (call["type"], call["name"], call["status"]) == ("function_call", "get_weather", "completed"), source
+
+
+def test_an_undeclared_bare_name_is_still_refused(gateway):
+    final = stream_raw(gateway, {"input": "x [[call launch_rocket {}]] [misbehave]", "tools": [WEATHER]})[-1]["response"]
+    assert "function_call" not in [item["type"] for item in final["output"]]
+    assert "there is no tool 'launch_rocket'" in final["output"][-1]["content"][0]["text"]
