@@ -9,7 +9,7 @@ load) and the gateway as separate processes, then:
     the engine, p50 and p95, at 1 and at 64 concurrent streams.
 With `--logprobs N`, every Responses stream asks for the answer's logprobs with N alternatives (the
 slower per-token path that feeds the parser one token at a time).
-Run: .venv/bin/python bench/stream_overhead.py [--tokens 2000] [--rounds 3] [--logprobs N] [--profile DIR] [--tracing]
+Run: .venv/bin/python bench/stream_overhead.py [--tokens 2000] [--rounds 3] [--logprobs N] [--profile DIR] [--tracing] [--structured-outputs off]
 (--profile: a py-spy profile of each concurrency's Responses round, its top entries printed.)
 """
 
@@ -163,12 +163,16 @@ def main() -> None:
     parser.add_argument("--logprobs", type=int, default=None, help="ask for logprobs with this many alternatives")
     parser.add_argument("--profile", type=Path, default=None, help="a folder for py-spy profiles")
     parser.add_argument("--tracing", action="store_true", help="with OpenTelemetry tracing on (spans to a local sink)")
+    parser.add_argument(
+        "--structured-outputs", choices=["auto", "on", "off"], default="auto",
+        help="engine.structured_outputs (off: no grammar sent, so the emulator checks none: the figures of a gateway without it)",
+    )  # fmt: skip
     args = parser.parse_args()
     if args.logprobs is not None:
         EXTRA_BODY.update(include=["message.output_text.logprobs"], top_logprobs=args.logprobs)
     work = Path(tempfile.mkdtemp(prefix="bench-"))
     emulator = start_emulator(work)
-    sections: dict = {}
+    sections: dict = {"engine": {"structured_outputs": args.structured_outputs}}
     if args.tracing:  # spans exported to a sink here that reads and drops them
         sink = ThreadingHTTPServer(("127.0.0.1", 0), _Sink)
         threading.Thread(target=sink.serve_forever, daemon=True).start()
