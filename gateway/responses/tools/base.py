@@ -21,7 +21,9 @@ A new kind of tool, step by step:
 1. Its request models (the tool in `tools`, a named `tool_choice` form, the input items it reads) in a
    `*_models.py` module in shapes/, beside request.py, added to request.py's unions.
 2. One module here with its `Tool` subclass: the class attributes below, `declare()`, `open_call()` and
-   `run()` (or `ClientAction` for a function the client runs, `ClientTools` for the client's functions).
+   `run()` (or `ClientAction` for a function the client runs, `ClientTools` for the client's functions),
+   and `call_shapes()` where its calls have names and arguments the engine's grammar should hold the
+   model to (the default allows any name in its namespaces, with any text).
 3. Its output items (`OutputItem` subclasses) and their events, listed in `produces`; for each of them,
    an input reader in `reads` (tests/test_tool_registry.py fails for an item nothing reads back).
 4. One line in registry.py's `TOOLS`: the request's rules (`include`, `tool_choice`, reserved names,
