@@ -529,3 +529,26 @@ def test_a_run_in_a_conversation_is_adopted_and_adds_its_items_once(cluster):
     assert items[-1].content[0].text == expected and items[-1].id == ended.output[-1].id
     later = second.responses.create(model=MODEL, input="what did I ask? [recall]", conversation=conversation.id)
     assert f"[long {words}]" in later.output_text and expected in later.output_text
+
+
+def test_a_replica_that_shuts_down_hands_its_run_over_at_once(emulator, postgres, tmp_path):  # noqa: F811
+    """SIGTERM stops a background run at its next clean point and releases it: the other replica adopts it
+    at once, not when the stopped replica's lease would have run out (a minute here) nor at its next round."""
+    config = gateway_config(emulator.url, tmp_path, storage={"url": postgres.new_database(), "lease_s": 60.0}, server={"reasoning_key": SHARED_KEY})
+    replicas = [Gateway(config, tmp_path).start(timeout=60) for _ in range(2)]
+    try:
+        response = replicas[0].client().responses.create(model=MODEL, input="[long 200] [slow 20] [chunk 1]", background=True)
+        time.sleep(1.5)  # streaming: about a fifth of its 200 words are out
+        assert replicas[0].proc is not None
+        stopped = time.monotonic()
+        replicas[0].proc.send_signal(signal.SIGTERM)
+        replicas[0].proc.wait(30)
+        ended = poll(replicas[1].client(), response.id, timeout=45)
+        assert ended.status == "completed" and ended.output_text.split()[-1] == "word199"
+        # The rest of the answer streams at 20 ms a token (some 7 s): at once means within a few seconds of that.
+        assert time.monotonic() - stopped < 15, time.monotonic() - stopped
+        final = check_response_stream(_read_events(replicas[1].url, response.id))
+        assert final.status == "completed" and final.output_text == ended.output_text
+    finally:
+        for replica in replicas:
+            replica.stop()
