@@ -533,8 +533,8 @@ def test_a_run_in_a_conversation_is_adopted_and_adds_its_items_once(cluster):
 
 def test_a_replica_that_shuts_down_hands_its_run_over_at_once(emulator, postgres, tmp_path):  # noqa: F811
     """SIGTERM stops a background run at its next clean point and releases it: the other replica adopts it
-    at once, not when the stopped replica's lease would have run out (a minute here) nor at its next round."""
-    config = gateway_config(emulator.url, tmp_path, storage={"url": postgres.new_database(), "lease_s": 60.0}, server={"reasoning_key": SHARED_KEY})
+    at once, not when the stopped replica's lease would have run out (5 min here) nor at its next round (100 s)."""
+    config = gateway_config(emulator.url, tmp_path, storage={"url": postgres.new_database(), "lease_s": 300.0}, server={"reasoning_key": SHARED_KEY})
     replicas = [Gateway(config, tmp_path).start(timeout=60) for _ in range(2)]
     try:
         response = replicas[0].client().responses.create(model=MODEL, input="[long 200] [slow 20] [chunk 1]", background=True)
