@@ -136,7 +136,7 @@ def test_invalid_json_arguments_are_not_handed_to_the_client(gateway):
     assert final["status"] == "completed"
     call = next(item for item in final["output"] if item["type"] == "function_call")
     assert call["status"] == "incomplete"
-    assert "not valid JSON" in final["output"][-1]["content"][0]["text"]
+    assert "get_weather: it is not JSON" in final["output"][-1]["content"][0]["text"]
 
 
 def test_tool_choice_none_declares_nothing(gateway, emulator):
@@ -385,20 +385,22 @@ LARK = 'start: "hello" NAME\n%import common.CNAME -> NAME\n%ignore " "'
 
 
 @pytest.mark.parametrize(
-    "grammar, good, bad",
+    "grammar, good, bad, shown",
     [
-        ({"syntax": "regex", "definition": "[a-z]+"}, "abc", "abc1"),
-        ({"syntax": "lark", "definition": LARK}, "hello world", "goodbye world"),
+        # The engine's grammar holds a regex tool's input (a model that breaks it anyway: an incomplete item) ...
+        ({"syntax": "regex", "definition": "[a-z]+"}, "abc", "abc1", ["incomplete"]),
+        # ... but not a lark one's (free text): its call is shown only once its input is known to parse.
+        ({"syntax": "lark", "definition": LARK}, "hello world", "goodbye world", []),
     ],
 )
-def test_custom_tool_grammar_is_checked(gateway, grammar, good, bad):
+def test_custom_tool_grammar_is_checked(gateway, grammar, good, bad, shown):
     tool = {"type": "custom", "name": "word", "format": {"type": "grammar", **grammar}}
     client = gateway.client()
     fine = client.responses.create(model=MODEL, input=f"[freeform functions.word {good}]]", tools=[tool])
     assert fine.output[-1].type == "custom_tool_call" and fine.output[-1].input == good
     wrong = client.responses.create(model=MODEL, input=f"[freeform functions.word {bad}]] [misbehave]", tools=[tool])
-    call = next(item for item in wrong.output if item.type == "custom_tool_call")
-    assert call.status == "incomplete" and "is not valid" in wrong.output_text
+    assert [item.status for item in wrong.output if item.type == "custom_tool_call"] == shown
+    assert "is not valid" in wrong.output_text
 
 
 @pytest.mark.parametrize(

@@ -26,6 +26,12 @@ LEASE_S = 2.0
 SHARED_KEY = base64.b64encode(bytes(range(32))).decode()
 SLOW = "[long 80] [slow 30]"  # about 2.5 s of streaming
 EXPECTED = " ".join(f"word{i}" for i in range(80))
+WEATHER = {
+    "type": "function",
+    "name": "get_weather",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"], "additionalProperties": False},
+    "strict": True,
+}
 
 
 class Cluster:
@@ -549,6 +555,42 @@ def test_a_replica_that_shuts_down_hands_its_run_over_at_once(emulator, postgres
         assert time.monotonic() - stopped < 15, time.monotonic() - stopped
         final = check_response_stream(_read_events(replicas[1].url, response.id))
         assert final.status == "completed" and final.output_text == ended.output_text
+    finally:
+        for replica in replicas:
+            replica.stop()
+
+
+def test_an_adopted_call_is_shown_as_its_first_replica_showed_it(emulator, postgres, tmp_path):  # noqa: F811
+    """The first replica streamed a call live (its engine's grammar held it); the adopter's engine call has
+    none (`structured_outputs: off`, as after a configuration change), where a call is shown only once
+    written. The adopter goes on showing the call as it was shown: one item, its arguments whole, no event twice."""
+    database = postgres.new_database()
+    replicas = []
+    try:
+        for structured_outputs in ("auto", "off"):
+            sections = {"storage": {"url": database, "lease_s": LEASE_S}, "server": {"reasoning_key": SHARED_KEY}}
+            config = gateway_config(emulator.url, tmp_path, engine={"structured_outputs": structured_outputs}, **sections)
+            replicas.append(Gateway(config, tmp_path).start())
+        city = " ".join(f"street{i}" for i in range(150))
+        seen: list[dict[str, Any]] = []
+        body = {"model": MODEL, "input": f'[call functions.get_weather {{"city": "{city}"}}] [slow 20] [chunk 1]', "background": True,
+                "stream": True, "tools": [WEATHER]}  # fmt: skip
+        with httpx.stream("POST", f"{replicas[0].url}/v1/responses", json=body, timeout=30) as answer:
+            for line in answer.iter_lines():
+                if line.startswith("data: "):
+                    seen.append(json.loads(line[6:]))
+                    if [event["type"] for event in seen].count("response.function_call_arguments.delta") == 40:
+                        replicas[0].proc.kill()  # SIGKILL mid-arguments
+                        break
+        response_id = seen[0]["response"]["id"]
+        ended = poll(replicas[1].client(), response_id, timeout=45)
+        assert ended.status == "completed"
+        whole = _read_events(replicas[1].url, response_id)
+        assert whole[: len(seen)] == seen
+        final = check_response_stream(whole)
+        assert [(item.type, item.status) for item in final.output] == [("reasoning", None), ("function_call", "completed")]
+        assert json.loads(final.output[-1].arguments) == {"city": city}
+        assert [event["item"]["type"] for event in whole if event["type"] == "response.output_item.added"] == ["reasoning", "function_call"]
     finally:
         for replica in replicas:
             replica.stop()

@@ -210,3 +210,34 @@ def test_a_schema_broken_answer_is_told_what_breaks(emulator, make_gateway):
         gateway.client().responses.create(model=MODEL, input=f"Which city? {wrong}", text=STRICT_FORMAT)
     assert failed.value.body["code"] == "model_output_invalid" and "'population' is a required property" in failed.value.body["message"]
     assert "'population' is a required property" in emulator_stats(emulator)["last_prompt"].split("Your answer does not fit")[-1]
+
+
+@pytest.mark.parametrize("refused_by", ["off", "engine"])
+def test_where_nothing_enforced_the_arguments_a_call_is_shown_only_once_it_is_usable(emulator, make_gateway, refused_by):
+    """No grammar held the call (enforcement off, or an engine that refused it): the client sees nothing of
+    a call whose arguments are not JSON or break the schema (no item, no delta, no index), only the call
+    the model then writes as it should, whole; the model is told what was wrong each time."""
+    gateway = make_gateway(emulator.url, engine={"structured_outputs": "off" if refused_by == "off" else "auto"})
+    refuse = " [refuse-grammar]" if refused_by == "engine" else ""
+    tries = '[args {"city": Rome}] [args {"town":"Rome"}] [args {"city":"Rome"}]'
+    events = stream_raw(gateway, {"input": f"weather {tries}{refuse}", "tools": [WEATHER], "tool_choice": "required"})
+    final = events[-1]["response"]
+    assert final["status"] == "completed"
+    assert [(item["type"], item["status"]) for item in final["output"]] == [("function_call", "completed")]
+    assert json.loads(final["output"][0]["arguments"]) == {"city": "Rome"}
+    shown = [event for event in events if "item_id" in event or "item" in event]
+    assert {event.get("item_id") or event["item"]["id"] for event in shown} == {final["output"][0]["id"]}
+    assert [event["type"] for event in shown] == [
+        "response.output_item.added", "response.function_call_arguments.delta",
+        "response.function_call_arguments.done", "response.output_item.done",
+    ]  # fmt: skip
+    prompt = emulator_stats(emulator)["last_prompt"]
+    assert "get_weather: it is not JSON" in prompt and "('town' was unexpected)" in prompt
+
+    stream = gateway.client().chat.completions.create(
+        model=MODEL, messages=[{"role": "user", "content": f"weather {tries}{refuse}"}], stream=True,
+        tools=[{"type": "function", "function": {key: WEATHER[key] for key in ("name", "parameters", "strict")}}], tool_choice="required",
+    )  # fmt: skip
+    calls = [call for chunk in stream for choice in chunk.choices for call in choice.delta.tool_calls or ()]
+    assert {call.index for call in calls} == {0}
+    assert json.loads("".join(call.function.arguments or "" for call in calls)) == {"city": "Rome"}

@@ -11,16 +11,12 @@ costs a comparison of the shapes.
 
 from __future__ import annotations
 
-import json
-
 from openai_harmony import Message, Role
-
-from runtime.isolation import TooCostly, run_isolated
 
 from ...engine.structural_tag import JSON_OBJECT, TEXT, CallShape, Content, TurnGrammar, json_schema
 from ...errors import APIError, bad_request
 from ..shapes.request import ResponsesRequest
-from ..shapes.schemas import InvalidSchema, argument_problem, checked_schema
+from ..shapes.schemas import InvalidSchema, checked_schema, json_problem
 from ..tools import Toolset
 from .turn import CheckAnswer
 
@@ -72,16 +68,7 @@ class AnswerBackstop:
         self._refused = 0
 
     async def _problem(self, text: str) -> str | None:
-        try:
-            value = json.loads(text)
-        except ValueError as exc:
-            return f"it is not JSON ({exc})"
-        if self._canonical is None:
-            return None if isinstance(value, dict) else "it is not a JSON object"
-        try:  # in a worker process, bounded: the client's schema and the model's answer decide the cost
-            return await run_isolated(self._timeout, argument_problem, self._canonical, text)
-        except TooCostly as exc:
-            return f"it could not be checked against the schema ({exc})"
+        return await json_problem(text, self._canonical, self._timeout)
 
     def refused(self, problem: str) -> Message:
         """The model's next instruction after an answer that breaks the format; past the bound, the failure."""

@@ -56,7 +56,6 @@ class EngineCalls:
         self._backstop = backstop
         self.model_id = ""
         self.current: Chunks | None = None  # the engine request open now, if any
-        self.enforced = False  # whether the engine enforces the open call's grammar (constraint.py)
         self._started = time.perf_counter()
         self._first_token_seen = False
 
@@ -77,8 +76,8 @@ class EngineCalls:
     async def _generate(self, call: EngineCall, headers: dict[str, str]) -> Chunks:
         """The call, with its grammar where the engine takes it (`engine.structured_outputs`: with `auto`,
         one the engine refuses is made again without it, and what it writes is validated after the fact)."""
-        engine, session_key = self._services.engine, self._state.dialog.session_key
-        self.enforced = call.sampling.structural_tag is not None
+        engine, session_key, output = self._services.engine, self._state.dialog.session_key, self._state.output
+        output.enforced = call.sampling.structural_tag is not None
         try:
             return await engine.generate(call.prompt, call.sampling, session_key, headers)
         except GrammarRefused as refused:
@@ -86,24 +85,27 @@ class EngineCalls:
                 raise
             _warn_once(refused)
             self._services.metrics.structured_outputs_refused.inc()
-        self.enforced = False
+        output.enforced = False
         return await engine.generate(call.prompt, replace(call.sampling, structural_tag=None), session_key, headers)
 
     async def go_on(self, checkpoint: Checkpoint) -> None:
         """Open the engine call an adopted run was in: its tokens parsed again, then, if the engine had not
         finished it, the engine's continuation of the prompt that ends with them."""
-        prompts = self._prompts
+        prompts, output = self._prompts, self._state.output
         if checkpoint.finish_reason is not None:
             self._state.turns += 1
             prompts.force_call()
-            self.current = ReplayStream(self._state.output, checkpoint, None)
-            return
-        prompts.continuing = checkpoint.generated
-        try:
-            await self.open()
-            self.current = ReplayStream(self._state.output, checkpoint, self.current)
-        finally:
-            prompts.continuing = []
+            self.current = ReplayStream(output, checkpoint, None)
+        else:
+            prompts.continuing = checkpoint.generated
+            try:
+                await self.open()
+                self.current = ReplayStream(output, checkpoint, self.current)
+            finally:
+                prompts.continuing = []
+        # Its tokens are shown as they were (a call live or whole) whatever the engine does with the rest:
+        # what the client saw and what follows it then line up.
+        output.enforced = checkpoint.enforced
 
     async def stream(self, output: ResponseOutput) -> TurnOutcome:
         """Stream the open engine call into the output."""
@@ -112,7 +114,7 @@ class EngineCalls:
         usage = self._state.usage
         written = usage.output
         try:
-            check = None if self.enforced else self._backstop.check  # what the grammar did not hold, checked
+            check = None if output.enforced else self._backstop.check  # what the grammar did not hold, checked
             outcome = await turn.stream(self.current, self._prompts.prefill, usage, len(self._prompts.prompt), self._first_chunk, check)
         except BaseException as exc:
             self._trace.engine_done(usage.output - written, None, failure_text(exc))

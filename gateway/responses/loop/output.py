@@ -34,6 +34,9 @@ class ResponseOutput:
         self.generated: list[int] = []
         self.finish_reason: FinishReason | None = None
         self.call_ended = False
+        # Whether the engine's grammar holds the call's calls to their tools' shapes as they are written: a
+        # client's call then streams live, otherwise it is shown once it is known to be usable (tools/client.py).
+        self.enforced = True
         self._muted = False  # adoption: the events of tokens parsed again were sent before
         self._resume_at = 0
 
@@ -62,6 +65,7 @@ class ResponseOutput:
         self.generated = []
         self.finish_reason = None
         self.call_ended = False
+        self.enforced = True
 
     # -- adoption ------------------------------------------------------------------------------------------
 

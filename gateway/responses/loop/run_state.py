@@ -51,19 +51,22 @@ class Checkpoint:
     generated: list[int] = field(default_factory=list)  # the call's tokens whose events were sent
     finish_reason: FinishReason | None = None  # the engine finished the call
     ended: bool = False  # the call's own events are all out: a tool call it ended with may be running
+    enforced: bool = True  # its grammar was enforced: its calls streamed live (ResponseOutput.enforced)
 
     @staticmethod
     def encode(turn: str, output: ResponseOutput) -> str:
         """The checkpoint in JSON, the turn's part encoded once per call (it is written many times)."""
         return (
             f'{{"turn":{turn},"generated":{dumps(output.generated)},"finish_reason":{dumps(output.finish_reason)},'
-            f'"ended":{"true" if output.call_ended else "false"}}}'
+            f'"ended":{"true" if output.call_ended else "false"},"enforced":{"true" if output.enforced else "false"}}}'
         )
 
     @classmethod
     def decode(cls, text: str) -> Checkpoint:
         data = json.loads(text)
-        return cls(TurnStart(**data["turn"]), list(data["generated"]), FinishReason.read(data["finish_reason"]), bool(data["ended"]))
+        # A checkpoint written before "enforced" was: its calls streamed live.
+        enforced = bool(data.get("enforced", True))
+        return cls(TurnStart(**data["turn"]), list(data["generated"]), FinishReason.read(data["finish_reason"]), bool(data["ended"]), enforced)
 
     def dialog(self, planned: Dialog) -> Dialog:
         """The dialog as the call began, from the one the request plans (which holds what came before the run)."""

@@ -12,7 +12,8 @@ import enum
 from dataclasses import dataclass
 from typing import Protocol
 
-from ..shapes.items import Event, OutputItem
+from ..shapes.items import OutputItem
+from .log import Batch
 
 
 class CallTaker(Protocol):
@@ -21,7 +22,7 @@ class CallTaker(Protocol):
     @property
     def metric(self) -> str: ...  # its calls' label in the tool-call metrics
 
-    async def written(self, call: ToolCall, text: str) -> list[Event]: ...
+    async def written(self, call: ToolCall, text: str) -> Batch: ...
 
     async def run(self, call: ToolCall) -> None: ...
 

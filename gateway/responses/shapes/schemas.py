@@ -25,6 +25,8 @@ from jsonschema import Draft202012Validator, validators
 from jsonschema.exceptions import SchemaError, ValidationError
 from referencing.exceptions import Unresolvable
 
+from runtime.isolation import TooCostly, run_isolated
+
 MAX_MESSAGE_CHARS = 400  # of the error the model reads: enough to fix the call, never the whole input
 MAX_SCHEMA_COST = 20_000  # subschemas, with every $ref expanded (a schema of 5,000 properties costs ~5,000)
 MAX_SCHEMA_DEPTH = 128  # subschemas within subschemas, through $refs too
@@ -201,6 +203,23 @@ def argument_problem(canonical: str, arguments: str) -> str | None:
         return argument_error(_compiled(canonical), json.loads(arguments))
     except RecursionError:  # a loop of references the request check could not see (anchors, $dynamicRef)
         return "the function's schema refers to itself endlessly, so the arguments cannot be checked"
+
+
+async def json_problem(text: str, canonical: str | None, timeout_s: float) -> str | None:
+    """Why the model's JSON text (a call's arguments, a final answer) breaks the canonical schema (with none,
+    why it is not a JSON object), in words for the model; None when it fits. The schema check runs in a
+    worker process, bounded: the client's schema and the model's text decide its cost."""
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        return f"it is not JSON ({exc})"
+    if canonical is None:
+        return None if isinstance(value, dict) else "it is not a JSON object"
+    try:
+        problem: str | None = await run_isolated(timeout_s, argument_problem, canonical, text)
+        return problem
+    except TooCostly as exc:
+        return f"it could not be checked against the schema ({exc})"
 
 
 def argument_error(validator: Any, arguments: Any) -> str | None:

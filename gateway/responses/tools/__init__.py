@@ -12,8 +12,9 @@ from typing import TypeVar
 from ...engine.structural_tag import CallShape
 from ..history.dialog import Dialog
 from ..loop.citations import Resolve
+from ..loop.log import Batch
 from ..loop.tool_call import ToolCall
-from ..shapes.items import Event, OutputItem
+from ..shapes.items import OutputItem
 from .base import AnyTool, CallBudget, Declarations, Tool, ToolContext, run_call
 from .registry import TOOLS, choice_owner, kind_of
 
@@ -92,7 +93,7 @@ class Toolset:
             return None
         return tool.open_call(call, name)
 
-    async def written(self, call: ToolCall, text: str) -> list[Event]:
+    async def written(self, call: ToolCall, text: str) -> Batch:
         """The call's message is complete (the engine stopped at `<|call|>`)."""
         return await call.tool.written(call, text) if call.tool is not None else []
 

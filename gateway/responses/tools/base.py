@@ -54,9 +54,10 @@ from ...protocol import Include, ItemStatus
 from ...skills.service import SkillService
 from ..history.dialog import Dialog, InputReader
 from ..loop.citations import Resolve
+from ..loop.log import Batch
 from ..loop.output import ResponseOutput
 from ..loop.tool_call import CallKind, ToolCall
-from ..shapes.items import Event, OutputItem
+from ..shapes.items import OutputItem
 from ..shapes.request import RequestTool, ResponsesRequest, ToolChoiceForm
 from .containers import ResponseContainers
 
@@ -222,7 +223,7 @@ class Tool(Generic[DeclaredT]):
         call.refuse(f"there is no tool '{call.recipient}'. Use only the tools declared to you.")
         return None
 
-    async def written(self, call: ToolCall, text: str) -> list[Event]:
+    async def written(self, call: ToolCall, text: str) -> Batch:
         """The call's message is complete: its events (its input done, running); `call.invalidate` when
         it cannot be used as written."""
         return []

@@ -1,17 +1,16 @@
 """What the client's own tools share (functions.py, namespaces.py): the model's call to one streams as a
 `function_call` (or `custom_tool_call`) and ends the response, for the client to run and answer with a
 `function_call_output`. Arguments that are not JSON, or break a strict function's schema, or a custom
-tool's input that breaks its grammar, are not handed to the client: the item is marked incomplete and
-the model is told to write the call again."""
+tool's input that breaks its grammar, are not handed to the client: the model is told to write the call
+again. Where the engine's grammar held the call to its shape as it was written (loop/constraint.py), it
+streams live and such a call (which the grammar makes rare) ends incomplete; where nothing held it, the
+call is shown whole once it is known to be usable, and nothing of it otherwise."""
 
 from __future__ import annotations
 
-import json
 from typing import Iterable
 
 from openai_harmony import Message, Role
-
-from runtime.isolation import TooCostly, run_isolated
 
 from ...core.ids import new_id
 from ...engine.structural_tag import JSON_OBJECT, TEXT, CallShape, Content, json_schema
@@ -19,9 +18,10 @@ from ...errors import bad_request
 from ...protocol import ItemStatus
 from ..history.dialog import Dialog, Records, read_call, read_call_output, tool_call_message
 from ..history.tool_declarations import Function, LoadedTool, describe, parsed_definitions
+from ..loop.log import Batch
 from ..loop.tool_call import CallKind, ToolCall
 from ..shapes.grammars import input_problem
-from ..shapes.items import CustomToolCallOutput, Event, FunctionCallOutput
+from ..shapes.items import CustomToolCallOutput, Delta, Event, FunctionCallOutput
 from ..shapes.request import (
     CustomTool,
     CustomToolCallItem,
@@ -32,7 +32,7 @@ from ..shapes.request import (
     GrammarInput,
     NamespaceFunction,
 )
-from ..shapes.schemas import InvalidSchema, argument_problem, checked_schema
+from ..shapes.schemas import InvalidSchema, checked_schema, json_problem
 from ..shapes.tool_search_models import TOOL_SEARCH_RECIPIENT, is_loaded
 from .base import DeclaredT, Tool, ToolContext
 from .loaded import LoadedTools
@@ -108,55 +108,55 @@ class ClientTools(Tool[DeclaredT]):
         if call.recipient in self.deferred and not is_loaded(call.recipient, self.dialog.tool_state(LoadedTools).recipients):
             call.refuse(f"'{call.recipient}' is not loaded: find it with {TOOL_SEARCH_RECIPIENT} first, then call it.")
             return None
-        function, namespace = found
-        output = self.context.output
-        if isinstance(function, CustomTool):
-            item: FunctionCallOutput = output.add(lambda index: CustomToolCallOutput(index, function.name))
-        else:
-            item = output.add(lambda index: FunctionCallOutput(index, function.name, namespace))
+        function, _ = found
+        if not self._streams_live(function):
+            call.claim(self, CallKind.CLIENT)  # its item comes whole once the call is known to be usable (`written`)
+            return None
+        item = self._new_item(call)
         call.claim(self, CallKind.CLIENT, item)
         return item
 
-    async def written(self, call: ToolCall, text: str) -> list[Event]:
+    def _streams_live(self, function: Function) -> bool:
+        """Whether the call's item streams as the model writes it: only where the engine's grammar holds it to
+        what `written` checks (a lark grammar is not translated into the engine's: its input is free text)."""
+        unenforced_grammar = isinstance(function, CustomTool) and isinstance(function.format, GrammarInput) and function.format.syntax != "regex"
+        return self.context.output.enforced and not unenforced_grammar
+
+    def _new_item(self, call: ToolCall) -> FunctionCallOutput:
+        function, namespace = self.callables[call.recipient]
+        if isinstance(function, CustomTool):
+            return self.context.output.add(lambda index: CustomToolCallOutput(index, function.name))
+        return self.context.output.add(lambda index: FunctionCallOutput(index, function.name, namespace))
+
+    async def written(self, call: ToolCall, text: str) -> Batch:
+        events = self.context.output.events
+        problem = await self._problem(call.recipient, text)
+        if problem is not None:
+            call.invalidate(problem)
         item = call.item
+        shown: list[Event | Delta] = []
+        if item is None:  # held back while it was written: shown whole now, if it can be
+            if problem is not None:
+                return []
+            item = call.item = self._new_item(call)
+            self.dialog.owners[-1] = item.id  # the call's message belongs to its item (conversations, stored dialogs)
+            shown = [*item.opened(events), item.delta(events, text)]
         assert isinstance(item, FunctionCallOutput)
-        status = await self._status(call, item)
-        if status == ItemStatus.COMPLETED:
+        if problem is None:
             self.dialog.open_calls[item.call_id] = item.recipient  # answered by the client's output item
-        return item.closed(self.context.output.events, status)
+        return [*shown, *item.closed(events, ItemStatus.COMPLETED if problem is None else ItemStatus.INCOMPLETE)]
 
-    async def _status(self, call: ToolCall, item: FunctionCallOutput) -> ItemStatus:
-        if isinstance(item, CustomToolCallOutput):
-            return await self._input_status(call, item)
-        try:
-            json.loads(item.text)
-        except ValueError as exc:
-            call.invalidate(f"the arguments are not valid JSON ({exc}). Call the function again with a JSON object.")
-            return ItemStatus.INCOMPLETE
-        schema = self.schemas.get(item.recipient)
-        if schema is None:
-            return ItemStatus.COMPLETED
-        # In a worker process, bounded: the client's schema and the model's arguments decide the cost.
-        try:
-            problem = await run_isolated(self.context.services.config.isolation.schema_timeout_s, argument_problem, schema, item.text)
-        except TooCostly as exc:
-            problem = f"the arguments could not be checked against the function's schema ({exc})"
+    async def _problem(self, recipient: str, text: str) -> str | None:
+        """What the model is told when the call cannot go to the client as written (None: it can)."""
+        function = self.callables[recipient][0]
+        if isinstance(function, CustomTool):
+            grammar = function.format
+            problem = await input_problem(grammar.syntax, grammar.definition, text) if isinstance(grammar, GrammarInput) else None
+            return None if problem is None else f"the input of {function.name} is not valid: {problem}. Call the tool again with input that is."
+        problem = await json_problem(text, self.schemas.get(recipient), self.context.services.config.isolation.schema_timeout_s)
         if problem is None:
-            return ItemStatus.COMPLETED
-        call.invalidate(f"the arguments do not match the parameters of {item.name}: {problem}. Call the function again with arguments that do.")
-        return ItemStatus.INCOMPLETE
-
-    async def _input_status(self, call: ToolCall, item: CustomToolCallOutput) -> ItemStatus:
-        """A custom tool's input that breaks its grammar goes back to the model, like bad JSON arguments."""
-        tool = self.callables[item.recipient][0]
-        grammar = tool.format if isinstance(tool, CustomTool) else None
-        if not isinstance(grammar, GrammarInput):
-            return ItemStatus.COMPLETED
-        problem = await input_problem(grammar.syntax, grammar.definition, item.text)
-        if problem is None:
-            return ItemStatus.COMPLETED
-        call.invalidate(f"the input of {item.name} is not valid: {problem}. Call the tool again with input that is.")
-        return ItemStatus.INCOMPLETE
+            return None
+        return f"the arguments do not match the parameters of {function.name}: {problem}. Call the function again with arguments that do."
 
 
 def read_function_call(dialog: Dialog, index: int, item: FunctionCallItem, records: Records) -> None:
