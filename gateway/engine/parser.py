@@ -15,8 +15,10 @@ parser here costs ~2 µs a token and nothing to create. tests/test_parser.py che
 The model's output is hostile input like any other: gpt-oss writes stray special tokens and broken
 headers. What can be read is recovered and what cannot is dropped (each said in `recovered`, for the
 log): a second end token after a message (`<|end|><|call|>`), a header ended without `<|message|>`, text
-or a repeated `<|start|>assistant` before a header, words after a header's content type, a message the
-model left unended when it began the next (`<|start|>` or `<|channel|>` inside its content). No special
+or a repeated `<|start|>assistant` before a header, `assistant` written twice as the role, a recipient
+written as the role, words after a header's content type, a message the model left unended when it began
+the next (`<|start|>` or `<|channel|>` inside its content) or when it stopped (`unended`), and the answer
+written with no header at all. A message whose header cannot be read at all is dropped whole. No special
 token's text ever reaches a message's content. Only output with nothing readable in it is malformed.
 """
 
@@ -63,8 +65,9 @@ MAX_UNDECODED_TOKENS = 4  # a UTF-8 character spans 4 bytes at most: past that, 
 # (`code`) or constrained (`<|constrain|>json`). Anything else is read by openai-harmony.
 _NAME = r"[A-Za-z0-9_][A-Za-z0-9_.\-]*"
 _HEADER = re.compile(
-    rf"(?:(?P<start><\|start\|>assistant)|(?P<lead>(?! to=)[^<]+?))?(?: to=(?P<before>{_NAME}))?<\|channel\|>(?P<channel>analysis|commentary|final)"
-    rf"(?: to=(?P<after>{_NAME}))?(?:(?P<type> (?:<\|constrain\|>)?{_NAME}|<\|constrain\|>{_NAME})(?P<junk>\s[^<]*)?)?"
+    rf"(?:<\|start\|>(?:(?P<start>assistant)(?P<again>(?:assistant)+)?|(?P<role>{_NAME}))|(?P<lead>(?! to=)[^<]+?))?"
+    rf"(?: to=(?P<before>{_NAME}))?<\|channel\|>(?P<channel>analysis|commentary|final)(?: to=(?P<after>{_NAME}))?"
+    rf"(?:(?P<type> (?:<\|constrain\|>)?{_NAME}|<\|constrain\|>{_NAME})(?P<junk>\s[^<]*)?)?"
 )
 
 
@@ -80,6 +83,7 @@ class HarmonyStreamParser:
         self._reasoning = False  # whether the open message is reasoning: analysis, addressed to no tool
         self._messages = 0  # messages begun: only the first may leave out `<|start|>assistant`
         self._unended = False  # the last message was ended by the next one's start (recovered)
+        self._skipping = False  # inside a message whose header could not be read (dropped)
         self.reasoning_tokens = 0
         self.finished = 0  # messages read whole
         self.recovered: list[str] = []  # what the model wrote wrong, and how it was read or dropped
@@ -90,13 +94,20 @@ class HarmonyStreamParser:
         for token in tokens:
             header = self._header
             if header is None:
-                if token == MESSAGE:
+                if self._skipping:  # a message whose header could not be read, up to its end or the next's start
+                    if token in _ENDS or token == START or token == CHANNEL:
+                        self._skipping, self._head = False, [token] if token not in _ENDS else []
+                elif token == MESSAGE:
                     header = self._read_header()
-                    self._header, self._head = header, []
+                    self._head = []
+                    if header is None:
+                        self._skipping = True
+                        continue
+                    self._header = header
                     self._reasoning = header.channel == "analysis" and header.recipient is None
                     events.append(header)
                 elif token in _ENDS:
-                    self._stray_end()
+                    events += self._stray_end(token)
                 elif len(self._head) >= MAX_HEADER_TOKENS:
                     raise MalformedHarmony("the model's output is not valid Harmony: a message header does not end")
                 else:
@@ -122,18 +133,26 @@ class HarmonyStreamParser:
             self._decode(content, events, final=False)
         return events
 
-    def _stray_end(self) -> None:
-        """An end token where no message is open: a header the model gave up (dropped), or a second end."""
+    def _stray_end(self, token: int) -> list[ParsedEvent]:
+        """An end token where no message is open: a header the model gave up (dropped), the answer written
+        with no header at all (`Hi there.<|return|>`: read as the final answer), or a second end."""
         if self._head:
-            text = harmony.encoding().decode(self._head)
+            head, self._head = self._head, []
+            text = harmony.encoding().decode(head)
+            if token == RETURN and max(head) < FIRST_SPECIAL:
+                self.recovered.append("read text with no header, ended by <|return|>, as the final answer")
+                self._messages += 1
+                header = MessageStarted("final", None, None)
+                self._text = [text]
+                return [header, TextDelta(text), MessageFinished(self._finish(header))]
             self.recovered.append(f"dropped a message header ended without <|message|>: {text!r}")
-            self._head = []
         elif self._messages == 0:
             raise MalformedHarmony("the model ended a message before writing its header")
         else:
             self.recovered.append("dropped an end token after a message that had ended")
+        return []
 
-    def _read_header(self) -> MessageStarted:
+    def _read_header(self) -> MessageStarted | None:
         """The fields of the header just ended by `<|message|>`: read as gpt-oss writes them, else by
         openai-harmony; a header neither reads cleanly is read as far as it makes sense, and said so."""
         self._messages += 1
@@ -149,9 +168,10 @@ class HarmonyStreamParser:
         text = encoding.decode(head)
         found = _HEADER.fullmatch(text)
         first, unended, self._unended = self._messages == 1, self._unended, False
-        recipient = (found["before"] or found["after"]) if found is not None else None
-        if found is not None and not found["lead"] and not (found["before"] and found["after"]) and (recipient or not found["type"]):
-            if found["start"] is None and not first and not unended:
+        named = [name for name in (found["before"], found["after"], found["role"]) if name] if found is not None else []
+        recipient = named[0] if len(named) == 1 else None
+        if found is not None and not found["lead"] and len(named) <= 1 and (recipient or not found["type"]):
+            if found["start"] is None and found["role"] is None and not first and not unended:
                 self.recovered.append(f"read a message that does not begin with <|start|>: {text!r}")
             return self._started(found, recipient)
         try:
@@ -164,16 +184,19 @@ class HarmonyStreamParser:
             read = parser.current_recipient
             if read is None or _RECIPIENT.fullmatch(read) or found is None:
                 return MessageStarted(parser.current_channel, read, parser.current_content_type)
-        except HarmonyError as exc:  # a header openai-harmony cannot read either
+        except HarmonyError as exc:  # a header openai-harmony cannot read either: its message is dropped
             if found is None:
-                raise MalformedHarmony(f"the model's output is not valid Harmony: {exc}: {text!r}") from None
+                self.recovered.append(f"dropped a message whose header cannot be read ({exc}): {text!r}")
+                return None
         self.recovered.append(f"read the header {text!r} as far as it makes sense")
         return self._started(found, recipient)
 
     def _started(self, found: re.Match[str], recipient: str | None) -> MessageStarted:
-        for part, where in (("lead", "before"), ("junk", "after a content type in")):
+        for part, where in (("lead", "before"), ("junk", "after a content type in"), ("again", "after <|start|>assistant in")):
             if found[part]:
                 self.recovered.append(f"dropped {found[part]!r} {where} a message header")
+        if found["role"]:  # `<|start|>functions.f<|channel|>…`: the recipient written where the role belongs
+            self.recovered.append(f"read the role {recipient!r} a header names as its recipient")
         content_type = found["type"].lstrip() if found["type"] else None
         return MessageStarted(found["channel"], recipient, content_type)
 
@@ -217,6 +240,14 @@ class HarmonyStreamParser:
         self._header, self._text, self._undecoded = None, [], []
         self.finished += 1
         return message
+
+    def unended(self) -> MessageFinished | None:
+        """The message open when the engine stopped on its own (not at max tokens): the model ended its turn
+        without the message's end token (`<|call|>`, `<|return|>`), so the message is whole as it is."""
+        if self._header is None:
+            return None
+        self.recovered.append("ended a message the model did not end with an end token")
+        return MessageFinished(self._finish(self._header))
 
     def partial_message(self) -> Message | None:
         """The message cut off by the end of generation (max tokens), as far as it got."""

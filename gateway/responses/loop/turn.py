@@ -145,7 +145,15 @@ class Turn:
             usage.cached += counted.cached_tokens
             usage.output += max(counted.completion_tokens, tokens)
             usage.reasoning += parser.reasoning_tokens
-        # The engine stopped: anything still open was cut off by max_tokens.
+        unended = parser.unended() if outcome.finish_reason is FinishReason.STOP and not outcome.stopped else None
+        if unended is not None:  # the engine stopped on its own: the message is whole without its end token
+            dialog.append(unended.message)
+            if held is not None and check_answer is not None:
+                emit(await self._checked("".join(held), check_answer))
+            else:
+                emit(await self._finished(unended, item, stopper, rewriter))
+            item = None
+        # Anything still open was cut off by max_tokens.
         if item is not None:
             emit([*self._held_back(item, stopper, rewriter), *item.closed(events, ItemStatus.INCOMPLETE)])
         partial = parser.partial_message()
