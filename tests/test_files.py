@@ -228,7 +228,7 @@ def test_a_container_out_of_space_refuses_the_file_and_keeps_nothing(sandboxed: 
     assert [file.path for file in client.containers.files.list(container.id)] == ["/mnt/data/a.bin"]
 
 
-def test_the_agents_sdk_code_interpreter_tool(sandboxed: Gateway) -> None:
+def test_the_agents_sdk_code_interpreter_tool(sandboxed: Gateway, emulator: Process) -> None:
     from agents import Agent, CodeInterpreterTool, OpenAIResponsesModel, Runner
 
     client = sandboxed.async_client()
@@ -241,6 +241,16 @@ def test_the_agents_sdk_code_interpreter_tool(sandboxed: Gateway) -> None:
     assert citation.type == "container_file_citation"
     content = sandboxed.client().containers.files.content.retrieve(citation.file_id, container_id=citation.container_id)
     assert content.read() == expected_means()
+    # The next turn sends the whole thread back as the SDK keeps it, the code_interpreter_call included.
+    history = result.to_input_list()
+    assert "code_interpreter_call" in [item.get("type") for item in history]
+    again = Runner.run_sync(agent, [*history, {"role": "user", "content": "and now?"}])
+    assert again.final_output == "You said: and now?"
+    # The call was read back (its outputs were not asked for, so the model is told they were not sent back).
+    assert (
+        "<|start|>python to=assistant<|channel|>analysis<|message|>[The output of this call was not sent back.]"
+        in emulator_stats(emulator)["last_prompt"]
+    )
 
 
 # -- the Files API and input_file, without a sandbox ------------------------------------------------------------

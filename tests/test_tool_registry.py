@@ -77,6 +77,36 @@ def test_every_output_item_a_tool_produces_is_read_back() -> None:
     assert all(kind.produces for kind in TOOLS)
 
 
+def _type_tags(members: tuple[typing.Any, ...]) -> set[str]:
+    """The `type` tags of the openai SDK's item types (models or TypedDicts), each a Literal."""
+    tags = set()
+    for member in members:
+        fields = getattr(member, "model_fields", None)
+        annotation = fields["type"].annotation if fields is not None else typing.get_type_hints(member, include_extras=True)["type"]
+        while typing.get_origin(annotation) in (typing.Required, typing.NotRequired, typing.Annotated, typing.Union):
+            annotation = next(arg for arg in typing.get_args(annotation) if arg is not type(None))
+        tags.update(typing.get_args(annotation))
+    return tags
+
+
+def test_every_item_the_gateway_produces_is_one_the_sdk_sends_back_and_it_reads() -> None:
+    """Derived from the openai SDK's own unions, not from ours: every item the gateway can produce (the
+    model's messages, reasoning and compactions, and each registered tool's items) is an output item of the
+    SDK's, an input item the SDK lets a client send, and an input item the gateway reads."""
+    from openai.types.responses.response_input_item_param import ResponseInputItemParam
+    from openai.types.responses.response_output_item import ResponseOutputItem
+
+    from gateway.responses.history.input_items import READERS
+
+    sdk_outputs = _type_tags(typing.get_args(typing.get_args(ResponseOutputItem)[0]))
+    sdk_inputs = _type_tags(typing.get_args(ResponseInputItemParam))
+    produced = {"message", "reasoning", "compaction"} | {item.type for kind in TOOLS for item in kind.produces}
+    assert produced - sdk_outputs == set()
+    assert produced - sdk_inputs == set()
+    ours = _input_types()
+    assert {tag for tag in produced if ours.get(tag) not in READERS} == set()
+
+
 def test_each_call_the_client_answers_is_owed_by_its_tool() -> None:
     """What steering names as owed (`response.steer.pending`) for each kind of call the client runs: every
     tool's `owes`, gathered by the registry. A call no longer open is owed nothing."""
