@@ -8,6 +8,7 @@ import base64
 import io
 import json
 import os
+import random
 import threading
 import time
 import zipfile
@@ -102,17 +103,42 @@ def test_a_commands_output_arrives_while_it_still_runs(hosted: Gateway) -> None:
     assert arrived["second"] - arrived["first"] > 1.5, arrived
 
 
-@pytest.mark.parametrize("length", [1, 300, 9000])
+@pytest.mark.parametrize("length", [1, 50, 239, 240, 300, 9000])
 def test_max_output_length_keeps_exactly_the_limit(length: int) -> None:
-    """At exactly `max_output_length` characters nothing is cut; one more and the note says so."""
-    limit = CharacterLimit(length)
+    """At exactly `max_output_length` characters nothing is cut; one more and the command returns exactly
+    the limit, its note included (where there is room for one)."""
     exact = "é" * length  # characters, not bytes
-    assert limit.end(ShellEnd(0, exact, "")).stdout == exact
-    over = limit.end(ShellEnd(0, exact + "x", "")).stdout
-    assert "[... output truncated: 1 characters omitted ...]" in over
+    assert CharacterLimit(length).end(ShellEnd(0, exact, "")).stdout == exact
+    over = CharacterLimit(length).end(ShellEnd(0, exact + "x", "")).stdout
+    assert len(over) == length and ("output truncated" in over) == (length >= 240)
     live = CharacterLimit(length)
     sent = [live.live(ShellOutput("stdout", "a" * (length + 5)))]
-    assert sent[0] is not None and len(sent[0].text) == live.head and live.live(ShellOutput("stdout", "b")) is None
+    assert sent[0] is not None and len(sent[0].text) == live.head and live.live(ShellOutput("stderr", "b")) is None
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_commands_output_is_never_over_its_limit_and_starts_with_what_streamed(seed: int) -> None:
+    """Random output on both streams, in random lines, against random limits: stdout and stderr together,
+    notes included, never pass the limit; what streamed live is the start of each; what fits is whole."""
+    rng = random.Random(seed)
+    for _ in range(300):
+        length = rng.choice([rng.randint(0, 300), rng.randint(0, 5000)])
+        limit = CharacterLimit(length)
+        written: dict[str, list[str]] = {"stdout": [], "stderr": []}
+        live: dict[str, list[str]] = {"stdout": [], "stderr": []}
+        for _ in range(rng.randint(0, 12)):
+            stream = rng.choice(["stdout", "stderr"])
+            line = rng.choice("aé🙂\n") * rng.randint(0, 700)
+            written[stream].append(line)
+            shown = limit.live(ShellOutput(stream, line))  # type: ignore[arg-type]
+            if shown is not None:
+                live[stream].append(shown.text)
+        out, err = "".join(written["stdout"]), "".join(written["stderr"])
+        ended = limit.end(ShellEnd(0, out, err))
+        assert len(ended.stdout) + len(ended.stderr) <= length
+        assert ended.stdout.startswith("".join(live["stdout"])) and ended.stderr.startswith("".join(live["stderr"]))
+        if len(out) + len(err) <= length:
+            assert (ended.stdout, ended.stderr) == (out, err)
 
 
 def test_the_commands_stream_while_the_model_writes_them(hosted: Gateway) -> None:
@@ -135,15 +161,15 @@ def test_a_command_that_runs_too_long_and_one_that_writes_too_much(hosted: Gatew
     events = stream_sdk(client, input=ask, tools=[AUTO])
     (result,) = _items(events[-1]["response"], "shell_call_output")
     slow, loud, after, accents = result["output"]
-    assert accents["stdout"].count("é") == 300 and "[... output truncated: 2000 bytes in all, 300 characters kept ...]" in accents["stdout"]
+    assert len(accents["stdout"]) == 300 and "\n[... output truncated: 2000 bytes written in all ...]\n" in accents["stdout"]
     live = [
         event["delta"].get("stdout", "")
         for event in events
         if event["type"] == "response.shell_call_output_content.delta" and event["command_index"] == 3
     ]
-    assert "".join(live) == "é" * 225  # the head that is kept, as it arrived
+    assert "".join(live) == "é" * 105 and accents["stdout"].startswith("".join(live))  # the head that is kept, as it arrived
     assert slow["outcome"] == {"type": "timeout"}
-    assert loud["outcome"] == {"type": "exit", "exit_code": 0} and len(loud["stdout"]) < 300 + 100
+    assert loud["outcome"] == {"type": "exit", "exit_code": 0} and len(loud["stdout"]) == 300
     assert loud["stdout"].startswith("1\n2\n3\n") and "output truncated" in loud["stdout"] and loud["stdout"].endswith("200000\n")
     assert after["stdout"] == "after\n"
     assert result["max_output_length"] == 300
