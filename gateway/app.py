@@ -41,7 +41,7 @@ from .replicas import Replicas
 from .responses.loop.admission import Admission
 from .responses.loop.log import Runs
 from .responses.loop.run import ResponseRun
-from .responses.loop.sealed import Sealer
+from .responses.loop.sealed import KeysDoNotOpen, shared_sealer
 from .responses.routes import routes as response_routes
 from .responses.tenant_sockets import TenantSockets
 from .sandbox_sessions import SessionDirectory
@@ -53,6 +53,7 @@ from .storage import Database, StorageError, UnstorableValue, open_database
 from .storage.conversation_store import ConversationStore
 from .storage.database import Dialect
 from .storage.file_store import FileStore
+from .storage.key_store import KeyStore
 from .storage.response_store import ResponseStore, expire_responses
 from .storage.skill_store import SkillStore
 from .tracing import Tracing
@@ -148,6 +149,11 @@ def create_app(config: GatewayConfig, drain: Drain | None = None) -> Starlette:
         except StorageError as exc:
             log.critical("cannot start: the database is unavailable: %s", exc)
             raise
+        try:
+            sealer = await shared_sealer(KeyStore(database), config.server)
+        except KeysDoNotOpen as exc:
+            log.critical("cannot start: %s", exc)
+            raise
         store, conversations = ResponseStore(database), ConversationStore(database)
         replicas = Replicas(database, store, storage)
         await replicas.join()
@@ -179,7 +185,7 @@ def create_app(config: GatewayConfig, drain: Drain | None = None) -> Starlette:
                 renderer=renderer,
                 runs=runs,
                 replicas=replicas,
-                sealer=Sealer(config.server.reasoning_key, config.server.retired_reasoning_keys),
+                sealer=sealer,
                 sandbox=sandbox,
                 mcp=mcp,
                 browser=browser,

@@ -50,8 +50,9 @@ def cluster(emulator, postgres, tmp_path) -> Iterator[Cluster]:  # noqa: F811
     replicas = []
     try:
         for _ in range(2):
-            # Replicas share the key that seals what they hand each other (a run's request, reasoning).
-            config = gateway_config(emulator.url, tmp_path, storage={"url": database, "lease_s": LEASE_S}, server={"reasoning_key": SHARED_KEY})
+            # No `server.reasoning_key`: the replicas share the store's own key, which seals what they hand each
+            # other (a run's request, reasoning): a killed replica's run is adopted all the same.
+            config = gateway_config(emulator.url, tmp_path, storage={"url": database, "lease_s": LEASE_S})
             replicas.append(Gateway(config, tmp_path).start())
         balancer = HAProxy([replica.port for replica in replicas], tmp_path).start()
         yield Cluster(replicas, balancer)
@@ -110,6 +111,15 @@ def test_a_cancel_reaches_the_replica_running_the_response(cluster, emulator):
     assert emulator_stats(emulator)["aborted"] == aborted + 1  # the first replica aborted its engine request
     assert cluster.client(0).responses.retrieve(response.id).status == "cancelled"
     assert cluster.client(1).responses.cancel(response.id).status == "cancelled"  # idempotent, anywhere
+
+
+def test_reasoning_sealed_by_one_replica_opens_on_another_with_no_key_configured(cluster):
+    first = cluster.client(0).responses.create(model=MODEL, input="hi", store=False, include=["reasoning.encrypted_content"])
+    (reasoning,) = [item for item in first.output if item.type == "reasoning"]
+    assert reasoning.encrypted_content
+    items = [item.model_dump(exclude_none=True) for item in first.output]
+    second = cluster.client(1).responses.create(model=MODEL, input=[*items, {"role": "user", "content": "go on"}], store=False)
+    assert second.status == "completed"
 
 
 def test_a_killed_replicas_run_is_adopted_by_another_and_completes(cluster, emulator):

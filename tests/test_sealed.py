@@ -105,3 +105,42 @@ def test_a_stored_run_request_sent_as_reasoning_is_refused(tenants: Gateway) -> 
         refused(alice, [{"type": "compaction", "id": "cmp_1", "encrypted_content": blob}], secret)
     finally:
         alice.responses.cancel(running.id)
+
+
+def _encrypted_reasoning(gateway: Gateway) -> list[dict[str, Any]]:
+    """A stateless first turn's output, reasoning sealed, as a client sends it back."""
+    first = gateway.client().responses.create(model=MODEL, input="hi", store=False, include=["reasoning.encrypted_content"])
+    return [item.model_dump(exclude_none=True) for item in first.output]
+
+
+def _opens(gateway: Gateway, items: list[dict[str, Any]]) -> bool:
+    try:
+        gateway.client().responses.create(model=MODEL, input=[*items, {"role": "user", "content": "go on"}], store=False)
+    except openai.BadRequestError as exc:
+        assert exc.body["code"] == "invalid_encrypted_content"  # type: ignore[index]
+        return False
+    return True
+
+
+def test_with_no_key_configured_the_store_keeps_one_that_outlives_the_process(emulator: Process, tmp_path) -> None:
+    """No `server.reasoning_key`: the gateway's key is the store's, so what it sealed opens after a restart;
+    a key configured later seals from then on and the store's own still opens what it sealed; a key that
+    cannot open what the store's sealing key sealed stops the gateway at start, saying which to list."""
+    first = Gateway(gateway_config(emulator.url, tmp_path), tmp_path).start()
+    sealed = _encrypted_reasoning(first)
+    first.stop()
+    again = Gateway(gateway_config(emulator.url, tmp_path), tmp_path).start()
+    assert _opens(again, sealed)
+    again.stop()
+    configured = new_key()
+    keyed = Gateway(gateway_config(emulator.url, tmp_path, server={"reasoning_key": configured}), tmp_path).start()
+    assert _opens(keyed, sealed)
+    sealed_by_configured = _encrypted_reasoning(keyed)
+    keyed.stop()
+    with pytest.raises(RuntimeError, match="list the key that sealed them in server.retired_reasoning_keys"):
+        Gateway(gateway_config(emulator.url, tmp_path, server={"reasoning_key": new_key()}), tmp_path).start()
+    rotated = Gateway(
+        gateway_config(emulator.url, tmp_path, server={"reasoning_key": new_key(), "retired_reasoning_keys": [configured]}), tmp_path
+    ).start()
+    assert _opens(rotated, sealed_by_configured) and _opens(rotated, sealed)
+    rotated.stop()

@@ -201,6 +201,10 @@ _V6 = _both(
     "ALTER TABLE responses ADD COLUMN checkpoint TEXT",
 )
 
+# Version 7: the keys every process on the store shares (key_store.py): the sealing key the gateway made
+# where none is configured, and the id of the key that seals now.
+_V7 = _both("CREATE TABLE IF NOT EXISTS gateway_keys (name TEXT PRIMARY KEY, value TEXT NOT NULL)")
+
 MIGRATIONS = (
     Migration(1, tuple(s.format(**_SQLITE_TYPES) for s in _V1), tuple(s.format(**_POSTGRES_TYPES) for s in _V1)),
     Migration(2, _V2, _V2),
@@ -208,6 +212,7 @@ MIGRATIONS = (
     Migration(4, _V4, _V4),
     Migration(5, _V5, _V5),
     Migration(6, _V6, _V6),
+    Migration(7, _V7, _V7),
 )
 
 VERSION_TABLE = "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)"

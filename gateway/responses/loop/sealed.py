@@ -10,8 +10,9 @@ Each blob names its purpose and its tenant in the AEAD's associated data, under 
 purpose alone (HKDF from `server.reasoning_key`), and carries the id of the key that sealed it: a blob of
 another tenant, of another purpose, changed, or sealed under an unknown key is the same `Unsealable`. Keys
 rotate: a new `server.reasoning_key` seals from then on, the old ones listed in `server.retired_reasoning_keys`
-still open what they sealed. Without a key, each process makes its own, so blobs do not survive a restart
-or cross replicas.
+still open what they sealed. Without a key, the first gateway on the store makes one and keeps it there
+(storage/key_store.py, `shared_sealer`): restarts and replicas share it, and it still opens what it sealed
+once a key is configured. A process whose keys cannot open what the store's sealing key sealed does not start.
 """
 
 from __future__ import annotations
@@ -22,11 +23,16 @@ import hashlib
 import logging
 import os
 from enum import Enum
+from typing import TYPE_CHECKING
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
+if TYPE_CHECKING:
+    from ...config import ServerConfig
+    from ...storage.key_store import KeyStore
 
 log = logging.getLogger("gateway.sealed")
 
@@ -68,20 +74,56 @@ def _associated_data(header: bytes, purpose: Purpose, tenant: str) -> bytes:
     return b"\0".join((header, purpose.value.encode(), tenant.encode()))
 
 
+class KeysDoNotOpen(Exception):
+    """The store's blobs were sealed by a key this process does not have: it would fail them one by one."""
+
+
+def new_key() -> str:
+    return base64.b64encode(AESGCM.generate_key(bit_length=256)).decode()
+
+
+async def shared_sealer(keys: KeyStore, server: ServerConfig) -> Sealer:
+    """The sealer of every process on the store: the configured key seals where one is, else the store's own
+    (made by the first process to start); the store's own key, and the retired ones, still open what they sealed."""
+    made = await keys.made_key(new_key)
+    if server.reasoning_key:
+        sealer = Sealer(server.reasoning_key, [*server.retired_reasoning_keys, made])
+    else:
+        sealer = Sealer(made, server.retired_reasoning_keys)
+        log.info("sealed blobs use the store's own key (server.reasoning_key is not set): every gateway on this store shares it")
+    sealing = await keys.sealing_key_id()
+    if sealing is not None and not sealer.opens(sealing):
+        raise KeysDoNotOpen(
+            f"the store's blobs are sealed by key {sealing}, which server.reasoning_key and server.retired_reasoning_keys do not hold: "
+            "list the key that sealed them in server.retired_reasoning_keys"
+        )
+    if sealing != sealer.key_id:
+        await keys.set_sealing_key_id(sealer.key_id)
+    return sealer
+
+
 class Sealer:
     def __init__(self, key_b64: str | None, retired_b64: list[str] | None = None) -> None:
         if key_b64:
             master = base64.b64decode(key_b64, validate=True)
             if len(master) != 32:
                 raise ValueError("server.reasoning_key must be 32 bytes, base64-encoded")
-        else:
+        else:  # a process on its own (tests, tools): blobs do not outlive it
             master = AESGCM.generate_key(bit_length=256)
-            log.info("sealed blobs (reasoning.encrypted_content, compaction) use a key of this process's own (server.reasoning_key is not set)")
         self._current = _Key(master)
         self._keys = {self._current.id: self._current}
         for retired in retired_b64 or []:
             key = _Key(base64.b64decode(retired, validate=True))
             self._keys.setdefault(key.id, key)
+
+    @property
+    def key_id(self) -> str:
+        """The id of the key that seals, in hex."""
+        return self._current.id.hex()
+
+    def opens(self, key_id: str) -> bool:
+        """Whether one of the keys opens what the key of this id (hex) sealed."""
+        return any(key.hex() == key_id for key in self._keys)
 
     def seal(self, text: str, purpose: Purpose, tenant: str) -> str:
         key = self._current
