@@ -55,6 +55,9 @@ class EngineConfig(_Section):
     # `structured_outputs`) the call is made again without it, validated after the fact instead (one warning,
     # and `gateway_structured_outputs_refused_total`); on: a refusal fails the response; off: never sent.
     structured_outputs: Literal["auto", "on", "off"] = "auto"
+    # vLLM runs with `--scheduling-policy priority`: `service_tier` priority and flex are sent as the
+    # request's `priority` (responses/loop/service_tier.py); false: they are a 400.
+    priority_scheduling: bool = False
 
     @field_validator("url")
     @classmethod

@@ -66,7 +66,8 @@ def test_unimplemented_parameters_are_refused_by_name(gateway, extra, param):
         ({"include": ["everything"]}, "include[0]"),
         ({"truncation": "middle"}, "truncation"),
         ({"top_logprobs": 21}, "top_logprobs"),
-        ({"service_tier": "flex"}, "service_tier"),
+        ({"service_tier": "flex"}, "service_tier"),  # the engine does not schedule by priority
+        ({"service_tier": "scale"}, "service_tier"),
     ],
 )
 def test_values_not_implemented_are_refused(gateway, extra, param):
@@ -209,3 +210,24 @@ def test_input_tokens_are_exact(gateway, emulator):
     follow_up = {"input": "more", "previous_response_id": response.id}
     previous = post(gateway, "/v1/responses/input_tokens", follow_up).json()["input_tokens"]
     assert previous == client.responses.create(model=MODEL, **follow_up).usage.input_tokens
+
+
+@pytest.mark.parametrize("api", ["responses", "chat"])
+def test_service_tiers_are_the_engines_request_priority(emulator, make_gateway, api):
+    """With `engine.priority_scheduling` (vLLM's `--scheduling-policy priority`), `priority` and `flex` are
+    sent as the engine request's priority and echoed; a call after a tool's output goes a step ahead."""
+    gateway = make_gateway(emulator.url, engine={"priority_scheduling": True})
+    sent = []
+    for tier in ("priority", "flex", "auto"):
+        if api == "responses":
+            response = gateway.client().responses.create(model=MODEL, input="hi", service_tier=tier)
+            assert response.service_tier == ("default" if tier == "auto" else tier)
+        else:
+            gateway.client().chat.completions.create(model=MODEL, messages=[{"role": "user", "content": "hi"}], service_tier=tier)
+        sent.append(emulator_stats(emulator)["last_request"].get("priority"))
+    assert sent == [-10, 10, None]
+    if api == "responses":
+        tool = {"type": "function", "name": "get_time", "parameters": {"type": "object", "properties": {}}}
+        answered = gateway.client().responses.create(model=MODEL, input="[call functions.launch {}] [misbehave]", tools=[tool], service_tier="flex")
+        assert "no function named 'launch'" in answered.output_text  # the model was told, in a second engine call ...
+        assert emulator_stats(emulator)["last_request"]["priority"] == 9  # ... a step ahead of its tier

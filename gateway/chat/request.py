@@ -313,9 +313,9 @@ class ChatRequest(StrictModel):
     presence_penalty: float | None = Field(None, ge=-2, le=2)
     frequency_penalty: float | None = Field(None, ge=-2, le=2)
     logit_bias: dict[str, int] | None = None
-    # Accepted with no effect here (README: "Compatibility"): one service tier, vLLM's prefix cache needs
-    # no key, nothing is moderated by OpenAI; `verbosity` has no Harmony counterpart.
-    service_tier: Literal["auto", "default"] | None = None
+    service_tier: Literal["auto", "default", "flex", "priority"] | None = None  # responses/loop/service_tier.py
+    # Accepted with no effect here (README: "Compatibility"): vLLM's prefix cache needs no key, nothing is
+    # moderated by OpenAI; `verbosity` has no Harmony counterpart.
     safety_identifier: str | None = Field(None, max_length=64)
     prompt_cache_key: str | None = Field(None, max_length=256)
     prompt_cache_retention: Literal["in_memory", "24h"] | None = None
@@ -434,6 +434,7 @@ class ChatRequest(StrictModel):
             "reasoning": {"effort": self.reasoning_effort} if self.reasoning_effort else None,
             "include": ["message.output_text.logprobs"] if self.logprobs else None,
             "top_logprobs": self.top_logprobs,
+            "service_tier": self.service_tier,
         }
         fmt = self.response_format
         if fmt is not None and fmt.type == "json_schema" and fmt.json_schema is not None:

@@ -44,6 +44,7 @@ class Sampling:
     logit_bias: dict[str, int] | None = None
     logprobs: int | None = None  # alternatives per token to report; None: no logprobs at all
     structural_tag: str | None = None  # what the call may generate (structural_tag.py), JSON text; None: anything
+    priority: int | None = None  # vLLM's scheduling priority (lower: sooner); None: the engine's default
 
 
 @dataclass(slots=True)
@@ -159,7 +160,7 @@ class EngineClient:
             "stream": True,
             "stream_options": {"include_usage": True},
         }
-        for name in ("temperature", "top_p", "seed", "presence_penalty", "frequency_penalty", "logit_bias"):
+        for name in ("temperature", "top_p", "seed", "presence_penalty", "frequency_penalty", "logit_bias", "priority"):
             value = getattr(sampling, name)
             if value is not None:
                 body[name] = value

@@ -23,6 +23,7 @@ from .compaction import CompactionOutput, summarize
 from .constraint import TurnConstraint
 from .run_state import RunState
 from .sealed import Purpose
+from .service_tier import engine_priority, engine_tier
 
 COMPACT_AT = 0.8  # of the context, where `context_management` names no threshold
 
@@ -58,6 +59,7 @@ class PromptBuilder:
     ) -> None:
         self._services = services
         self._request = request
+        self._tier = engine_tier(request.service_tier, services.config.engine.priority_scheduling)
         self._tenant = tenant
         self._chat = chat
         self._state = state
@@ -165,6 +167,8 @@ class PromptBuilder:
             logprobs=self._logprobs,
             # An adopted call goes on from tokens the tag does not start from: it is generated unconstrained.
             structural_tag=self.constraint.tag(self._state.tool_called, self.header) if self.constraint and not self.continuing else None,
+            # After a tool's output, a step ahead of its tier: a running agent keeps its place.
+            priority=engine_priority(self._tier, self._services.config.engine.priority_scheduling, continuing=self._state.turns > 1),
         )
         return EngineCall(prompt, sampling, model.id)
 

@@ -562,7 +562,7 @@ class ResponsesRequest(StrictModel):
     safety_identifier: str | None = Field(None, max_length=64)
     prompt_cache_key: str | None = Field(None, max_length=256)
     prompt_cache_retention: Literal["in_memory", "24h"] | None = None
-    service_tier: Literal["auto", "default"] | None = None  # one tier here: flex and priority are refused
+    service_tier: Literal["auto", "default", "flex", "priority"] | None = None  # loop/service_tier.py
     truncation: Literal["auto", "disabled"] | None = None
     top_logprobs: int | None = Field(None, ge=0, le=20)  # alternatives per token; logprobs are returned when > 0
     client_metadata: dict[str, Any] | None = None  # Codex's, for OpenAI's telemetry: accepted, not used

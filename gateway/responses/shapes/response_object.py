@@ -51,7 +51,7 @@ class ResponseObject(TypedDict):
     previous_response_id: str | None
     conversation: dict[str, str] | None
     reasoning: dict[str, str | None]
-    service_tier: Literal["default"]
+    service_tier: Literal["default", "flex", "priority"]
     store: bool
     temperature: float
     text: dict[str, Any]
@@ -95,7 +95,7 @@ def skeleton(request: ResponsesRequest, model_id: str, echoed_tools: list[dict[s
             "effort": request.reasoning.effort if request.reasoning else None,
             "summary": (request.reasoning.summary or request.reasoning.generate_summary) if request.reasoning else None,
         },
-        "service_tier": "default",
+        "service_tier": "flex" if request.service_tier == "flex" else "priority" if request.service_tier == "priority" else "default",
         "store": request.store,
         "temperature": request.temperature if request.temperature is not None else 1.0,
         "text": {"format": text_format, "verbosity": (request.text.verbosity if request.text else None) or "medium"},
