@@ -101,6 +101,15 @@ async def list_models(request: Request) -> Response:
     )
 
 
+async def retrieve_model(request: Request) -> Response:
+    services: Services = request.app.state.services
+    model_id = request.path_params["model"]
+    for model in await services.engine.list_models():
+        if model.id == model_id:
+            return JSONResponse({"id": model.id, "object": "model", "created": model.created, "owned_by": model.owned_by})
+    raise APIError(404, f"The model '{model_id}' does not exist.", param="model", code="model_not_found")
+
+
 async def handle_http_exception(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     kind = "not_found" if exc.status_code == 404 else "invalid_request"
@@ -225,6 +234,7 @@ def create_app(config: GatewayConfig, drain: Drain | None = None) -> Starlette:
             Route("/ready", ready, methods=["GET"]),
             Route("/metrics", metrics, methods=["GET"]),
             Route("/v1/models", list_models, methods=["GET"]),
+            Route("/v1/models/{model:path}", retrieve_model, methods=["GET"]),
             *response_routes,
             *chat_routes,
             *conversation_routes,

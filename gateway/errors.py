@@ -62,16 +62,16 @@ def server_error(status: int, message: str, code: str) -> APIError:
 def param_path(loc: tuple[Any, ...], data: Any = None) -> str:
     """`("input", 0, "role")` → `input[0].role`.
 
-    pydantic puts the names of union members ("message", "str", …) into locations; with the validated
-    `data` at hand, a part is kept only if it is really a key or index there, or is the last
-    part and names a missing key of an object.
+    pydantic puts the names of union members ("message", "str", "literal['auto','none']", …) into
+    locations; with the validated `data` at hand, a part is kept only if it is really a key or index
+    there, or is the last part and names a missing key of an object (a field's name, never a member's).
     """
     path = ""
     current = data
     for position, part in enumerate(loc):
         last = position == len(loc) - 1
         if data is not None:
-            if isinstance(current, dict) and (part in current or last):
+            if isinstance(current, dict) and (part in current or (last and isinstance(part, str) and part.isidentifier())):
                 current = current.get(part)
             elif isinstance(current, list) and isinstance(part, int) and 0 <= part < len(current):
                 current = current[part]

@@ -285,7 +285,6 @@ UNSUPPORTED = {
     "audio": "gpt-oss reads and writes no audio",
     "prediction": "predicted outputs are not supported",
     "moderation": "moderation is OpenAI's own",
-    "prompt_cache_options": "vLLM caches prompt prefixes by itself; there is nothing to configure",
 }
 
 
@@ -305,7 +304,7 @@ class ChatRequest(StrictModel):
     n: int = Field(1, ge=1, le=1)
     stream: bool = False
     stream_options: StreamOptions | None = None
-    reasoning_effort: Literal["none", "minimal", "low", "medium", "high", "xhigh"] | None = None
+    reasoning_effort: Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"] | None = None
     response_format: ResponseFormat | None = None
     include_reasoning: bool = True
     user: str | None = None
@@ -316,7 +315,7 @@ class ChatRequest(StrictModel):
     service_tier: Literal["auto", "default", "flex", "priority"] | None = None  # responses/loop/service_tier.py
     # Accepted with no effect here (README: "Compatibility"): vLLM's prefix cache needs no key, nothing is
     # moderated by OpenAI; `verbosity` has no Harmony counterpart.
-    safety_identifier: str | None = Field(None, max_length=64)
+    safety_identifier: str | None = Field(None, max_length=128)
     prompt_cache_key: str | None = Field(None, max_length=256)
     prompt_cache_retention: Literal["in_memory", "24h"] | None = None
     verbosity: Literal["low", "medium", "high"] | None = None
@@ -333,7 +332,7 @@ class ChatRequest(StrictModel):
     prediction: Any = None
     web_search_options: WebSearchOptions | None = None
     moderation: Any = None
-    prompt_cache_options: Any = None
+    prompt_cache_options: dict[str, Any] | None = None  # breakpoints and lifetimes of OpenAI's cache: vLLM's needs none
     # Applied by the gateway to the visible text (never the reasoning): see gateway/responses/loop/stops.py.
     stop: str | list[str] | None = None
 

@@ -64,7 +64,7 @@ def reasoning_effort(effort: str | None) -> ReasoningEffort:
         return ReasoningEffort.MEDIUM
     if effort in ("none", "minimal", "low"):
         return ReasoningEffort.LOW
-    return ReasoningEffort.HIGH  # high, xhigh
+    return ReasoningEffort.HIGH  # high, xhigh, max
 
 
 @dataclass

@@ -30,14 +30,16 @@ MAX_PDF_PAGES = 1000
 
 
 def input_file_parts(items: Iterable[Any], field: str) -> list[tuple[Any, str]]:
-    """The `input_file` parts of the items in `field` (input, items), with the parameter that names each."""
+    """The `input_file` parts of the items in `field` (input, items), with the parameter that names each: a
+    message's content, and a function's output."""
     found = []
     for index, item in enumerate(items):
-        content = getattr(item, "content", None)
-        if isinstance(content, list):
-            for position, part in enumerate(content):
-                if getattr(part, "type", None) == "input_file":
-                    found.append((part, f"{field}[{index}].content[{position}]"))
+        for name in ("content", "output"):
+            parts = getattr(item, name, None)
+            if isinstance(parts, list):
+                for position, part in enumerate(parts):
+                    if getattr(part, "type", None) == "input_file":
+                        found.append((part, f"{field}[{index}].{name}[{position}]"))
     return found
 
 

@@ -22,6 +22,8 @@ from .shell_models import (
     ApplyPatchCallItem,
     ApplyPatchCallOutputItem,
     ApplyPatchTool,
+    CallerRef,
+    DirectCallers,
     LocalShellCallItem,
     LocalShellCallOutputItem,
     LocalShellTool,
@@ -37,6 +39,7 @@ from .tool_search_models import ToolSearchCallItem, ToolSearchOutputItem, ToolSe
 class InputText(StrictModel):
     type: Literal["input_text"]
     text: str
+    prompt_cache_breakpoint: dict[str, Any] | None = Field(None, exclude=True)  # OpenAI's cache hint: vLLM caches prefixes itself
 
 
 class OutputText(StrictModel):
@@ -66,6 +69,7 @@ class InputFile(StrictModel):
     filename: str | None = Field(None, max_length=255)
     file_url: str | None = None  # refused with a 400 that says so
     detail: Literal["auto", "low", "high"] | None = None  # how a file's images are rendered: gpt-oss reads none
+    prompt_cache_breakpoint: dict[str, Any] | None = Field(None, exclude=True)  # OpenAI's cache hint: vLLM caches prefixes itself
     _text: str = PrivateAttr("")
 
     @property
@@ -76,7 +80,20 @@ class InputFile(StrictModel):
         self._text = text
 
 
-ContentPart = Annotated[Union[InputText, OutputText, InputFile], Field(discriminator="type")]
+class RefusalPart(StrictModel):
+    """An assistant message's refusal, sent back as it came: the model reads what it said."""
+
+    type: Literal["refusal"]
+    refusal: str
+
+    @property
+    def text(self) -> str:
+        return self.refusal
+
+
+ContentPart = Annotated[Union[InputText, OutputText, InputFile, RefusalPart], Field(discriminator="type")]
+# What a function's output may hold besides a string: text, and files read as an input_file is (files/inputs.py).
+OutputPart = Annotated[Union[InputText, InputFile], Field(discriminator="type")]
 
 
 class MessageItem(StrictModel):
@@ -125,6 +142,7 @@ class FunctionCallItem(StrictModel):
     arguments: str
     namespace: str | None = None
     status: Literal["in_progress", "completed", "incomplete"] | None = None
+    caller: CallerRef | None = None  # who made the call: the model ("direct") for every call made here
     parsed_arguments: Any = Field(None, exclude=True)  # the SDK helpers' parsed form: echoed, ignored
 
     @property
@@ -161,8 +179,11 @@ class FunctionCallOutputItem(StrictModel):
     type: Literal["function_call_output"]
     id: str | None = None
     call_id: str
-    output: str | list[InputText]
+    output: str | list[OutputPart]
     status: Literal["in_progress", "completed", "incomplete"] | None = None
+    caller: CallerRef | None = None
+    name: str | None = None  # the function's, as the output names it (read by call_id)
+    namespace: str | None = None
 
     def text(self) -> str:
         if isinstance(self.output, str):
@@ -263,6 +284,7 @@ class FunctionDefinition(StrictModel):
 class FunctionTool(FunctionDefinition):
     type: Literal["function"]
     defer_loading: bool | None = None  # found with the `tool_search` tool, not declared up front
+    allowed_callers: DirectCallers | None = None
 
     @property
     def recipient(self) -> str:
@@ -290,7 +312,7 @@ class CustomTool(StrictModel):
     description: str | None = None
     format: Annotated[Union[TextInput, GrammarInput], Field(discriminator="type")] | None = None
     defer_loading: bool | None = None
-    allowed_callers: list[Literal["direct"]] | None = None
+    allowed_callers: DirectCallers | None = None
     async_: Literal[False] | None = Field(None, alias="async")
 
     @property
@@ -303,7 +325,7 @@ class NamespaceFunction(FunctionDefinition):
 
     type: Literal["function"]
     defer_loading: bool | None = None
-    allowed_callers: list[Literal["direct"]] | None = None
+    allowed_callers: DirectCallers | None = None
     output_schema: None = None
     async_: Literal[False] | None = Field(None, alias="async")
 
@@ -324,6 +346,7 @@ class CodeInterpreterTool(StrictModel):
 
     type: Literal["code_interpreter"]
     container: str | AutoContainer = AutoContainer(type="auto")
+    allowed_callers: DirectCallers | None = None
 
 
 class UserLocation(StrictModel):
@@ -384,6 +407,7 @@ class McpTool(StrictModel):
     require_approval: Literal["always", "never"] | ApprovalFilter | None = None
     connector_id: None = Field(None, description="connectors are OpenAI's own: not supported")
     defer_loading: bool | None = None  # its tools found with the `tool_search` tool, not declared up front
+    allowed_callers: DirectCallers | None = None
 
     @field_validator("server_label")
     @classmethod
@@ -437,7 +461,7 @@ Tool = Annotated[RequestTool, Field(discriminator="type")]
 
 
 class Reasoning(StrictModel):
-    effort: Literal["none", "minimal", "low", "medium", "high", "xhigh"] | None = None
+    effort: Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"] | None = None
     # Summaries are not written: the reasoning itself is returned (gpt-oss's is not hidden).
     summary: Literal["auto", "concise", "detailed"] | None = None
     generate_summary: Literal["auto", "concise", "detailed"] | None = None  # its older name
@@ -518,7 +542,6 @@ UNSUPPORTED = {
     "image": "gpt-oss reads no images",
     "access_programs": "access programs are OpenAI's own",
     "background_options": "background options are not supported",
-    "prompt_cache_options": "vLLM caches prompt prefixes by itself; there is nothing to configure",
 }
 
 
@@ -559,9 +582,10 @@ class ResponsesRequest(StrictModel):
     include: list[str] | None = None
     # Accepted and echoed: identifiers OpenAI uses for abuse detection and cache routing. vLLM's prefix
     # cache needs no key; they are kept on the response for the client's own bookkeeping.
-    safety_identifier: str | None = Field(None, max_length=64)
+    safety_identifier: str | None = Field(None, max_length=128)
     prompt_cache_key: str | None = Field(None, max_length=256)
     prompt_cache_retention: Literal["in_memory", "24h"] | None = None
+    prompt_cache_options: dict[str, Any] | None = None  # breakpoints and lifetimes of OpenAI's cache: vLLM's needs none
     service_tier: Literal["auto", "default", "flex", "priority"] | None = None  # loop/service_tier.py
     truncation: Literal["auto", "disabled"] | None = None
     top_logprobs: int | None = Field(None, ge=0, le=20)  # alternatives per token; logprobs are returned when > 0
@@ -576,7 +600,6 @@ class ResponsesRequest(StrictModel):
     image: Any = None
     access_programs: Any = None
     background_options: Any = None
-    prompt_cache_options: Any = None
 
     @model_validator(mode="after")
     def _refuse_what_is_not_implemented(self) -> "ResponsesRequest":

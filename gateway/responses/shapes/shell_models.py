@@ -22,7 +22,8 @@ APPLY_PATCH_RECIPIENT = f"{APPLY_PATCH_NAMESPACE}.apply_patch"
 MAX_COMMANDS = 64  # commands in one shell call
 MAX_OUTPUT_CHARS = 1_000_000  # of one command's stdout or stderr, as a client reports it
 
-Caller = Literal["direct", "programmatic"]
+# Who may call a tool: the model, directly. OpenAI's programmatic callers (code that calls tools) run nowhere here.
+DirectCallers = list[Literal["direct"]]
 
 
 class LocalSkill(StrictModel):
@@ -99,7 +100,7 @@ class ShellTool(StrictModel):
     environment: Annotated[Union[LocalEnvironment, ContainerAutoEnvironment, ContainerReferenceEnvironment], Field(discriminator="type")] | None = (
         None
     )
-    allowed_callers: list[Caller] | None = None
+    allowed_callers: DirectCallers | None = None
 
 
 class LocalShellTool(StrictModel):
@@ -108,7 +109,7 @@ class LocalShellTool(StrictModel):
 
 class ApplyPatchTool(StrictModel):
     type: Literal["apply_patch"]
-    allowed_callers: list[Caller] | None = None
+    allowed_callers: DirectCallers | None = None
 
 
 class NamedShell(StrictModel):
