@@ -114,6 +114,11 @@ class ServerConfig(_Section):
     # requests; unset: one per process. Rotating it: the old key goes to retired_reasoning_keys, which open
     # what they sealed and seal nothing new.
     reasoning_key: str | None = None
+    # `reasoning.summary` (auto, concise, detailed): each reasoning item's summary, written by the model in an
+    # engine call of its own (responses/loop/summaries.py); off: every item's summary is empty.
+    reasoning_summaries: Literal["on", "off"] = "on"
+    reasoning_summary_timeout_s: float = Field(30.0, gt=0)  # past this, the item ends without a summary
+    reasoning_summary_max_tokens: int = Field(512, ge=16)
     retired_reasoning_keys: list[str] = Field([], max_length=16)
     websocket: SocketConfig = SocketConfig()
 

@@ -50,6 +50,8 @@ class Stats:
     last_prompt: str = ""
     last_headers: dict = field(default_factory=dict)
     recent_prompts: list = field(default_factory=list)  # the last few prompts, decoded, oldest first
+    # Reasoning summaries' own calls (made beside the turn's, at once): kept apart, so that `last_*` is the turn's.
+    summary_requests: list = field(default_factory=list)  # the last few, each {"request", "prompt"}
 
 
 @dataclass
@@ -80,11 +82,31 @@ class Script:
         return "".join(getattr(part, "text", "") for part in message.content)
 
     def plan(self) -> Plan:
+        summary = self._summary()
+        if summary is not None:  # a reasoning summary's own engine call: none of the turn's faults apply
+            return summary
         plan = (self._continue_turn() or self._continue_prefill()) if self.prefill else self._write()
         self._apply_faults(plan)
         said = self._text_of(self.messages[max(i for i, m in enumerate(self.messages) if m.author.role == Role.USER)])
         plan.alternatives = re.findall(r"\[\[constrained (.*?)\]\]", said, re.DOTALL)
         plan.misbehaves = plan.misbehaves or "[misbehave]" in said
+        return plan
+
+    def _summary(self) -> Plan | None:
+        """Asked to summarise a reasoning item (the gateway's `reasoning.summary`): a bold title and a sentence
+        naming what the reasoning began with. `[summary-fails]` in the reasoning: an HTTP 500;
+        `[summary-slow]`: a long summary, written slowly."""
+        asked = self._text_of(self.messages[-1]) if self.messages[-1].author.role == Role.USER else ""
+        if not asked.startswith("Summarize the reasoning below"):
+            return None
+        reasoning = asked.split("The reasoning:\n\n", 1)[-1]
+        plan = Plan(f"<|channel|>analysis<|message|>A title, then a sentence.<|end|><|start|>assistant<|channel|>final<|message|>"
+                    f"**Working it out**\n\nI am thinking about this: {reasoning[:60]}<|return|>")  # fmt: skip
+        if "[summary-fails]" in reasoning:
+            plan.status = 500
+        if "[summary-slow]" in reasoning:
+            plan.text = plan.text.replace("<|return|>", " and more" * 200 + "<|return|>")
+            plan.chunk_delay, plan.chunk_tokens = 0.05, 1
         return plan
 
     def _continue_turn(self) -> Plan | None:
@@ -335,8 +357,9 @@ def create_emulator(max_model_len: int = 131072, chunk_delay: float = 0.0) -> St
             body = await request.json()
         except ValueError:
             return vllm_error(400, "Invalid JSON body")
-        stats.last_request = {k: v for k, v in body.items() if k != "prompt"}
-        stats.last_headers = dict(request.headers)
+        sent = {k: v for k, v in body.items() if k != "prompt"}
+        turns = stats.last_request, stats.last_headers  # kept if this is a summary's call
+        stats.last_request, stats.last_headers = sent, dict(request.headers)
         prompt = body.get("prompt")
         if body.get("model") != MODEL:
             return vllm_error(404, f"The model `{body.get('model')}` does not exist.", "model")
@@ -357,8 +380,13 @@ def create_emulator(max_model_len: int = 131072, chunk_delay: float = 0.0) -> St
             return vllm_error(400, f"Malformed Harmony prompt: {exc}", "prompt")
         if not messages or messages[0].author.role != Role.SYSTEM:
             return vllm_error(400, "Harmony prompt must start with a system message", "prompt")
-        stats.last_prompt = encoding.decode(prompt)
-        stats.recent_prompts = stats.recent_prompts[-7:] + [stats.last_prompt]
+        decoded = encoding.decode(prompt)
+        if "<|start|>user<|message|>Summarize the reasoning below" in decoded:
+            stats.summary_requests = stats.summary_requests[-7:] + [{"request": sent, "prompt": decoded}]
+            stats.last_request, stats.last_headers = turns
+        else:
+            stats.last_prompt = decoded
+            stats.recent_prompts = stats.recent_prompts[-7:] + [decoded]
 
         if len(prompt) >= max_model_len:
             return vllm_error(

@@ -22,6 +22,10 @@ ITEM_EVENTS = {
         "response.content_part.done",
         "response.reasoning_text.delta",
         "response.reasoning_text.done",
+        "response.reasoning_summary_part.added",
+        "response.reasoning_summary_text.delta",
+        "response.reasoning_summary_text.done",
+        "response.reasoning_summary_part.done",
     },
     "message": {
         "response.content_part.added",
@@ -97,6 +101,7 @@ class _Item:
         self.added = item
         self.done: dict[str, Any] | None = None
         self.parts: list[dict[str, Any]] = []  # {"type", "open", "text", "done_text"}
+        self.summary: list[dict[str, Any]] = []  # a reasoning item's summary parts: {"open", "text", "done_text"}
         self.arguments = ""
         self.arguments_done: str | None = None
         self.steps: list[str] = []  # code_interpreter_call / mcp events, in order
@@ -174,6 +179,8 @@ def check_response_stream(events: list[dict[str, Any]]) -> Response:
             assert part["type"] == DONE_OF[kind]
             assert event["text"] == part["text"], f"{kind} text differs from the joined deltas"
             part["done_text"] = event["text"]
+        elif kind.startswith("response.reasoning_summary_"):
+            _summary_event(item, event)
         elif kind == "response.output_text.annotation.added":
             part = _open_part(item, event)
             assert part["done_text"] is None, "an annotation after the text's .done"
@@ -265,9 +272,34 @@ def _open_part(item: _Item, event: dict[str, Any]) -> dict[str, Any]:
     return part
 
 
+def _summary_event(item: _Item, event: dict[str, Any]) -> None:
+    """A reasoning item's summary: parts opened in order (`summary_index`), each text's deltas joined equal
+    its `.done` and the part's `.done`; all of them after the reasoning's own text part closed."""
+    kind, index = event["type"], event["summary_index"]
+    assert all(not part["open"] for part in item.parts), f"{kind} while the reasoning's text part is open"
+    if kind == "response.reasoning_summary_part.added":
+        assert index == len(item.summary) and event["part"] == {"type": "summary_text", "text": ""}, "summary part not next, or not empty"
+        item.summary.append({"open": True, "text": "", "done_text": None})
+        return
+    assert 0 <= index < len(item.summary) and item.summary[index]["open"], f"{kind} on a summary part not open"
+    part = item.summary[index]
+    if kind == "response.reasoning_summary_text.delta":
+        assert part["done_text"] is None, "a summary delta after its .done"
+        part["text"] += event["delta"]
+    elif kind == "response.reasoning_summary_text.done":
+        assert event["text"] == part["text"], "reasoning_summary_text.done differs from the joined deltas"
+        part["done_text"] = event["text"]
+    else:
+        assert part["done_text"] is not None and event["part"] == {"type": "summary_text", "text": part["text"]}, "summary part done differs"
+        part["open"] = False
+
+
 def _check_done_item(item: _Item) -> None:
     done = item.done
     assert done is not None
+    if done["type"] == "reasoning":
+        assert all(not part["open"] for part in item.summary), "output_item.done with a summary part open"
+        assert done["summary"] == [{"type": "summary_text", "text": part["text"]} for part in item.summary], "summary differs from the streamed one"
     if done["type"] in ("reasoning", "message"):
         texts = [p["text"] for p in done["content"]]
         assert texts == [p["text"] for p in item.parts], "done item content differs from the streamed parts"

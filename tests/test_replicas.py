@@ -604,3 +604,26 @@ def test_an_adopted_call_is_shown_as_its_first_replica_showed_it(emulator, postg
     finally:
         for replica in replicas:
             replica.stop()
+
+
+def test_an_adopted_run_gives_its_reasoning_summary_again_and_writes_no_other(cluster, emulator):
+    """A reasoning item's summary was shown before the replica died: its adopter, parsing the call's tokens
+    again, gives that summary again (from the checkpoint) without asking the model for another."""
+    before = len(emulator_stats(emulator)["summary_requests"])
+    seen: list[dict[str, Any]] = []
+    body = {"model": MODEL, "input": "[long 300] [slow 15]", "background": True, "stream": True, "reasoning": {"summary": "auto"}}
+    with httpx.stream("POST", f"{cluster.replicas[0].url}/v1/responses", json=body, timeout=30) as answer:
+        for line in answer.iter_lines():
+            if line.startswith("data: "):
+                seen.append(json.loads(line[6:]))
+                if len(seen) == 60:
+                    cluster.replicas[0].proc.kill()
+                    break
+    assert "response.reasoning_summary_part.done" in [event["type"] for event in seen]  # shown before the kill
+    response_id = seen[0]["response"]["id"]
+    assert poll(cluster.client(1), response_id, timeout=45).status == "completed"
+    whole = _read_events(cluster.replicas[1].url, response_id)
+    assert whole[: len(seen)] == seen
+    final = check_response_stream(whole)
+    assert final.output[0].summary[0].text.startswith("**Working it out**")
+    assert len(emulator_stats(emulator)["summary_requests"]) == before + 1

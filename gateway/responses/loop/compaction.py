@@ -21,13 +21,13 @@ from ...core.ids import new_id
 from ...core.models import StrictModel
 from ...engine.client import Sampling
 from ...engine.harmony import Preamble
-from ...engine.parser import HarmonyStreamParser, MessageFinished
 from ...errors import APIError
 from ...protocol import EventType, ItemStatus
 from ..needs import ResponsesNeeds
 from ..shapes.items import Event, Events, OutputItem
 from ..shapes.output_items import CompactionShape
 from ..shapes.request import InputItem, ResponsesRequest
+from .side_call import final_answer, text_of
 
 # The one instruction gpt-oss summarises with, tuned for what an agent needs to go on working.
 INSTRUCTION = (
@@ -78,28 +78,12 @@ async def summarize(
         raise APIError(
             400, "The conversation is too long to be summarised within the model's context.", param="input", code="context_length_exceeded"
         )
-    stream = await services.engine.generate(prompt, Sampling(max_tokens=room), session_key)
-    parser, written, final = HarmonyStreamParser(), 0, ""
-    try:
-        async for chunk in stream:
-            written += len(chunk.token_ids)
-            for event in parser.feed(chunk.token_ids):
-                if isinstance(event, MessageFinished) and event.message.channel == "final":
-                    final = _text(event.message)
-    finally:
-        await stream.aclose()
-    if not final:
-        partial = parser.partial_message()
-        final = _text(partial) if partial is not None else ""
-    return Summary(final.strip() or "(no summary was written)", len(prompt), written)
+    answer = await final_answer(services.engine, prompt, Sampling(max_tokens=room), session_key)
+    return Summary(answer.text or "(no summary was written)", answer.input_tokens, answer.output_tokens)
 
 
 def user_texts(messages: list[Message]) -> list[str]:
-    return [_text(message) for message in messages if message.author.role == Role.USER]
-
-
-def _text(message: Message) -> str:
-    return "".join(getattr(part, "text", "") for part in message.content)
+    return [text_of(message) for message in messages if message.author.role == Role.USER]
 
 
 class CompactionOutput(OutputItem):

@@ -19,6 +19,7 @@ from .output import ResponseOutput
 from .prompt_builder import EngineCall, PromptBuilder
 from .run_state import Checkpoint, RunState
 from .run_trace import RunTrace, failure_text
+from .summaries import Summaries
 from .turn import AnswerOptions, Turn, TurnOutcome
 
 logger = logging.getLogger("gateway.responses")
@@ -46,6 +47,7 @@ class EngineCalls:
         options: AnswerOptions,
         trace: RunTrace,
         backstop: AnswerBackstop,
+        summaries: Summaries | None,
     ) -> None:
         self._services = services
         self._state = state
@@ -54,6 +56,7 @@ class EngineCalls:
         self._options = options
         self._trace = trace
         self._backstop = backstop
+        self._summaries = summaries
         self.model_id = ""
         self.current: Chunks | None = None  # the engine request open now, if any
         self._started = time.perf_counter()
@@ -110,16 +113,33 @@ class EngineCalls:
     async def stream(self, output: ResponseOutput) -> TurnOutcome:
         """Stream the open engine call into the output."""
         assert self.current is not None
-        turn = Turn(output, self._state.dialog, self._toolset, self._options)
+        turn = Turn(output, self._state.dialog, self._toolset, self._options, self._summaries)
         usage = self._state.usage
         written = usage.output
         try:
-            check = None if output.enforced else self._backstop.check  # what the grammar did not hold, checked
-            outcome = await turn.stream(self.current, self._prompts.prefill, usage, len(self._prompts.prompt), self._first_chunk, check)
+            outcome = await self._streamed(turn, output)
         except BaseException as exc:
             self._trace.engine_done(usage.output - written, None, failure_text(exc))
             raise
+        output.call_ended = True  # its events are all out, its summaries' too
         self._trace.engine_done(usage.output - written, outcome.finish_reason)
+        return outcome
+
+    async def _streamed(self, turn: Turn, output: ResponseOutput) -> TurnOutcome:
+        assert self.current is not None
+        check = None if output.enforced else self._backstop.check  # what the grammar did not hold, checked
+        stream = turn.stream(self.current, self._prompts.prefill, self._state.usage, len(self._prompts.prompt), self._first_chunk, check)
+        if self._summaries is None:
+            return await stream
+        failure: Exception | None = None
+        async with self._summaries.during_call():  # the call's summaries end with it
+            try:
+                outcome = await stream
+            except Exception as exc:  # raised as it is, not in the task group's exception group
+                failure = exc
+                self._summaries.cancel()
+        if failure is not None:
+            raise failure
         return outcome
 
     async def close(self) -> None:

@@ -37,8 +37,12 @@ class ResponseOutput:
         # Whether the engine's grammar holds the call's calls to their tools' shapes as they are written: a
         # client's call then streams live, otherwise it is shown once it is known to be usable (tools/client.py).
         self.enforced = True
+        # The summaries of the call's reasoning items whose events are out, by output index ("": none could be
+        # written): an adopter gives them again instead of writing others (summaries.py).
+        self.summaries: dict[int, str] = {}
         self._muted = False  # adoption: the events of tokens parsed again were sent before
         self._resume_at = 0
+        self._after_replay: list[Callable[[], None]] = []  # what emits events the client never had (when_unmuted)
 
     def add(self, make: Callable[[int], ItemT]) -> ItemT:
         """A new item at the end of the output; `make` builds it for its index."""
@@ -66,8 +70,13 @@ class ResponseOutput:
         self.finish_reason = None
         self.call_ended = False
         self.enforced = True
+        self.summaries = {}
 
     # -- adoption ------------------------------------------------------------------------------------------
+
+    @property
+    def muted(self) -> bool:
+        return self._muted
 
     def restore(self, items: list[dict[str, Any]], resume_at: int) -> None:
         """The output of a run adopted from another replica: its ended items as they were stored; what it
@@ -79,6 +88,16 @@ class ResponseOutput:
         if self._muted:
             self._muted = False
             self.events.sequence_number = self._resume_at
+            waiting, self._after_replay = self._after_replay, []
+            for show in waiting:
+                show()
+
+    def when_unmuted(self, show: Callable[[], None]) -> None:
+        """`show` emits events the client never had: now, or once the adopted events parsed again are behind."""
+        if self._muted:
+            self._after_replay.append(show)
+        else:
+            show()
 
     # ------------------------------------------------------------------------------------------------------
 

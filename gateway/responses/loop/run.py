@@ -47,6 +47,7 @@ from .prompt_builder import ChatOptions, PromptBuilder
 from .run_state import Checkpoint, RunState
 from .run_trace import RunTrace, failure_text
 from .sealed import Purpose
+from .summaries import Summaries, wanted
 from .tool_call import CallKind, ToolCall
 from .turn import AnswerOptions
 
@@ -87,7 +88,9 @@ class ResponseRun:
         self.trace = RunTrace(services.config.tracing.capture_content)  # its spans, when tracing is on
         self.backstop = AnswerBackstop(request, services.config.isolation.schema_timeout_s)
         options = AnswerOptions(chat.stops, self.logprob_count, seal)
-        self.engine = EngineCalls(services, self.state, self.prompts, self.toolset, options, self.trace, self.backstop)
+        style = (request.reasoning.summary or request.reasoning.generate_summary) if request.reasoning else None
+        summaries = Summaries(services, style or "", self.state) if wanted(style, services.config.server.reasoning_summaries) else None
+        self.engine = EngineCalls(services, self.state, self.prompts, self.toolset, options, self.trace, self.backstop, summaries)
         self.ending = RunEnding(services, request, tenant, self.state, self.prompts, self.trace)
         self._cancel = anyio.CancelScope()
         # A background run's side in the store: begun there, journaled, handed over (durable.py).

@@ -52,13 +52,15 @@ class Checkpoint:
     finish_reason: FinishReason | None = None  # the engine finished the call
     ended: bool = False  # the call's own events are all out: a tool call it ended with may be running
     enforced: bool = True  # its grammar was enforced: its calls streamed live (ResponseOutput.enforced)
+    summaries: dict[int, str] = field(default_factory=dict)  # its reasoning items' summaries whose events are out
 
     @staticmethod
     def encode(turn: str, output: ResponseOutput) -> str:
         """The checkpoint in JSON, the turn's part encoded once per call (it is written many times)."""
         return (
             f'{{"turn":{turn},"generated":{dumps(output.generated)},"finish_reason":{dumps(output.finish_reason)},'
-            f'"ended":{"true" if output.call_ended else "false"},"enforced":{"true" if output.enforced else "false"}}}'
+            f'"ended":{"true" if output.call_ended else "false"},"enforced":{"true" if output.enforced else "false"},'
+            f'"summaries":{dumps({str(index): text for index, text in output.summaries.items()})}}}'
         )
 
     @classmethod
@@ -66,7 +68,9 @@ class Checkpoint:
         data = json.loads(text)
         # A checkpoint written before "enforced" was: its calls streamed live.
         enforced = bool(data.get("enforced", True))
-        return cls(TurnStart(**data["turn"]), list(data["generated"]), FinishReason.read(data["finish_reason"]), bool(data["ended"]), enforced)
+        summaries = {int(index): str(text) for index, text in data.get("summaries", {}).items()}
+        turn, generated = TurnStart(**data["turn"]), list(data["generated"])
+        return cls(turn, generated, FinishReason.read(data["finish_reason"]), bool(data["ended"]), enforced, summaries)
 
     def dialog(self, planned: Dialog) -> Dialog:
         """The dialog as the call began, from the one the request plans (which holds what came before the run)."""
@@ -149,6 +153,7 @@ class RunState:
         items ended before the call, the counters, and where the next events are numbered from."""
         turn = checkpoint.turn
         self.output.restore(output[: turn.items], next_sequence_number)
+        self.output.summaries = dict(checkpoint.summaries)
         self.usage = Usage(**turn.usage)
         self.turns, self.tool_called, self.compacted_at = turn.turns, turn.tool_called, turn.compacted_at
         self._turn_start = turn.encode()

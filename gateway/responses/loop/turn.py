@@ -24,6 +24,7 @@ from .citations import CitationRewriter, Piece, container_file_citations
 from .logprobs import ContentLogprob, parse_with_logprobs
 from .output import ResponseOutput
 from .stops import StopMatcher
+from .summaries import Summaries
 from .tool_call import ToolCall
 
 logger = logging.getLogger("gateway.responses")
@@ -51,11 +52,12 @@ class AnswerOptions:
 
 
 class Turn:
-    def __init__(self, output: ResponseOutput, dialog: Dialog, toolset: Toolset, options: AnswerOptions) -> None:
+    def __init__(self, output: ResponseOutput, dialog: Dialog, toolset: Toolset, options: AnswerOptions, summaries: Summaries | None = None) -> None:
         self.output = output
         self.dialog = dialog
         self.toolset = toolset
         self.options = options
+        self.summaries = summaries  # reasoning summaries, where the request asks for them
         self.outcome = TurnOutcome()
 
     async def stream(
@@ -163,7 +165,6 @@ class Turn:
             logger.warning("the model's output was repaired: %s", "; ".join(parser.recovered[:4]))
             if parser.finished == 0 and partial is None:  # nothing readable is left
                 raise MalformedHarmony(f"the model's output is not valid Harmony: {parser.recovered[0]}")
-        self.output.call_ended = True
         if outcome.finish_reason is None:
             outcome.finish_reason = FinishReason.STOP
         elif outcome.finish_reason is FinishReason.ABORT:
@@ -184,6 +185,8 @@ class Turn:
         containers = self.toolset.context.containers
         if isinstance(item, MessageOutput) and containers.used:
             batch += [item.annotated(events, citation) for citation in container_file_citations(item.text, containers.container_file)]
+        if isinstance(item, ReasoningOutput) and self.summaries is not None:
+            return [*batch, *self.summaries.reasoning_ended(item)]  # its summary, and its end, follow
         return [*batch, *item.closed(events)]
 
     async def _checked(self, text: str, check_answer: CheckAnswer) -> list[Event | Delta]:

@@ -140,12 +140,15 @@ class TextItem(OutputItem):
 
     def closed(self, events: Events, status: ItemStatus = ItemStatus.COMPLETED) -> list[Event]:
         self.status = status
+        return [*self.text_done(events), self.done(events)]
+
+    def text_done(self, events: Events) -> list[Event]:
+        """The text is whole: its part closes."""
         text = self.text
         ids = {"item_id": self.id, "output_index": self.output_index, "content_index": 0}
         return [
             events.make(self.done_type, **ids, text=text, **self.done_extra()),
             events.make(EventType.CONTENT_PART_DONE, **ids, part=self.part(text)),
-            self.done(events),
         ]
 
     def done_extra(self) -> dict[str, Any]:
@@ -165,10 +168,38 @@ class ReasoningOutput(TextItem):
         super().__init__(output_index)
         self.seal = seal  # set when the client asked for reasoning.encrypted_content
         self._sealed: str | None = None
+        self.summary = ""  # what the model wrote of it for the user (loop/summaries.py)
+        self._text_ended = False  # its text part closed: the item waits for its summary
+
+    def text_done(self, events: Events) -> list[Event]:
+        self._text_ended = True
+        return super().text_done(events)
+
+    def closed(self, events: Events, status: ItemStatus = ItemStatus.COMPLETED) -> list[Event]:
+        if not self._text_ended:
+            return super().closed(events, status)
+        self.status = status  # cut off while its summary was being written: it ends without one
+        return [self.done(events)]
+
+    def summarized(self, events: Events, summary: str) -> list[Event]:
+        """Its summary (none where none could be written), as OpenAI streams one: one part; then its end."""
+        batch = []
+        if summary:
+            self.summary = summary
+            ids = {"item_id": self.id, "output_index": self.output_index, "summary_index": 0}
+            batch = [
+                events.make(EventType.REASONING_SUMMARY_PART_ADDED, **ids, part={"type": "summary_text", "text": ""}),
+                events.make(EventType.REASONING_SUMMARY_TEXT_DELTA, **ids, delta=summary),
+                events.make(EventType.REASONING_SUMMARY_TEXT_DONE, **ids, text=summary),
+                events.make(EventType.REASONING_SUMMARY_PART_DONE, **ids, part={"type": "summary_text", "text": summary}),
+            ]
+        self.status = ItemStatus.COMPLETED
+        return [*batch, self.done(events)]
 
     def as_dict(self) -> ReasoningShape:
         content = [self.part(self.text)] if self.status != ItemStatus.IN_PROGRESS else []
-        item: ReasoningShape = {"id": self.id, "type": "reasoning", "summary": [], "content": content}
+        summary = [{"type": "summary_text", "text": self.summary}] if self.summary else []
+        item: ReasoningShape = {"id": self.id, "type": "reasoning", "summary": summary, "content": content}
         if self.seal is not None and self.status != ItemStatus.IN_PROGRESS:
             if self._sealed is None:
                 self._sealed = self.seal(self.text)
