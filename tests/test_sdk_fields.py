@@ -114,3 +114,26 @@ def test_a_model_is_retrieved_by_its_id(gateway):
 )
 def test_a_refused_tool_choice_names_the_requests_own_path(gateway, choice, param):
     assert _refused(gateway, {"input": "hi", "tools": [WEATHER], "tool_choice": choice})["param"] == param
+
+
+def test_an_item_reference_is_the_stored_item_it_names(make_gateway, emulator):
+    """`item_reference` names an item of one of the tenant's stored responses (output or input): the model
+    reads the item itself. Another tenant's, a deleted response's, or an unknown id is not found (400)."""
+    keys = [{"key": "alice-key", "tenant": "alice"}, {"key": "bob-key", "tenant": "bob"}]
+    gateway = make_gateway(emulator.url, auth={"api_keys": keys})
+    alice, bob = gateway.client(api_key="alice-key"), gateway.client(api_key="bob-key")
+    first = alice.responses.create(model=MODEL, input="remember the blue door")
+    (asked,) = alice.responses.input_items.list(first.id).data
+    answer = first.output[-1]
+    refs = [{"type": "item_reference", "id": asked.id}, {"type": "item_reference", "id": answer.id}]
+    second = alice.responses.create(model=MODEL, input=[*refs, {"role": "user", "content": "[recall]"}])
+    assert "users=['remember the blue door', '[recall]']" in second.output_text and "You said: remember the blue door" in second.output_text
+    listed = alice.responses.input_items.list(second.id, order="asc").data
+    assert [item.id for item in listed][:2] == [asked.id, answer.id]  # listed as the items they stand for
+    for client, item_id in ((bob, answer.id), (alice, "msg_nothing")):
+        with pytest.raises(openai.BadRequestError) as missing:
+            client.responses.create(model=MODEL, input=[{"type": "item_reference", "id": item_id}])
+        assert missing.value.body["code"] == "item_not_found" and missing.value.body["param"] == "input[0].id"  # type: ignore[index]
+    alice.responses.delete(first.id)
+    with pytest.raises(openai.BadRequestError):
+        alice.responses.create(model=MODEL, input=[{"type": "item_reference", "id": answer.id}])

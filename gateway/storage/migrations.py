@@ -205,6 +205,13 @@ _V6 = _both(
 # where none is configured, and the id of the key that seals now.
 _V7 = _both("CREATE TABLE IF NOT EXISTS gateway_keys (name TEXT PRIMARY KEY, value TEXT NOT NULL)")
 
+# Version 8: where each stored item is, for `item_reference` input items (response_store.py, `item`): an
+# item of a response's output or input, by its id, in the first stored response that held it.
+_V8 = _both(
+    "CREATE TABLE IF NOT EXISTS response_items (id TEXT PRIMARY KEY, response_id TEXT NOT NULL, tenant TEXT NOT NULL)",
+    "CREATE INDEX IF NOT EXISTS response_items_by_response ON response_items (response_id)",
+)
+
 MIGRATIONS = (
     Migration(1, tuple(s.format(**_SQLITE_TYPES) for s in _V1), tuple(s.format(**_POSTGRES_TYPES) for s in _V1)),
     Migration(2, _V2, _V2),
@@ -213,6 +220,7 @@ MIGRATIONS = (
     Migration(5, _V5, _V5),
     Migration(6, _V6, _V6),
     Migration(7, _V7, _V7),
+    Migration(8, _V8, _V8),
 )
 
 VERSION_TABLE = "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)"

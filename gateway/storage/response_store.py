@@ -129,6 +129,9 @@ class ResponseStore:
             )
             if changed and frames:
                 await self._insert_events(tx, record.response["id"], frames)
+            if changed and encoded["item_ids"]:  # where `item_reference` finds them; an id held before stays where it was
+                rows = [(item_id, record.response["id"], record.tenant) for item_id in encoded["item_ids"]]
+                await tx.executemany("INSERT INTO response_items (id, response_id, tenant) VALUES (?,?,?) ON CONFLICT (id) DO NOTHING", rows)
             return bool(changed)
 
         return await self._db.transaction(work)
@@ -218,6 +221,15 @@ class ResponseStore:
         body, items, messages, calls, tool_state, tokens = decoded
         return StoredResponse(body, items, messages, calls, tool_state, tenant=tenant, owner=owner, parent_id=parent_id, tokens=tokens)
 
+    async def item(self, item_id: str, tenant: str) -> dict[str, Any] | None:
+        """An item of the tenant's stored responses (their output, or their input as it came), by its id."""
+        rows = await self._db.fetch(
+            "SELECT r.response, r.input_items FROM response_items i JOIN responses r ON r.id = i.response_id "
+            "WHERE i.id = ? AND i.tenant = ? AND r.tenant = ? AND r.deleted = 0",
+            item_id, tenant, tenant,
+        )  # fmt: skip
+        return await run_cpu(_find_item, item_id, rows[0][0], rows[0][1]) if rows else None
+
     async def status(self, response_id: str) -> tuple[str, str | None] | None:
         """A stored response's status and the replica running it (None once it ended, or if it is gone)."""
         rows = await self._db.fetch("SELECT status, owner FROM responses WHERE id = ? AND deleted = 0", response_id)
@@ -262,11 +274,14 @@ class ResponseStore:
             removed = 0
             for (candidate,) in candidates:
                 # A fresh look, after the lock: a child stored meanwhile keeps its parent.
-                removed += await tx.execute(
+                gone = await tx.execute(
                     "DELETE FROM responses WHERE id = ? AND NOT EXISTS (SELECT 1 FROM responses c WHERE c.parent_id = ?)",
                     candidate,
                     candidate,
                 )
+                if gone:
+                    await tx.execute("DELETE FROM response_items WHERE response_id = ?", candidate)
+                removed += gone
             if not removed:
                 return
 
@@ -335,8 +350,9 @@ async def _next_sequence_number(tx: Tx, response_id: str) -> int:
     return rows[0][0] + 1 if rows and rows[0][0] is not None else 0
 
 
-def _encode(record: StoredResponse) -> dict[str, str]:
+def _encode(record: StoredResponse) -> dict[str, Any]:
     dialog, tokens = _encode_dialog(record.dialog, record.tokens)
+    items = [*record.response.get("output", ()), *record.input_items]
     return {
         "response": json.dumps(record.response),
         "input_items": json.dumps(record.input_items),
@@ -344,7 +360,15 @@ def _encode(record: StoredResponse) -> dict[str, str]:
         "tokens": tokens,
         "open_calls": json.dumps(record.open_calls),
         "state": json.dumps(record.state),
+        "item_ids": [item["id"] for item in items if isinstance(item.get("id"), str)],
     }
+
+
+def _find_item(item_id: str, response: str, input_items: str) -> dict[str, Any] | None:
+    for item in [*json.loads(response).get("output", ()), *json.loads(input_items)]:
+        if item.get("id") == item_id:
+            return dict(item)
+    return None
 
 
 def _encode_dialog(dialog: list[dict[str, Any]], tokens: list[str | None]) -> tuple[str, str]:

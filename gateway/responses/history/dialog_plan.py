@@ -18,6 +18,7 @@ from ..shapes.request import CompactionItem, ReasoningItem, ReasoningText, Respo
 from .conversation_items import open_conversation, refuse_known_ids
 from .dialog import Dialog
 from .input_items import append_input
+from .item_references import resolve_references
 
 
 @dataclass
@@ -72,6 +73,7 @@ async def plan_dialog(services: ResponsesNeeds, request: ResponsesRequest, tenan
         plan.conversation, plan.dialog, known = await open_conversation(
             services.conversations, request.conversation_id, tenant, "conversation", services.config.conversations.max_items, adding
         )
+    await resolve_references(services.store, request, tenant)
     unseal_reasoning(services, request, tenant)
     plan.new_messages_from = len(plan.dialog.messages)
     if not isinstance(request.input, str):

@@ -13,7 +13,8 @@ from typing import Any
 from openai_harmony import Message, Role
 
 from ...core.ids import new_id
-from ..shapes.request import CompactionItem, InputItem, MessageItem, ReasoningItem
+from ...errors import bad_request
+from ..shapes.request import CompactionItem, InputItem, ItemReference, MessageItem, ReasoningItem
 from ..tools.registry import INPUT_READERS
 from .dialog import Dialog, InputReader, Records, message_record
 from .thread import input_key, resent_prefix
@@ -66,5 +67,16 @@ def _read_compaction(dialog: Dialog, index: int, item: CompactionItem, records: 
     records.append(item.model_dump(exclude_none=True) | {"id": item.id or new_id("cmp")})
 
 
-_OWN: dict[type[Any], InputReader] = {MessageItem: _read_message, ReasoningItem: _read_reasoning, CompactionItem: _read_compaction}
+def _unresolved(dialog: Dialog, index: int, item: ItemReference, records: Records) -> None:
+    """A reference a response's input resolves first (item_references.py); elsewhere (a conversation's
+    items) it is refused by name."""
+    raise bad_request("An item_reference is read only in a response's input: send the item itself.", param=f"items[{index}]")
+
+
+_OWN: dict[type[Any], InputReader] = {
+    MessageItem: _read_message,
+    ReasoningItem: _read_reasoning,
+    CompactionItem: _read_compaction,
+    ItemReference: _unresolved,
+}
 READERS: dict[type[Any], InputReader] = _OWN | INPUT_READERS

@@ -237,6 +237,13 @@ class WebSearchCallItem(StrictModel):
     action: dict[str, Any] | None = None
 
 
+class ItemReference(StrictModel):
+    """An item of a stored response, named by its id: read as the item itself (history/item_references.py)."""
+
+    type: Literal["item_reference"]
+    id: str = Field(min_length=1, max_length=128)
+
+
 def _item_type(value: Any) -> str | None:
     if isinstance(value, dict):
         kind = value.get("type", "message")
@@ -267,6 +274,7 @@ InputItem = Annotated[
         Annotated[ToolSearchCallItem, Tag("tool_search_call")],
         Annotated[ToolSearchOutputItem, Tag("tool_search_output")],
         Annotated[CompactionItem, Tag("compaction")],
+        Annotated[ItemReference, Tag("item_reference")],
     ],
     Discriminator(_item_type),
 ]
