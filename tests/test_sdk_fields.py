@@ -137,3 +137,25 @@ def test_an_item_reference_is_the_stored_item_it_names(make_gateway, emulator):
     alice.responses.delete(first.id)
     with pytest.raises(openai.BadRequestError):
         alice.responses.create(model=MODEL, input=[{"type": "item_reference", "id": answer.id}])
+
+
+def test_a_custom_tool_inside_a_namespace(gateway, emulator):
+    """A namespace may hold custom tools: declared in the namespace (raw text in), called as NAME.tool,
+    streamed as a `custom_tool_call` naming its namespace, and read back when the client answers it."""
+    crm = {
+        "type": "namespace",
+        "name": "crm",
+        "description": "The CRM",
+        "tools": [WEATHER, {"type": "custom", "name": "grep", "description": "Search notes"}],
+    }
+    client = gateway.client()
+    first = client.responses.create(model=MODEL, input="[freeform crm.grep blue door]]", tools=[crm])
+    call = first.output[-1]
+    assert (call.type, call.namespace, call.name, call.input, call.status) == ("custom_tool_call", "crm", "grep", "blue door", "completed")
+    prompt = emulator_stats(emulator)["last_prompt"]
+    assert "namespace crm {" in prompt and "Write the input as raw text, not JSON." in prompt
+    answer = {"type": "custom_tool_call_output", "call_id": call.call_id, "output": "2 notes"}
+    thread = [{"role": "user", "content": "notes?"}, call.model_dump(exclude_none=True), answer]  # sent back whole, statelessly
+    again = client.responses.create(model=MODEL, input=thread, tools=[crm], store=False)
+    assert again.output_text == "The tool said: 2 notes"
+    assert "to=crm.grep<|channel|>commentary<|message|>blue door<|call|>" in emulator_stats(emulator)["last_prompt"]

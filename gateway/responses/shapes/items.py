@@ -339,7 +339,7 @@ class CustomToolCallOutput(FunctionCallOutput):
         return [events.make(self.done_type, **ids, input=self.text), self.done(events)]
 
     def as_dict(self) -> CustomToolCallShape:
-        return {
+        item: CustomToolCallShape = {
             "id": self.id,
             "type": "custom_tool_call",
             "status": self.status,
@@ -347,6 +347,9 @@ class CustomToolCallOutput(FunctionCallOutput):
             "name": self.name,
             "input": self.text if self.status != ItemStatus.IN_PROGRESS else "",
         }
+        if self.namespace is not None:
+            item["namespace"] = self.namespace
+        return item
 
 
 class ToolCallItem(TextItem):

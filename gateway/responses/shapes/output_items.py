@@ -50,6 +50,7 @@ class CustomToolCallShape(TypedDict):
     call_id: str
     name: str
     input: str
+    namespace: NotRequired[str]
 
 
 class CompactionShape(TypedDict):

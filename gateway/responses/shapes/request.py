@@ -158,11 +158,14 @@ class CustomToolCallItem(StrictModel):
     call_id: str
     name: str
     input: str
+    namespace: str | None = None  # a custom tool of a `namespace` tool
     status: Literal["in_progress", "completed", "incomplete"] | None = None
+    caller: CallerRef | None = None
 
     @property
     def recipient(self) -> str:
-        return f"functions.{self.name}"
+        namespace = self.namespace if self.namespace and self.namespace != self.name else "functions"
+        return f"{namespace}.{self.name}"
 
 
 class CustomToolCallOutputItem(StrictModel):
@@ -345,7 +348,8 @@ class NamespaceTool(StrictModel):
     type: Literal["namespace"]
     name: str = Field(pattern=r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")
     description: str = ""
-    tools: list[NamespaceFunction] = Field(min_length=1)
+    # Functions, and custom tools (raw text in, called as NAME.tool, streamed as a `custom_tool_call`).
+    tools: list[Annotated[Union[NamespaceFunction, CustomTool], Field(discriminator="type")]] = Field(min_length=1)
 
 
 class CodeInterpreterTool(StrictModel):

@@ -125,7 +125,7 @@ class ClientTools(Tool[DeclaredT]):
     def _new_item(self, call: ToolCall) -> FunctionCallOutput:
         function, namespace = self.callables[call.recipient]
         if isinstance(function, CustomTool):
-            return self.context.output.add(lambda index: CustomToolCallOutput(index, function.name))
+            return self.context.output.add(lambda index: CustomToolCallOutput(index, function.name, namespace))
         return self.context.output.add(lambda index: FunctionCallOutput(index, function.name, namespace))
 
     async def written(self, call: ToolCall, text: str) -> Batch:

@@ -10,8 +10,8 @@ from tools.namespaces import RESERVED_NAMESPACES
 from ...engine.harmony import ToolNamespaceConfig
 from ...errors import bad_request
 from ..history.tool_declarations import LoadedTool
-from ..shapes.items import FunctionCallOutput
-from ..shapes.request import NamespaceTool, RequestTool
+from ..shapes.items import CustomToolCallOutput, FunctionCallOutput
+from ..shapes.request import CustomTool, NamespaceTool, RequestTool
 from .base import AnyTool, Declarations, ToolContext
 from .client import ClientTools, describe
 
@@ -19,7 +19,7 @@ from .client import ClientTools, describe
 class NamespaceTools(ClientTools[NamespaceTool]):
     request_types = (NamespaceTool,)
     metric = "function"
-    produces = (FunctionCallOutput,)  # read back, and owed, as functions.py's: the items are the same
+    produces = (FunctionCallOutput, CustomToolCallOutput)  # read back, and owed, as functions.py's: the items are the same
 
     def __init__(self, context: ToolContext, declared: list[NamespaceTool]) -> None:
         super().__init__(context, declared)
@@ -47,6 +47,7 @@ class NamespaceTools(ClientTools[NamespaceTool]):
             (f"{self.param(tool)}.tools[{inner}]", f"{tool.name}.{function.name}", function)
             for tool in self.declared
             for inner, function in enumerate(tool.tools)
+            if not isinstance(function, CustomTool)
         ]
 
     def recipients(self) -> Iterable[str]:
