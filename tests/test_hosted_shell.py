@@ -332,3 +332,29 @@ def test_stored_skills_are_installed_without_being_unpacked_in_memory(hosted: Ga
     # at once, each a 2 MiB chunk and its base64 and JSON encodings), whatever the skills weigh.
     assert grown < 120_000_000, grown
     assert max(latencies) < 3, latencies
+
+
+def test_the_whole_thread_sent_back_after_a_hosted_shell_is_read(hosted: Gateway, emulator: Process) -> None:
+    """A client that keeps no server state sends the response's output back as input, as the SDK types
+    dump it (shell_call, shell_call_output, code_interpreter_call, reasoning, message): every item is read,
+    with what the model saw: the commands and their output."""
+    client = hosted.client(api_key="alice-key")
+    first = client.responses.create(
+        model=MODEL,
+        input=f"[[python print(6 * 7)]] {run(['echo from-the-shell'])}",
+        tools=[PYTHON, AUTO],
+        include=["code_interpreter_call.outputs"],
+        store=False,
+    )
+    assert [item.type for item in first.output if item.type.endswith("call") or item.type.endswith("output")] == [
+        "code_interpreter_call", "shell_call", "shell_call_output",
+    ]  # fmt: skip
+    thread = [
+        {"role": "user", "content": "first"},
+        *[item.model_dump(exclude_none=True) for item in first.output],
+        {"role": "user", "content": "and then?"},
+    ]
+    again = client.responses.create(model=MODEL, input=thread, tools=[PYTHON, AUTO], store=False)
+    assert again.status == "completed" and again.output_text == "You said: and then?"
+    prompt = emulator_stats(emulator)["last_prompt"]
+    assert "from-the-shell" in prompt and "echo from-the-shell" in prompt and "42" in prompt

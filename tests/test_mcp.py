@@ -564,3 +564,15 @@ def test_a_tool_loop_only_appends_to_its_prompt(mcp_gateway, emulator):
     for earlier, later in zip(prompts, prompts[1:]):
         assert earlier.endswith(closing) and later.startswith(earlier[: -len(closing)])
     assert "The tool local.add answered" not in prompts[0] and prompts[-1].count("to=local.add") == 2
+
+
+def test_the_whole_thread_sent_back_after_an_mcp_call_is_read(mcp_gateway: Gateway, emulator: Process) -> None:
+    """Sent back as the SDK types dump them (mcp_list_tools, mcp_call, reasoning, message), the items are read
+    with what the model saw: the call and its output; the listing is not made again."""
+    client = mcp_gateway.client()
+    first = client.responses.create(model=MODEL, input='[call local.add {"a": 20, "b": 22}]', tools=[mcp("local")], store=False)
+    assert [item.type for item in first.output][:3] == ["mcp_list_tools", "reasoning", "mcp_call"]
+    thread = [{"role": "user", "content": "add"}, *[item.model_dump(exclude_none=True) for item in first.output], {"role": "user", "content": "and?"}]
+    again = client.responses.create(model=MODEL, input=thread, tools=[mcp("local")], store=False)
+    assert again.output_text == "You said: and?" and "mcp_list_tools" not in [item.type for item in again.output]
+    assert "<|start|>local.add to=assistant<|channel|>commentary<|message|>42<|end|>" in emulator_stats(emulator)["last_prompt"]
