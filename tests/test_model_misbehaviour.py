@@ -205,3 +205,22 @@ def test_an_undeclared_bare_name_is_still_refused(gateway):
     final = stream_raw(gateway, {"input": "x [[call launch_rocket {}]] [misbehave]", "tools": [WEATHER]})[-1]["response"]
     assert "function_call" not in [item["type"] for item in final["output"]]
     assert "there is no tool 'launch_rocket'" in final["output"][-1]["content"][0]["text"]
+
+
+# Arguments gpt-oss writes that are not JSON: (shape, where it was reported, what the model writes).
+BAD_ARGUMENTS = [
+    ("over-escaped quotes", "digitalocean/langchain-gradient#31 (gpt-oss-20b over-escapes JSON in tool call arguments)", '{"city": \\"Rome\\"}'),
+    ("a missing colon", "vllm-project/vllm#22386 (broken function call arguments: asymmetric quotes, missing colons)", '{"city" "Rome"}'),
+    ("asymmetric quotes", "vllm-project/vllm#22386 (broken function call arguments: asymmetric quotes, missing colons)", '{\'city": "Rome"}'),
+]
+
+
+@pytest.mark.parametrize("shape, source, written", BAD_ARGUMENTS, ids=[shape for shape, *_ in BAD_ARGUMENTS])
+def test_arguments_that_are_not_json_never_reach_the_client(emulator, make_gateway, shape, source, written):
+    """Where no grammar held the call: nothing of it is streamed, the model is told and writes it again."""
+    gateway = make_gateway(emulator.url, engine={"structured_outputs": "off"})
+    events = stream_raw(gateway, {"input": f'weather [args {written}] [args {{"city": "Rome"}}]', "tools": [WEATHER], "tool_choice": "required"})
+    final = events[-1]["response"]
+    assert [(item["type"], item["status"]) for item in final["output"]] == [("function_call", "completed")], source
+    assert json.loads(final["output"][0]["arguments"]) == {"city": "Rome"}
+    assert "Rome\\" not in "".join(event.get("delta", "") for event in events)
