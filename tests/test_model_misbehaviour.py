@@ -116,6 +116,13 @@ ANSWERS = [
         "Hi there.",
     ),
     (
+        "a final answer constrained to JSON, with no recipient",
+        "vllm-project/vllm#45571, openai/harmony#144 (<|constrain|>json read as a recipient: the answer became an MCP call)",
+        f'{ANALYSIS}<|channel|>final <|constrain|>json<|message|>{{"ok": true}}<|return|>',
+        ["reasoning", "message"],
+        '{"ok": true}',
+    ),
+    (
         "a constrain with no recipient on the final channel",
         "openai/harmony#60 (unexpected tokens remaining in message header: <|constrain|>response)",
         f"{ANALYSIS}<|channel|>final <|constrain|>response<|message|>Hi there.<|return|>",
