@@ -627,3 +627,29 @@ def test_an_adopted_run_gives_its_reasoning_summary_again_and_writes_no_other(cl
     final = check_response_stream(whole)
     assert final.output[0].summary[0].text.startswith("**Working it out**")
     assert len(emulator_stats(emulator)["summary_requests"]) == before + 1
+
+
+def test_an_adopted_run_that_fails_later_ends_only_what_was_still_open(cluster):
+    """After a tool call, the replica is killed mid-answer; its adopter's engine then fails. The response
+    fails once, the answer's item (open) is closed incomplete, and the items the first replica had ended and
+    stored before that engine call are not ended again."""
+    answer = " ".join(f"word{i}" for i in range(300))
+    text = f"[[call functions.nope {{}}]] [[answer {answer}]] [slow 10] [midstream-error 120] [misbehave]"
+    seen: list[dict[str, Any]] = []
+    body = {"model": MODEL, "input": text, "background": True, "stream": True, "tools": [WEATHER]}
+    with httpx.stream("POST", f"{cluster.replicas[0].url}/v1/responses", json=body, timeout=30) as answered:
+        for line in answered.iter_lines():
+            if line.startswith("data: "):
+                seen.append(json.loads(line[6:]))
+                if seen[-1]["type"] == "response.output_text.delta" and seen[-1]["delta"].strip().startswith("word3"):
+                    cluster.replicas[0].proc.kill()  # in the second engine call's answer
+                    break
+    response_id = seen[0]["response"]["id"]
+    assert poll(cluster.client(1), response_id, timeout=45).status == "failed"
+    whole = _read_events(cluster.replicas[1].url, response_id)
+    assert whole[: len(seen)] == seen
+    final = check_response_stream(whole)
+    assert [item.type for item in final.output] == ["reasoning", "reasoning", "message"]
+    assert final.output[-1].status == "incomplete"
+    done = [event["output_index"] for event in whole if event["type"] == "response.output_item.done"]
+    assert sorted(done) == [0, 1, 2]  # each item ended once
