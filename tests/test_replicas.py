@@ -388,6 +388,9 @@ def test_an_mcp_call_in_flight_when_its_replica_dies_is_not_made_again(emulator,
         call = next(item for item in ended.output if item.type == "mcp_call")
         assert call.status == "incomplete" and call.output is None
         assert "interrupted" in ended.output_text
+        # The engine had finished the call's turn: the adopter asked it for nothing more of that turn (a
+        # prompt ending with the call's own tokens), only for the turn after the tool's output.
+        assert not [prompt for prompt in emulator_stats(emulator)["recent_prompts"] if prompt.endswith("<|call|>")]
         counted = second.responses.create(model=MODEL, input="[[call shared.tally_count {}]]", tools=tools)
         assert counted.output_text == "The tool said: 1"  # the call ran once, on the replica that died
     finally:
