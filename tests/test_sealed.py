@@ -126,21 +126,29 @@ def test_with_no_key_configured_the_store_keeps_one_that_outlives_the_process(em
     """No `server.reasoning_key`: the gateway's key is the store's, so what it sealed opens after a restart;
     a key configured later seals from then on and the store's own still opens what it sealed; a key that
     cannot open what the store's sealing key sealed stops the gateway at start, saying which to list."""
-    first = Gateway(gateway_config(emulator.url, tmp_path), tmp_path).start()
-    sealed = _encrypted_reasoning(first)
-    first.stop()
-    again = Gateway(gateway_config(emulator.url, tmp_path), tmp_path).start()
-    assert _opens(again, sealed)
-    again.stop()
-    configured = new_key()
-    keyed = Gateway(gateway_config(emulator.url, tmp_path, server={"reasoning_key": configured}), tmp_path).start()
-    assert _opens(keyed, sealed)
-    sealed_by_configured = _encrypted_reasoning(keyed)
-    keyed.stop()
-    with pytest.raises(RuntimeError, match="list the key that sealed them in server.retired_reasoning_keys"):
-        Gateway(gateway_config(emulator.url, tmp_path, server={"reasoning_key": new_key()}), tmp_path).start()
-    rotated = Gateway(
-        gateway_config(emulator.url, tmp_path, server={"reasoning_key": new_key(), "retired_reasoning_keys": [configured]}), tmp_path
-    ).start()
-    assert _opens(rotated, sealed_by_configured) and _opens(rotated, sealed)
-    rotated.stop()
+    started: list[Gateway] = []
+
+    def start(**server: Any) -> Gateway:
+        gateway = Gateway(gateway_config(emulator.url, tmp_path, server=server), tmp_path)
+        started.append(gateway)
+        return gateway.start()
+
+    try:
+        first = start()
+        sealed = _encrypted_reasoning(first)
+        first.stop()
+        again = start()
+        assert _opens(again, sealed)
+        again.stop()
+        configured = new_key()
+        keyed = start(reasoning_key=configured)
+        assert _opens(keyed, sealed)
+        sealed_by_configured = _encrypted_reasoning(keyed)
+        keyed.stop()
+        with pytest.raises(RuntimeError, match="list the key that sealed them in server.retired_reasoning_keys"):
+            start(reasoning_key=new_key())
+        rotated = start(reasoning_key=new_key(), retired_reasoning_keys=[configured])
+        assert _opens(rotated, sealed_by_configured) and _opens(rotated, sealed)
+    finally:
+        for gateway in started:
+            gateway.stop()
