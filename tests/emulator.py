@@ -52,6 +52,7 @@ class Stats:
     recent_prompts: list = field(default_factory=list)  # the last few prompts, decoded, oldest first
     # Reasoning summaries' own calls (made beside the turn's, at once): kept apart, so that `last_*` is the turn's.
     summary_requests: list = field(default_factory=list)  # the last few, each {"request", "prompt"}
+    summary_calls: int = 0  # all of them
 
 
 @dataclass
@@ -383,6 +384,7 @@ def create_emulator(max_model_len: int = 131072, chunk_delay: float = 0.0) -> St
         decoded = encoding.decode(prompt)
         if "<|start|>user<|message|>Summarize the reasoning below" in decoded:
             stats.summary_requests = stats.summary_requests[-7:] + [{"request": sent, "prompt": decoded}]
+            stats.summary_calls += 1
             stats.last_request, stats.last_headers = turns
         else:
             stats.last_prompt = decoded

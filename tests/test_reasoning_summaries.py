@@ -78,10 +78,10 @@ def test_a_summary_that_fails_or_runs_long_leaves_its_item_without_one(make_gate
 
 def test_summaries_can_be_turned_off(make_gateway: Any, emulator: Process) -> None:
     gateway = make_gateway(emulator.url, server={"reasoning_summaries": "off"})
-    before = len(emulator_stats(emulator)["summary_requests"])
+    before = emulator_stats(emulator)["summary_calls"]
     response = gateway.client().responses.create(model=MODEL, input="hi", reasoning={"summary": "auto"})
     assert response.output[0].summary == [] and response.reasoning.summary == "auto"  # echoed as asked
-    assert len(emulator_stats(emulator)["summary_requests"]) == before
+    assert emulator_stats(emulator)["summary_calls"] == before
 
 
 def test_a_websocket_gets_them_as_a_stream_does(gateway: Gateway) -> None:

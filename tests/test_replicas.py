@@ -612,7 +612,7 @@ def test_an_adopted_call_is_shown_as_its_first_replica_showed_it(emulator, postg
 def test_an_adopted_run_gives_its_reasoning_summary_again_and_writes_no_other(cluster, emulator):
     """A reasoning item's summary was shown before the replica died: its adopter, parsing the call's tokens
     again, gives that summary again (from the checkpoint) without asking the model for another."""
-    before = len(emulator_stats(emulator)["summary_requests"])
+    before = emulator_stats(emulator)["summary_calls"]
     seen: list[dict[str, Any]] = []
     body = {"model": MODEL, "input": "[long 300] [slow 15]", "background": True, "stream": True, "reasoning": {"summary": "auto"}}
     with httpx.stream("POST", f"{cluster.replicas[0].url}/v1/responses", json=body, timeout=30) as answer:
@@ -629,7 +629,7 @@ def test_an_adopted_run_gives_its_reasoning_summary_again_and_writes_no_other(cl
     assert whole[: len(seen)] == seen
     final = check_response_stream(whole)
     assert final.output[0].summary[0].text.startswith("**Working it out**")
-    assert len(emulator_stats(emulator)["summary_requests"]) == before + 1
+    assert emulator_stats(emulator)["summary_calls"] == before + 1
 
 
 def test_an_adopted_run_that_fails_later_ends_only_what_was_still_open(cluster):

@@ -25,8 +25,9 @@ from openai_harmony import Message, Role
 
 from ...engine.client import Sampling
 from ...engine.harmony import Preamble
+from ...protocol import EventType, ItemStatus
 from ..needs import ResponsesNeeds
-from ..shapes.items import Event, ReasoningOutput
+from ..shapes.items import Event, Events, ReasoningOutput
 from .run_state import RunState
 from .side_call import final_answer
 
@@ -75,7 +76,7 @@ class Summaries:
         batch = item.text_done(self._output.events)
         given = self._output.summaries.get(item.output_index)
         if given is not None and self._output.muted:  # an adopted call, parsed again: its summary was shown
-            return [*batch, *item.summarized(self._output.events, given)]
+            return [*batch, *summarized(self._output.events, item, given)]
         assert self._tasks is not None, "a reasoning item ended outside an engine call"
         self._tasks.start_soon(self._summarize, item)
         return batch
@@ -93,7 +94,7 @@ class Summaries:
     def _show(self, item: ReasoningOutput, summary: str) -> None:
         output = self._output
         output.summaries[item.output_index] = summary  # with its events, in one step: a checkpoint has both or neither
-        output.emit(item.summarized(output.events, summary))
+        output.emit(summarized(output.events, item, summary))
 
     async def _write(self, reasoning: str) -> str:
         services = self._services
@@ -105,3 +106,19 @@ class Summaries:
         usage.input += answer.input_tokens
         usage.output += answer.output_tokens
         return answer.text
+
+
+def summarized(events: Events, item: ReasoningOutput, summary: str) -> list[Event]:
+    """The item's summary (none where none could be written), as OpenAI streams one: one part; then its end."""
+    batch = []
+    if summary:
+        item.summary = summary
+        ids = {"item_id": item.id, "output_index": item.output_index, "summary_index": 0}
+        batch = [
+            events.make(EventType.REASONING_SUMMARY_PART_ADDED, **ids, part={"type": "summary_text", "text": ""}),
+            events.make(EventType.REASONING_SUMMARY_TEXT_DELTA, **ids, delta=summary),
+            events.make(EventType.REASONING_SUMMARY_TEXT_DONE, **ids, text=summary),
+            events.make(EventType.REASONING_SUMMARY_PART_DONE, **ids, part={"type": "summary_text", "text": summary}),
+        ]
+    item.status = ItemStatus.COMPLETED
+    return [*batch, item.done(events)]

@@ -181,21 +181,6 @@ class ReasoningOutput(TextItem):
         self.status = status  # cut off while its summary was being written: it ends without one
         return [self.done(events)]
 
-    def summarized(self, events: Events, summary: str) -> list[Event]:
-        """Its summary (none where none could be written), as OpenAI streams one: one part; then its end."""
-        batch = []
-        if summary:
-            self.summary = summary
-            ids = {"item_id": self.id, "output_index": self.output_index, "summary_index": 0}
-            batch = [
-                events.make(EventType.REASONING_SUMMARY_PART_ADDED, **ids, part={"type": "summary_text", "text": ""}),
-                events.make(EventType.REASONING_SUMMARY_TEXT_DELTA, **ids, delta=summary),
-                events.make(EventType.REASONING_SUMMARY_TEXT_DONE, **ids, text=summary),
-                events.make(EventType.REASONING_SUMMARY_PART_DONE, **ids, part={"type": "summary_text", "text": summary}),
-            ]
-        self.status = ItemStatus.COMPLETED
-        return [*batch, self.done(events)]
-
     def as_dict(self) -> ReasoningShape:
         content = [self.part(self.text)] if self.status != ItemStatus.IN_PROGRESS else []
         summary = [{"type": "summary_text", "text": self.summary}] if self.summary else []
