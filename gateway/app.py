@@ -57,6 +57,8 @@ from .storage.key_store import KeyStore
 from .storage.response_store import ResponseStore, expire_responses
 from .storage.skill_store import SkillStore
 from .tracing import Tracing
+from .vector_stores import VectorsUnavailable, open_vector_stores
+from .vector_stores.routes import routes as vector_store_routes
 from .web.middleware import GatewayMiddleware
 
 log = logging.getLogger("gateway")
@@ -169,6 +171,11 @@ def create_app(config: GatewayConfig, drain: Drain | None = None) -> Starlette:
         renderer = PromptRenderer()
         files = FileService(config.files, FileStore(database), Blobs(config.files_directory()))
         await files.blobs.start()
+        try:
+            vector_stores, ingestor = await open_vector_stores(config, database, files, replicas.id, replicas.live)
+        except VectorsUnavailable as exc:
+            log.critical("cannot start: vector_stores.embeddings is configured, but %s", exc)
+            raise
         async with anyio.create_task_group() as tasks:
             sandbox = await _start_sandbox(config, tasks, replicas, database)
             mcp = MCPServers(config.tool_servers, config.mcp)
@@ -178,6 +185,7 @@ def create_app(config: GatewayConfig, drain: Drain | None = None) -> Starlette:
                 tasks.start_soon(expire_responses, store, config.storage.ttl_s, config.storage.sweep_interval_s)
             tasks.start_soon(replicas.run)
             tasks.start_soon(files.sweep)
+            tasks.start_soon(ingestor.run)
             tasks.start_soon(app_metrics.watch_event_loop, config.server.loop_monitor_interval_s)
             tasks.start_soon(database.keep_listening)
             runs = Runs(tasks, Admission(config.limits.max_concurrent_per_tenant, config.limits.max_concurrent))
@@ -199,6 +207,7 @@ def create_app(config: GatewayConfig, drain: Drain | None = None) -> Starlette:
                 mcp=mcp,
                 browser=browser,
                 files=files,
+                vector_stores=vector_stores,
                 skills=SkillService(SkillStore(database), files.blobs),
                 sockets=TenantSockets(),
             )
@@ -222,6 +231,7 @@ def create_app(config: GatewayConfig, drain: Drain | None = None) -> Starlette:
                 if sandbox is not None:
                     await sandbox.close()
                 await engine.aclose()
+                await vector_stores.close()
                 renderer.close()
                 await replicas.leave()
                 await database.close()
@@ -241,6 +251,7 @@ def create_app(config: GatewayConfig, drain: Drain | None = None) -> Starlette:
             *file_routes,
             *skill_routes,
             *container_routes,
+            *vector_store_routes,
         ],
         exception_handlers={
             APIError: handle_api_error,

@@ -241,6 +241,36 @@ class FilesConfig(_Section):
     max_containers_per_tenant: int = Field(100, gt=0)
 
 
+class EmbeddingsConfig(_Section):
+    """An OpenAI-compatible `/v1/embeddings` endpoint (vLLM serving an embedding model with its pooling runner,
+    say): with it, vector stores are searched by meaning as well as by words (hybrid ranking)."""
+
+    url: str = Field(description="Base URL, e.g. http://embeddings:8000 (its /v1/embeddings is called)")
+    model: str
+    dimensions: int = Field(gt=0, le=4096, description="The length of the model's vectors")
+    api_key: str | None = None
+    batch_size: int = Field(64, gt=0, le=2048, description="Texts per request")
+    timeout_s: float = Field(30.0, gt=0)
+
+
+class VectorStoresConfig(_Section):
+    """The Vector Stores API and the file_search tool (gateway/vector_stores/)."""
+
+    # Counts and sizes per tenant, each checked with the write it allows.
+    max_stores_per_tenant: int = Field(100, gt=0)
+    max_files_per_store: int = Field(10_000, gt=0)
+    # The text of all of a tenant's indexed files together (what `usage_bytes` counts).
+    tenant_quota_bytes: int = Field(1024**3, gt=0)
+    # One file's text: a longer one fails (`last_error`), the others go on.
+    max_file_chars: int = Field(5_000_000, gt=0)
+    # Files read, chunked and indexed at once by one replica (the chunking runs in the isolation workers).
+    ingest_concurrency: int = Field(2, gt=0, le=64)
+    # One file's extraction and chunking, in a worker process.
+    ingest_timeout_s: float = Field(60.0, gt=0)
+    # No section: search by words only (SQLite's FTS5, PostgreSQL's full-text search).
+    embeddings: EmbeddingsConfig | None = None
+
+
 class LoopConfig(_Section):
     # Engine calls one response may make (a tool call and its result cost one each).
     max_turns: int = Field(16, gt=0)
@@ -296,6 +326,7 @@ class GatewayConfig(_Section):
     isolation: IsolationConfig = IsolationConfig()
     conversations: ConversationsConfig = ConversationsConfig()
     files: FilesConfig = FilesConfig()
+    vector_stores: VectorStoresConfig = VectorStoresConfig()
     # No section: the code_interpreter tool is refused with a 400.
     sandbox: SandboxConfig | None = None
     tool_servers: list[ToolServerConfig] = []

@@ -25,6 +25,7 @@ from .shutdown import Drain
 from .skills.service import SkillService
 from .storage.conversation_store import ConversationStore
 from .storage.response_store import ResponseStore
+from .vector_stores.service import VectorStoreService
 
 
 @dataclass
@@ -41,6 +42,7 @@ class Services:
     sealer: Sealer
     mcp: MCPServers
     files: FileService
+    vector_stores: VectorStoreService
     skills: SkillService
     sockets: TenantSockets  # open Responses WebSockets, per tenant
     sandbox: SandboxManager | None = None  # None: no code_interpreter on this gateway

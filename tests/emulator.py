@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import json
 import random
 import re
@@ -53,6 +54,8 @@ class Stats:
     # Reasoning summaries' own calls (made beside the turn's, at once): kept apart, so that `last_*` is the turn's.
     summary_requests: list = field(default_factory=list)  # the last few, each {"request", "prompt"}
     summary_calls: int = 0  # all of them
+    embedding_calls: int = 0  # /v1/embeddings requests
+    embedded_texts: int = 0
 
 
 @dataclass
@@ -324,6 +327,23 @@ def vllm_error(status: int, message: str, param: str | None = None) -> JSONRespo
     )
 
 
+EMBEDDING_MODEL, EMBEDDING_DIMENSIONS = "emulator-embedding", 64
+# The embedding model's "meaning": words of one concept land on the same vector component, so that a search by
+# meaning finds what a search by words cannot (a car is an automobile).
+CONCEPTS = {"car": "automobile", "vehicle": "automobile", "automobile": "automobile", "puppy": "dog", "canine": "dog", "hound": "dog"}
+
+
+def embedding(text: str, dimensions: int = EMBEDDING_DIMENSIONS) -> list[float]:
+    """A deterministic embedding: hashed words (their concepts), counted, normalised. Related texts share words."""
+    vector = [0.0] * dimensions
+    for word in re.findall(r"\w+", text.lower()):
+        concept = CONCEPTS.get(word, word)
+        digest = int.from_bytes(hashlib.blake2b(concept.encode(), digest_size=8).digest(), "big")
+        vector[digest % dimensions] += 1.0 if (digest >> 32) & 1 else -1.0
+    norm = sum(value * value for value in vector) ** 0.5
+    return [value / norm for value in vector] if norm else vector
+
+
 def create_emulator(max_model_len: int = 131072, chunk_delay: float = 0.0) -> Starlette:
     stats = Stats()
     threading.Thread(target=grammar_check.warm, daemon=True).start()  # xgrammar loads while the first requests come
@@ -518,8 +538,21 @@ def create_emulator(max_model_len: int = 131072, chunk_delay: float = 0.0) -> St
 
         return StreamingResponse(stream(), media_type="text/event-stream")
 
+    async def embeddings(request: Request) -> Response:
+        """vLLM's pooling runner's `/v1/embeddings`, with `[embedding-fails]` in a text making it a 500."""
+        body = await request.json()
+        texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
+        stats.embedding_calls += 1
+        stats.embedded_texts += len(texts)
+        if any("[embedding-fails]" in text for text in texts):
+            return vllm_error(500, "the embedding model failed")
+        data = [{"object": "embedding", "index": index, "embedding": embedding(text)} for index, text in enumerate(texts)]
+        usage = {"prompt_tokens": len(texts), "total_tokens": len(texts)}
+        return JSONResponse({"object": "list", "model": body.get("model"), "data": data, "usage": usage})
+
     return Starlette(
         routes=[
+            Route("/v1/embeddings", embeddings, methods=["POST"]),
             Route("/v1/models", models),
             Route("/health", health),
             Route("/v1/completions", completions, methods=["POST"]),

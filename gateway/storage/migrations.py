@@ -212,6 +212,94 @@ _V8 = _both(
     "CREATE INDEX IF NOT EXISTS response_items_by_response ON response_items (response_id)",
 )
 
+# Version 9: vector stores (vector_store_store.py). A store's files are rows of their own (`seq`: the handle of
+# the ingestion's claim, the chunks and the attributes); each attribute is a row, so that `filters` are SQL
+# that both dialects read alike. Chunks are indexed for words by each dialect's full-text search; their
+# vectors (with an embeddings endpoint) are a BLOB for sqlite-vec, or a pgvector column added at start-up,
+# once the configured dimensions are known.
+_VECTOR_STORES = """
+CREATE TABLE IF NOT EXISTS vector_stores (
+    id TEXT PRIMARY KEY,
+    tenant TEXT NOT NULL,
+    name TEXT NOT NULL,
+    description TEXT,
+    created_at BIGINT NOT NULL,
+    last_active_at BIGINT NOT NULL,
+    metadata TEXT NOT NULL,
+    expires_days INTEGER           -- expires this many days after last_active_at (NULL: never)
+)
+"""
+_VECTOR_STORE_FILES = """
+CREATE TABLE IF NOT EXISTS vector_store_files (
+    seq {serial},
+    vector_store_id TEXT NOT NULL REFERENCES vector_stores(id) ON DELETE CASCADE,
+    id TEXT NOT NULL,              -- the file's (Files API) id
+    tenant TEXT NOT NULL,
+    filename TEXT NOT NULL,
+    batch_id TEXT,
+    created_at BIGINT NOT NULL,
+    status TEXT NOT NULL,          -- in_progress | completed | failed | cancelled
+    last_error TEXT,               -- the code and the message, as JSON
+    usage_bytes BIGINT NOT NULL DEFAULT 0,
+    chunking TEXT NOT NULL,        -- the chunking strategy, as the API shows it
+    attributes TEXT NOT NULL,      -- as the API shows them (JSON)
+    owner TEXT,                    -- the replica ingesting it
+    UNIQUE (vector_store_id, id)
+)
+"""
+_VECTOR_STORE_ATTRIBUTES = """
+CREATE TABLE IF NOT EXISTS vector_store_attributes (
+    file_seq BIGINT NOT NULL REFERENCES vector_store_files(seq) ON DELETE CASCADE,
+    key TEXT NOT NULL,
+    text_value TEXT,               -- a string's
+    number_value DOUBLE PRECISION, -- a number's, or a boolean's (1, 0)
+    is_boolean INTEGER NOT NULL,
+    PRIMARY KEY (file_seq, key)
+)
+"""
+_VECTOR_STORE_CHUNKS = """
+CREATE TABLE IF NOT EXISTS vector_store_chunks (
+    seq {serial},
+    file_seq BIGINT NOT NULL REFERENCES vector_store_files(seq) ON DELETE CASCADE,
+    vector_store_id TEXT NOT NULL,
+    position INTEGER NOT NULL,     -- the chunk's place in its file
+    text TEXT NOT NULL
+)
+"""
+_V9_BOTH = (_VECTOR_STORES, _VECTOR_STORE_FILES, _VECTOR_STORE_ATTRIBUTES, _VECTOR_STORE_CHUNKS)
+_V9_INDEXES = (
+    "CREATE INDEX IF NOT EXISTS vector_stores_tenant ON vector_stores (tenant, created_at)",
+    "CREATE INDEX IF NOT EXISTS vector_store_files_pending ON vector_store_files (status) WHERE status = 'in_progress'",
+    "CREATE INDEX IF NOT EXISTS vector_store_files_batch ON vector_store_files (batch_id) WHERE batch_id IS NOT NULL",
+    "CREATE INDEX IF NOT EXISTS vector_store_chunks_file ON vector_store_chunks (file_seq)",
+    "CREATE INDEX IF NOT EXISTS vector_store_chunks_store ON vector_store_chunks (vector_store_id)",
+    """
+    CREATE TABLE IF NOT EXISTS vector_store_batches (
+        id TEXT PRIMARY KEY,
+        vector_store_id TEXT NOT NULL REFERENCES vector_stores(id) ON DELETE CASCADE,
+        tenant TEXT NOT NULL,
+        created_at BIGINT NOT NULL,
+        cancelled INTEGER NOT NULL DEFAULT 0
+    )
+    """,
+)
+_V9_SQLITE = (
+    *(s.format(**_SQLITE_TYPES) for s in _V9_BOTH),
+    "ALTER TABLE vector_store_chunks ADD COLUMN embedding BLOB",  # float32s, as sqlite-vec reads them
+    *_V9_INDEXES,
+    # FTS5 over the chunks' text (external content: the text is stored once), kept in step by triggers,
+    # which also fire for the rows a cascade removes.
+    "CREATE VIRTUAL TABLE IF NOT EXISTS vector_store_chunks_fts USING fts5(text, content='vector_store_chunks', content_rowid='seq', tokenize='porter unicode61')",
+    "CREATE TRIGGER IF NOT EXISTS vector_store_chunks_ai AFTER INSERT ON vector_store_chunks BEGIN INSERT INTO vector_store_chunks_fts(rowid, text) VALUES (new.seq, new.text); END",
+    "CREATE TRIGGER IF NOT EXISTS vector_store_chunks_ad AFTER DELETE ON vector_store_chunks BEGIN INSERT INTO vector_store_chunks_fts(vector_store_chunks_fts, rowid, text) VALUES ('delete', old.seq, old.text); END",
+)
+_V9_POSTGRES = (
+    *(s.format(**_POSTGRES_TYPES) for s in _V9_BOTH),
+    *_V9_INDEXES,
+    "ALTER TABLE vector_store_chunks ADD COLUMN IF NOT EXISTS words tsvector GENERATED ALWAYS AS (to_tsvector('english', text)) STORED",
+    "CREATE INDEX IF NOT EXISTS vector_store_chunks_words ON vector_store_chunks USING gin (words)",
+)
+
 MIGRATIONS = (
     Migration(1, tuple(s.format(**_SQLITE_TYPES) for s in _V1), tuple(s.format(**_POSTGRES_TYPES) for s in _V1)),
     Migration(2, _V2, _V2),
@@ -221,6 +309,7 @@ MIGRATIONS = (
     Migration(6, _V6, _V6),
     Migration(7, _V7, _V7),
     Migration(8, _V8, _V8),
+    Migration(9, _V9_SQLITE, _V9_POSTGRES),
 )
 
 VERSION_TABLE = "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)"

@@ -24,6 +24,7 @@ class SQLite(Database):
         self._db: sqlite3.Connection | None = None
         self._lock = anyio.Lock()  # one statement or transaction at a time on the one connection
         self._listeners: dict[str, list[Callable[[str], None]]] = {}
+        self.vectors = False  # sqlite-vec is loaded: vector stores' chunks are searched by their vectors too
 
     async def start(self) -> None:
         await anyio.to_thread.run_sync(self._open)
@@ -37,6 +38,7 @@ class SQLite(Database):
         db.execute("PRAGMA synchronous=NORMAL")
         db.execute("PRAGMA foreign_keys=ON")
         db.execute("PRAGMA busy_timeout=5000")
+        self.vectors = _load_sqlite_vec(db)
         self._db = db
 
     async def close(self) -> None:
@@ -85,6 +87,21 @@ class _SQLiteTx(Tx):
 
     async def lock(self, key: str) -> None:
         """Nothing to take: a transaction begins IMMEDIATE, so writers already run one at a time."""
+
+
+def _load_sqlite_vec(db: sqlite3.Connection) -> bool:
+    """Load sqlite-vec (vector distances) into the connection; False where this Python's sqlite3 was built
+    without extension loading (some distributions' and pyenv's builds): the vector stores search words only."""
+    if not hasattr(db, "enable_load_extension"):
+        return False
+    import sqlite_vec
+
+    db.enable_load_extension(True)
+    try:
+        sqlite_vec.load(db)
+    finally:
+        db.enable_load_extension(False)
+    return True
 
 
 async def _run(function: Callable[..., T], *args: Any) -> T:

@@ -1,0 +1,219 @@
+"""The chunks of vector stores' files: written by ingestion (a file claimed, then its chunks written in
+one fenced step), found by search (words, and vectors where an embeddings endpoint is configured).
+
+The two dialects search differently, and only here: SQLite through FTS5 (BM25) and sqlite-vec's cosine
+distance; PostgreSQL through its full-text search (`ts_rank_cd`) and pgvector's `<=>` over an HNSW index.
+Every query takes the stores and the `filters` as SQL (`Scope`), so a filter narrows what is ranked
+rather than what is returned.
+"""
+
+from __future__ import annotations
+
+import array
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import Database, StorageError, Tx
+from .database import Dialect
+from .vector_store_store import FILE_COLUMNS, StoreFile
+
+EMBEDDINGS_KEY = "embeddings"  # gateway_keys: the model and dimensions the stored vectors were made with
+
+
+class VectorsUnavailable(Exception):
+    """The database cannot hold or search vectors (no sqlite-vec, no pgvector)."""
+
+
+@dataclass(frozen=True)
+class Scope:
+    """What a search ranks: the chunks of these stores' completed files that pass the filter (SQL over the
+    file row `f`, from vector_stores/filters.py)."""
+
+    store_ids: list[str]
+    filter_sql: str = ""
+    filter_params: list[Any] = field(default_factory=list)
+
+    def where(self) -> tuple[str, list[Any]]:
+        marks = ",".join("?" * len(self.store_ids))
+        sql = f"c.vector_store_id IN ({marks}) AND f.status = 'completed'"
+        return (sql + f" AND ({self.filter_sql})" if self.filter_sql else sql), [*self.store_ids, *self.filter_params]
+
+
+@dataclass(frozen=True)
+class Chunk:
+    seq: int
+    file_id: str
+    filename: str
+    attributes: dict[str, Any]
+    text: str
+
+
+@dataclass(frozen=True)
+class Written:
+    """A file's chunks as ingestion made them: their texts, their vectors (None without embeddings)."""
+
+    texts: list[str]
+    vectors: list[list[float]] | None
+    usage_bytes: int
+
+
+class ChunkIndex:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        self.dialect = db.dialect
+        self.vectors = False  # chunks are written with their vectors (prepare_vectors was called)
+
+    async def prepare_vectors(self, model: str, dimensions: int) -> None:
+        """Make the database ready for vectors of `dimensions` (pgvector's column and index on PostgreSQL), and
+        check they are what the stored ones were made with: vectors of another model mean nothing to it."""
+        if self.dialect is Dialect.SQLITE and not getattr(self.db, "vectors", False):
+            raise VectorsUnavailable("this Python's sqlite3 cannot load extensions, so sqlite-vec cannot be loaded")
+        made = f"{model}:{dimensions}"
+
+        async def work(tx: Tx) -> None:
+            if self.dialect is Dialect.POSTGRESQL:
+                await tx.execute("CREATE EXTENSION IF NOT EXISTS vector")
+                await tx.execute(f"ALTER TABLE vector_store_chunks ADD COLUMN IF NOT EXISTS embedding vector({int(dimensions)})")
+                await tx.execute(
+                    "CREATE INDEX IF NOT EXISTS vector_store_chunks_embedding ON vector_store_chunks USING hnsw (embedding vector_cosine_ops)"
+                )
+            rows = await tx.fetch("SELECT value FROM gateway_keys WHERE name = ?", EMBEDDINGS_KEY)
+            if rows and rows[0][0] != made:
+                raise VectorsUnavailable(
+                    f"the stored vectors were made by {rows[0][0]} (model:dimensions), not {made}; configure that model again, "
+                    "or delete the vector stores and create them anew"
+                )
+            if not rows:
+                await tx.execute("INSERT INTO gateway_keys (name, value) VALUES (?, ?)", EMBEDDINGS_KEY, made)
+
+        try:
+            await self.db.transaction(work)
+        except StorageError as exc:
+            raise VectorsUnavailable(f"PostgreSQL has no pgvector extension to load ({exc})") from None
+        self.vectors = True
+
+    # -- ingestion ------------------------------------------------------------------------------------------
+
+    async def claim(self, owner: str, live: set[str]) -> tuple[StoreFile, str | None] | None:
+        """Take the oldest file waiting for ingestion, nobody's or a replica's that is gone: the file, and its
+        blob (None when the upload was deleted meanwhile)."""
+        marks = ",".join("?" * len(live))
+        waiting = f"status = 'in_progress' AND (owner IS NULL OR owner NOT IN ({marks}))"
+
+        async def work(tx: Tx) -> tuple[StoreFile, str | None] | None:
+            rows = await tx.fetch(f"SELECT {FILE_COLUMNS} FROM vector_store_files WHERE {waiting} ORDER BY seq LIMIT 1", *live)
+            if not rows:
+                return None
+            file = StoreFile.from_row(rows[0])
+            # Read Committed: another replica may have taken it since; its claim stands.
+            if not await tx.execute(f"UPDATE vector_store_files SET owner = ? WHERE seq = ? AND {waiting}", owner, file.seq, *live):
+                return None
+            blob = await tx.fetch("SELECT blob FROM files WHERE id = ? AND tenant = ?", file.id, file.tenant)
+            return file, (blob[0][0] if blob else None)
+
+        return await self.db.transaction(work)
+
+    async def complete(self, file: StoreFile, owner: str, written: Written, quota_bytes: int) -> str:
+        """Write a file's chunks and mark it completed, if it is still this replica's to ingest: `completed`;
+        `gone` when it was cancelled, removed or taken over meanwhile (nothing is written); `quota` when the
+        tenant's indexed text would pass its quota (the file failed)."""
+        vector_cast = "::vector" if self.dialect is Dialect.POSTGRESQL else ""
+
+        async def work(tx: Tx) -> str:
+            await tx.lock(f"vector_store_usage:{file.tenant}")
+            rows = await tx.fetch(f"SELECT owner FROM vector_store_files WHERE seq = ? AND status = 'in_progress'{self.db.for_update()}", file.seq)
+            if not rows or rows[0][0] != owner:
+                return "gone"
+            used = await tx.fetch("SELECT COALESCE(SUM(usage_bytes), 0) FROM vector_store_files WHERE tenant = ?", file.tenant)
+            if int(used[0][0]) + written.usage_bytes > quota_bytes:
+                error = {"code": "invalid_file", "message": f"Indexing this file would pass the project's vector store quota of {quota_bytes} bytes."}
+                await tx.execute(
+                    "UPDATE vector_store_files SET status = 'failed', last_error = ?, owner = NULL WHERE seq = ?", json.dumps(error), file.seq
+                )
+                return "quota"
+            await tx.execute("DELETE FROM vector_store_chunks WHERE file_seq = ?", file.seq)
+            columns, rows = (
+                "file_seq, vector_store_id, position, text",
+                [(file.seq, file.vector_store_id, n, text) for n, text in enumerate(written.texts)],
+            )
+            if self.vectors and written.vectors is not None:
+                columns, rows = columns + ", embedding", [(*row, self._vector(vector)) for row, vector in zip(rows, written.vectors)]
+            marks = ",".join(["?"] * 4 + ([f"?{vector_cast}"] if len(rows[0]) > 4 else [])) if rows else ""
+            if rows:
+                await tx.executemany(f"INSERT INTO vector_store_chunks ({columns}) VALUES ({marks})", rows)
+            await tx.execute(
+                "UPDATE vector_store_files SET status = 'completed', usage_bytes = ?, owner = NULL WHERE seq = ?", written.usage_bytes, file.seq
+            )
+            return "completed"
+
+        return await self.db.transaction(work)
+
+    async def fail(self, file: StoreFile, owner: str, code: str, message: str) -> None:
+        error = json.dumps({"code": code, "message": message[:1000]})
+        await self.db.execute(
+            "UPDATE vector_store_files SET status = 'failed', last_error = ?, owner = NULL WHERE seq = ? AND owner = ? AND status = 'in_progress'",
+            error, file.seq, owner,
+        )  # fmt: skip
+
+    async def release(self, file: StoreFile, owner: str) -> None:
+        """Let a claimed file go, to be claimed again (by this replica or another)."""
+        await self.db.execute("UPDATE vector_store_files SET owner = NULL WHERE seq = ? AND owner = ?", file.seq, owner)
+
+    async def text(self, file_seq: int) -> list[str]:
+        """A file's chunks in order (the file's `content`)."""
+        rows = await self.db.fetch("SELECT text FROM vector_store_chunks WHERE file_seq = ? ORDER BY position", file_seq)
+        return [row[0] for row in rows]
+
+    # -- search ---------------------------------------------------------------------------------------------
+
+    async def by_words(self, scope: Scope, terms: list[str], limit: int) -> list[tuple[int, float]]:
+        """Chunks that hold any of `terms` (words: letters, digits, `_`), best first, with their text score."""
+        where, params = scope.where()
+        if self.dialect is Dialect.POSTGRESQL:
+            sql = (
+                "SELECT c.seq, ts_rank_cd(c.words, q) AS rank FROM vector_store_chunks c JOIN vector_store_files f ON f.seq = c.file_seq, "
+                f"to_tsquery('english', ?) q WHERE c.words @@ q AND {where} ORDER BY rank DESC LIMIT ?"
+            )
+            rows = await self.db.fetch(sql, " | ".join(terms), *params, limit)
+            return [(int(seq), float(rank)) for seq, rank in rows]
+        sql = (
+            "SELECT c.seq, bm25(vector_store_chunks_fts) AS rank FROM vector_store_chunks_fts "
+            "JOIN vector_store_chunks c ON c.seq = vector_store_chunks_fts.rowid JOIN vector_store_files f ON f.seq = c.file_seq "
+            f"WHERE vector_store_chunks_fts MATCH ? AND {where} ORDER BY rank LIMIT ?"
+        )
+        rows = await self.db.fetch(sql, " OR ".join(f'"{term}"' for term in terms), *params, limit)
+        return [(int(seq), -float(rank)) for seq, rank in rows]  # BM25 as FTS5 gives it: lower is better
+
+    async def by_vector(self, scope: Scope, vector: list[float], limit: int) -> list[tuple[int, float]]:
+        """The chunks nearest to `vector`, nearest first, with their cosine similarity."""
+        where, params = scope.where()
+        if self.dialect is Dialect.POSTGRESQL:
+            distance = "c.embedding <=> ?::vector"
+        else:
+            distance = "vec_distance_cosine(c.embedding, ?)"
+        sql = (
+            f"SELECT c.seq, {distance} AS distance FROM vector_store_chunks c JOIN vector_store_files f ON f.seq = c.file_seq "
+            f"WHERE c.embedding IS NOT NULL AND {where} ORDER BY distance LIMIT ?"
+        )
+        rows = await self.db.fetch(sql, self._vector(vector), *params, limit)
+        return [(int(seq), 1.0 - float(distance)) for seq, distance in rows]
+
+    async def chunks(self, seqs: list[int]) -> dict[int, Chunk]:
+        if not seqs:
+            return {}
+        marks = ",".join("?" * len(seqs))
+        rows = await self.db.fetch(
+            "SELECT c.seq, f.id, f.filename, f.attributes, c.text FROM vector_store_chunks c "
+            f"JOIN vector_store_files f ON f.seq = c.file_seq WHERE c.seq IN ({marks})",
+            *seqs,
+        )
+        return {int(row[0]): Chunk(int(row[0]), row[1], row[2], json.loads(row[3]), row[4]) for row in rows}
+
+    def _vector(self, vector: list[float] | None) -> Any:
+        """A vector as the dialect takes it: pgvector's text form, or the float32s sqlite-vec reads."""
+        if vector is None:
+            return None
+        if self.dialect is Dialect.POSTGRESQL:
+            return "[" + ",".join(repr(float(value)) for value in vector) + "]"
+        return array.array("f", vector).tobytes()

@@ -1,0 +1,83 @@
+"""Search over vector stores: by words always; by meaning too where an embeddings endpoint is configured,
+the two rankings fused by reciprocal rank fusion (RRF), weighted as `ranking_options.hybrid_search` asks.
+
+Scores are in [0, 1], as OpenAI's are: a fused score is divided by the most a chunk can get (first in both
+rankings), a score by words alone is BM25's squashed (`s / (s + 1)`). `score_threshold` drops what is
+below it. Several queries are searched each, a chunk keeping its best score.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from ..storage.chunk_index import ChunkIndex, Scope
+from .embeddings import Embeddings
+
+RRF_K = 60  # the usual constant: a chunk's part of a ranking is weight / (RRF_K + its rank)
+MIN_CANDIDATES = 20  # each ranking is read this deep at least (4 results' worth otherwise)
+MAX_TERMS, MAX_TERM_CHARS = 64, 64
+_WORD = re.compile(r"\w+")
+
+
+@dataclass(frozen=True)
+class Ranking:
+    score_threshold: float = 0.0
+    embedding_weight: float = 1.0
+    text_weight: float = 1.0
+
+
+@dataclass(frozen=True)
+class Found:
+    file_id: str
+    filename: str
+    score: float
+    attributes: dict[str, Any]
+    text: str
+
+
+def words(query: str) -> list[str]:
+    """The query's words, as both full-text searches are given them (no operator of theirs survives)."""
+    found = dict.fromkeys(word for word in _WORD.findall(query.lower()) if len(word) <= MAX_TERM_CHARS)
+    return list(found)[:MAX_TERMS]
+
+
+class Searcher:
+    def __init__(self, index: ChunkIndex, embeddings: Embeddings | None) -> None:
+        self.index = index
+        self.embeddings = embeddings
+
+    @property
+    def hybrid(self) -> bool:
+        return self.embeddings is not None
+
+    async def search(self, scope: Scope, queries: list[str], max_results: int, ranking: Ranking) -> list[Found]:
+        best: dict[int, float] = {}
+        for query in queries:
+            for seq, score in await self._ranked(scope, query, max_results, ranking):
+                best[seq] = max(best.get(seq, 0.0), score)
+        kept = sorted(((score, seq) for seq, score in best.items() if score >= ranking.score_threshold), key=lambda pair: (-pair[0], pair[1]))
+        kept = kept[:max_results]
+        chunks = await self.index.chunks([seq for _, seq in kept])
+        return [
+            Found(chunk.file_id, chunk.filename, round(score, 6), chunk.attributes, chunk.text)
+            for score, seq in kept
+            if (chunk := chunks.get(seq)) is not None  # removed since it was ranked
+        ]
+
+    async def _ranked(self, scope: Scope, query: str, max_results: int, ranking: Ranking) -> list[tuple[int, float]]:
+        depth = max(max_results * 4, MIN_CANDIDATES)
+        terms = words(query)
+        by_words = await self.index.by_words(scope, terms, depth) if terms else []
+        if self.embeddings is None or not self.index.vectors:
+            return [(seq, score / (score + 1.0)) for seq, score in by_words if score > 0]
+        vector = (await self.embeddings.embed([query]))[0]
+        by_meaning = await self.index.by_vector(scope, vector, depth)
+        weights = (ranking.text_weight, ranking.embedding_weight)
+        fused: dict[int, float] = {}
+        for weight, ranked in zip(weights, (by_words, by_meaning)):
+            for rank, (seq, _) in enumerate(ranked, start=1):
+                fused[seq] = fused.get(seq, 0.0) + weight / (RRF_K + rank)
+        most = sum(weights) / (RRF_K + 1)
+        return [(seq, score / most) for seq, score in fused.items()] if most > 0 else []

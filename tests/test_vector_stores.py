@@ -1,0 +1,242 @@
+"""The Vector Stores API through the openai SDK: stores made from uploaded files, ingested in the
+background, searched by words (and by meaning with an embeddings endpoint: test_file_search.py), with
+`filters` over the files' attributes; batches; hostile files failing alone; tenants apart."""
+
+from __future__ import annotations
+
+import io
+import os
+import time
+import zipfile
+from pathlib import Path
+from typing import Any, Iterator
+
+import openai
+import pytest
+
+from .conftest import Gateway, Process, gateway_config
+
+CORPUS = {
+    "cars.md": "# Car care\nChange the engine oil of your car every 5000 miles, and check the brakes and the tires.",
+    "dogs.txt": "Training a puppy takes patience: reward the dog at once, and keep the lessons short.",
+    "tea.md": "Green tea is brewed at 80 degrees for two minutes; black tea wants boiling water.",
+    "page.html": "<html><head><title>Bread</title><script>var oil = 1;</script></head><body><h1>Sourdough bread</h1>"
+    "<p>Feed the starter with flour and water the night before you bake the bread.</p></body></html>",
+}
+
+
+@pytest.fixture(scope="module")
+def stores_gateway(emulator: Process, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
+    workdir = tmp_path_factory.mktemp("vector-stores")
+    keys = [{"key": "sk-one", "tenant": "one"}, {"key": "sk-two", "tenant": "two"}]
+    process = Gateway(gateway_config(emulator.url, workdir, auth={"api_keys": keys}), workdir).start()
+    yield process
+    process.stop()
+
+
+def client(gateway: Gateway, key: str = "sk-one") -> openai.OpenAI:
+    return gateway.client(api_key=key)
+
+
+def upload(api: openai.OpenAI, name: str, content: str | bytes) -> str:
+    data = content.encode() if isinstance(content, str) else content
+    return api.files.create(file=(name, io.BytesIO(data)), purpose="assistants").id
+
+
+def ready(api: openai.OpenAI, store_id: str, timeout: float = 60) -> Any:
+    """The store once none of its files is in progress."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        store = api.vector_stores.retrieve(store_id)
+        if store.file_counts.in_progress == 0:
+            return store
+        time.sleep(0.1)
+    raise AssertionError(f"{store_id} is still ingesting: {store}")
+
+
+def test_a_store_made_from_uploads_is_ingested_and_searched(stores_gateway: Gateway) -> None:
+    api = client(stores_gateway)
+    ids = {name: upload(api, name, text) for name, text in CORPUS.items()}
+    store = api.vector_stores.create(
+        name="handbook", file_ids=list(ids.values()), metadata={"team": "docs"}, expires_after={"anchor": "last_active_at", "days": 7}
+    )
+    assert store.object == "vector_store" and store.name == "handbook" and store.metadata == {"team": "docs"}
+    assert store.file_counts.total == 4 and store.expires_after is not None and store.expires_after.days == 7
+
+    store = ready(api, store.id)
+    assert store.status == "completed" and store.file_counts.completed == 4 and store.file_counts.failed == 0
+    assert store.usage_bytes > 0 and store.expires_at == store.last_active_at + 7 * 86400
+
+    page = api.vector_stores.search(store.id, query="how often to change the oil")
+    results = list(page)
+    assert results[0].filename == "cars.md" and results[0].file_id == ids["cars.md"]
+    assert 0 < results[0].score <= 1 and "engine oil" in results[0].content[0].text
+    # HTML is indexed as its text: the script's words are not.
+    bread = list(api.vector_stores.search(store.id, query="sourdough starter"))
+    assert bread[0].filename == "page.html" and "var oil" not in bread[0].content[0].text
+    assert [result.filename for result in api.vector_stores.search(store.id, query="oil")] == ["cars.md"]
+    # Several queries: each searched, a file found by either is found.
+    both = {result.filename for result in api.vector_stores.search(store.id, query=["green tea", "puppy"])}
+    assert {"tea.md", "dogs.txt"} <= both
+    # A threshold above every score leaves nothing; max_num_results bounds the rest.
+    assert list(api.vector_stores.search(store.id, query="tea", ranking_options={"score_threshold": 1.0})) == []
+    assert len(list(api.vector_stores.search(store.id, query="the", max_num_results=1))) <= 1
+
+    content = api.vector_stores.files.content(ids["tea.md"], vector_store_id=store.id)
+    assert [part.text for part in content] == [CORPUS["tea.md"]]
+    listed = api.vector_stores.files.list(store.id, filter="completed", limit=2)
+    assert len(listed.data) == 2 and listed.has_more
+    assert len(api.vector_stores.files.list(store.id, filter="failed").data) == 0
+
+    renamed = api.vector_stores.update(store.id, name="manual", expires_after=None)
+    assert renamed.name == "manual" and renamed.expires_after is None and renamed.expires_at is None
+    assert store.id in [each.id for each in api.vector_stores.list()]
+
+    # A file taken out leaves the search; deleting the store removes it.
+    assert api.vector_stores.files.delete(ids["cars.md"], vector_store_id=store.id).deleted
+    assert all(result.filename != "cars.md" for result in api.vector_stores.search(store.id, query="engine oil"))
+    assert api.vector_stores.retrieve(store.id).file_counts.total == 3
+    assert api.vector_stores.delete(store.id).deleted
+    with pytest.raises(openai.NotFoundError):
+        api.vector_stores.retrieve(store.id)
+
+
+def test_upload_and_poll_and_batches(stores_gateway: Gateway, tmp_path: Path) -> None:
+    api = client(stores_gateway)
+    store = api.vector_stores.create(name="batches")
+    path = tmp_path / "notes.md"
+    path.write_text("Meeting notes: the launch moves to March.")
+    added = api.vector_stores.files.upload_and_poll(vector_store_id=store.id, file=path)
+    assert added.status == "completed" and added.object == "vector_store.file" and added.usage_bytes > 0
+
+    first, second = upload(api, "a.txt", "alpha report"), upload(api, "b.txt", "beta report")
+    batch = api.vector_stores.file_batches.create(
+        store.id,
+        files=[{"file_id": first, "attributes": {"kind": "a"}}, {"file_id": second}],
+        attributes={"kind": "shared"},
+        chunking_strategy={"type": "static", "static": {"max_chunk_size_tokens": 200, "chunk_overlap_tokens": 50}},
+    )
+    assert batch.object == "vector_store.files_batch" and batch.file_counts.total == 2
+    batch = api.vector_stores.file_batches.poll(batch.id, vector_store_id=store.id, poll_interval_ms=100)
+    assert batch.status == "completed" and batch.file_counts.completed == 2
+    files = {file.id: file for file in api.vector_stores.file_batches.list_files(batch.id, vector_store_id=store.id)}
+    assert files[first].attributes == {"kind": "a"} and files[second].attributes == {"kind": "shared"}
+    assert files[first].chunking_strategy is not None and files[first].chunking_strategy.static.max_chunk_size_tokens == 200  # type: ignore[union-attr]
+    cancelled = api.vector_stores.file_batches.cancel(batch.id, vector_store_id=store.id)
+    assert cancelled.status == "cancelled" and cancelled.file_counts.completed == 2  # nothing was left to cancel
+
+    with pytest.raises(openai.BadRequestError) as refused:
+        api.vector_stores.file_batches.create(store.id, file_ids=[first], files=[{"file_id": second}])
+    assert refused.value.status_code == 400
+    with pytest.raises(openai.NotFoundError) as missing:
+        api.vector_stores.file_batches.create(store.id, file_ids=[first, "file_nothing"])
+    assert missing.value.body["param"] == "file_ids[1]"  # type: ignore[index]
+
+
+def test_filters_narrow_the_search_in_the_query(stores_gateway: Gateway) -> None:
+    api = client(stores_gateway)
+    store = api.vector_stores.create(name="filtered")
+    rows = [
+        ("r2021.txt", 2021, "red", True),
+        ("r2023.txt", 2023, "red", False),
+        ("b2023.txt", 2023, "blue", True),
+        ("b2024.txt", 2024, "blue", False),
+    ]
+    for name, year, team, public in rows:
+        file_id = upload(api, name, f"Quarterly report of the {team} team for {year}.")
+        api.vector_stores.files.create(store.id, file_id=file_id, attributes={"year": year, "team": team, "public": public})
+    ready(api, store.id)
+
+    def found(filters: dict[str, Any], max_results: int = 10) -> set[str]:
+        return {
+            result.filename for result in api.vector_stores.search(store.id, query="quarterly report", filters=filters, max_num_results=max_results)
+        }  # type: ignore[arg-type]
+
+    assert found({"type": "eq", "key": "team", "value": "red"}) == {"r2021.txt", "r2023.txt"}
+    assert found({"type": "ne", "key": "team", "value": "red"}) == {"b2023.txt", "b2024.txt"}
+    assert found({"type": "gte", "key": "year", "value": 2023}) == {"r2023.txt", "b2023.txt", "b2024.txt"}
+    assert found({"type": "lt", "key": "year", "value": 2023}) == {"r2021.txt"}
+    assert found({"type": "eq", "key": "public", "value": True}) == {"r2021.txt", "b2023.txt"}
+    assert found({"type": "in", "key": "year", "value": [2021, 2024]}) == {"r2021.txt", "b2024.txt"}
+    assert found({"type": "nin", "key": "team", "value": ["blue"]}) == {"r2021.txt", "r2023.txt"}
+    assert found({"type": "eq", "key": "missing", "value": "x"}) == set()
+    both = {"type": "and", "filters": [{"type": "eq", "key": "team", "value": "blue"}, {"type": "gt", "key": "year", "value": 2023}]}
+    assert found(both) == {"b2024.txt"}
+    either = {"type": "or", "filters": [both, {"type": "eq", "key": "year", "value": 2021}]}
+    assert found(either) == {"b2024.txt", "r2021.txt"}
+    # Applied in the query: with one result asked for, the one that passes the filter is it.
+    assert found({"type": "eq", "key": "year", "value": 2024}, max_results=1) == {"b2024.txt"}
+
+    # Updated attributes are what the next search filters on.
+    target = next(file for file in api.vector_stores.files.list(store.id) if file.attributes and file.attributes["year"] == 2021)
+    api.vector_stores.files.update(target.id, vector_store_id=store.id, attributes={"year": 2025, "team": "red"})
+    assert found({"type": "gt", "key": "year", "value": 2024}) == {"r2021.txt"}
+
+    with pytest.raises(openai.BadRequestError) as refused:
+        found({"type": "gt", "key": "public", "value": True})
+    assert refused.value.body["param"] == "filters"  # type: ignore[index]
+    with pytest.raises(openai.BadRequestError):
+        found({"type": "like", "key": "team", "value": "r%"})
+
+
+def test_a_hostile_file_fails_alone(stores_gateway: Gateway) -> None:
+    api = client(stores_gateway)
+    junk = io.BytesIO()
+    with zipfile.ZipFile(junk, "w") as archive:
+        archive.writestr("x.bin", os.urandom(2000))
+    ids = [
+        upload(api, "broken.pdf", b"%PDF-1.7\n1 0 obj << /Type /Catalog /Pages 2 0 R >>\nendobj\n" + os.urandom(3000)),
+        upload(api, "junk.zip", junk.getvalue()),
+        upload(api, "fine.txt", "A file that reads well."),
+    ]
+    store = ready(api, api.vector_stores.create(name="hostile", file_ids=ids).id)
+    assert store.file_counts.completed == 1 and store.file_counts.failed == 2 and store.status == "completed"
+    failed = {file.id: file for file in api.vector_stores.files.list(store.id, filter="failed")}
+    assert set(failed) == set(ids[:2])
+    assert all(file.last_error is not None and file.last_error.code in ("invalid_file", "unsupported_file") for file in failed.values())
+    assert failed[ids[1]].last_error.code == "unsupported_file"  # type: ignore[union-attr]
+    assert [result.filename for result in api.vector_stores.search(store.id, query="reads well")] == ["fine.txt"]
+
+
+def test_another_tenants_store_is_not_there(stores_gateway: Gateway) -> None:
+    mine, theirs = client(stores_gateway, "sk-one"), client(stores_gateway, "sk-two")
+    file_id = upload(mine, "secret.txt", "the vault code is 4711")
+    store = ready(mine, mine.vector_stores.create(name="mine", file_ids=[file_id]).id)
+    for attempt in (
+        lambda: theirs.vector_stores.retrieve(store.id),
+        lambda: theirs.vector_stores.search(store.id, query="vault code"),
+        lambda: theirs.vector_stores.files.list(store.id),
+        lambda: theirs.vector_stores.files.create(store.id, file_id=file_id),
+        lambda: theirs.vector_stores.delete(store.id),
+    ):
+        with pytest.raises(openai.NotFoundError):
+            attempt()
+    # Nor may another tenant's file be put into one's own store.
+    own = theirs.vector_stores.create(name="theirs")
+    with pytest.raises(openai.NotFoundError):
+        theirs.vector_stores.files.create(own.id, file_id=file_id)
+    assert store.id not in [each.id for each in theirs.vector_stores.list()]
+    assert mine.vector_stores.retrieve(store.id).file_counts.completed == 1
+
+
+def test_bad_requests_are_4xx(stores_gateway: Gateway) -> None:
+    api = client(stores_gateway)
+    store = api.vector_stores.create(name="bad")
+    for call in (
+        lambda: api.vector_stores.create(
+            name="x", chunking_strategy={"type": "static", "static": {"max_chunk_size_tokens": 50, "chunk_overlap_tokens": 0}}
+        ),
+        lambda: api.vector_stores.create(
+            name="x", chunking_strategy={"type": "static", "static": {"max_chunk_size_tokens": 400, "chunk_overlap_tokens": 300}}
+        ),
+        lambda: api.vector_stores.search(store.id, query="x", max_num_results=51),
+        lambda: api.vector_stores.search(store.id, query=["q"] * 11),
+        lambda: api.vector_stores.files.list(store.id, filter="done"),  # type: ignore[arg-type]
+        lambda: api.vector_stores.create(name="x", extra_body={"colour": "red"}),
+    ):
+        with pytest.raises(openai.BadRequestError):
+            call()
+    file_id = upload(api, "attrs.txt", "text")
+    with pytest.raises(openai.BadRequestError) as refused:
+        api.vector_stores.files.create(store.id, file_id=file_id, attributes={f"k{n}": n for n in range(17)})
+    assert refused.value.body["param"] == "file_id.attributes"  # type: ignore[index]
