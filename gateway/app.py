@@ -50,6 +50,7 @@ from .shutdown import Drain
 from .skills.routes import routes as skill_routes
 from .skills.service import SkillService
 from .storage import Database, StorageError, UnstorableValue, open_database
+from .storage.chunk_index import VectorsUnavailable
 from .storage.conversation_store import ConversationStore
 from .storage.database import Dialect
 from .storage.file_store import FileStore
@@ -57,8 +58,8 @@ from .storage.key_store import KeyStore
 from .storage.response_store import ResponseStore, expire_responses
 from .storage.skill_store import SkillStore
 from .tracing import Tracing
-from .vector_stores import VectorsUnavailable, open_vector_stores
 from .vector_stores.routes import routes as vector_store_routes
+from .vector_stores.setup import open_vector_stores
 from .web.middleware import GatewayMiddleware
 
 log = logging.getLogger("gateway")

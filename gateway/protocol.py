@@ -16,6 +16,15 @@ from typing import Any, Mapping
 from .jsontext import dumps
 
 
+class IngestStatus(enum.StrEnum):
+    """Where a vector store's file (or a batch of them) stands in its ingestion."""
+
+    IN_PROGRESS = "in_progress"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
 class ResponseStatus(enum.StrEnum):
     QUEUED = "queued"  # a background response not started yet
     IN_PROGRESS = "in_progress"
@@ -46,6 +55,7 @@ class Include(enum.StrEnum):
     LOGPROBS = "message.output_text.logprobs"
     CODE_OUTPUTS = "code_interpreter_call.outputs"
     SEARCH_SOURCES = "web_search_call.action.sources"
+    FILE_SEARCH_RESULTS = "file_search_call.results"
 
 
 class EventType(enum.StrEnum):
@@ -94,6 +104,9 @@ class EventType(enum.StrEnum):
     SHELL_CALL_OUTPUT_CONTENT_DELTA = "response.shell_call_output_content.delta"
     SHELL_CALL_OUTPUT_CONTENT_DONE = "response.shell_call_output_content.done"
     WEB_SEARCH_CALL_COMPLETED = "response.web_search_call.completed"
+    FILE_SEARCH_CALL_COMPLETED = "response.file_search_call.completed"
+    FILE_SEARCH_CALL_IN_PROGRESS = "response.file_search_call.in_progress"
+    FILE_SEARCH_CALL_SEARCHING = "response.file_search_call.searching"
     WEB_SEARCH_CALL_IN_PROGRESS = "response.web_search_call.in_progress"
     WEB_SEARCH_CALL_SEARCHING = "response.web_search_call.searching"
     COMPACTION_COMPACTING = "response.compaction.compacting"

@@ -68,9 +68,15 @@ ITEM_EVENTS = {
         "response.web_search_call.searching",
         "response.web_search_call.completed",
     },
+    "file_search_call": {
+        "response.file_search_call.in_progress",
+        "response.file_search_call.searching",
+        "response.file_search_call.completed",
+    },
 }
 # The order of a web_search_call's events (`completed` only when it succeeded).
 SEARCH_STEPS = ["response.web_search_call.in_progress", "response.web_search_call.searching", "response.web_search_call.completed"]
+FILE_SEARCH_STEPS = [step.replace("web_search", "file_search") for step in SEARCH_STEPS]
 MCP_CALL_STEPS = [
     "response.mcp_call.in_progress",
     "response.mcp_call_arguments.delta",
@@ -190,9 +196,10 @@ def check_response_stream(events: list[dict[str, Any]]) -> Response:
                 # Announced once the text it spans has arrived.
                 assert 0 <= annotation["start_index"] < annotation["end_index"] <= len(part["text"]), "annotation beyond the text"
             part["annotations"].append(annotation)
-        elif kind in SEARCH_STEPS:
-            step = SEARCH_STEPS.index(kind)
-            assert step == len(item.steps) and item.steps == SEARCH_STEPS[:step], f"{kind} after {item.steps}"
+        elif kind in SEARCH_STEPS or kind in FILE_SEARCH_STEPS:
+            steps = SEARCH_STEPS if kind in SEARCH_STEPS else FILE_SEARCH_STEPS
+            step = steps.index(kind)
+            assert step == len(item.steps) and item.steps == steps[:step], f"{kind} after {item.steps}"
             item.steps.append(kind)
         elif kind == "response.function_call_arguments.delta":
             assert item.arguments_done is None
@@ -242,7 +249,7 @@ def check_response_stream(events: list[dict[str, Any]]) -> Response:
         # Text items of a completed response are complete; a function call the model wrote with invalid
         # JSON is the one item that stays incomplete (it is not handed to the client; the model retries).
         for item in items:
-            if item.done["type"] not in ("function_call", "code_interpreter_call", "mcp_call", "web_search_call", "shell_call"):
+            if item.done["type"] not in ("function_call", "code_interpreter_call", "mcp_call", "web_search_call", "file_search_call", "shell_call"):
                 assert item.done.get("status", "completed") == "completed", "incomplete item in a completed response"
     usage = final["usage"]
     if usage is not None:
@@ -311,6 +318,11 @@ def _check_done_item(item: _Item) -> None:
         completed = "response.web_search_call.completed" in item.steps
         assert completed == (done["status"] == "completed"), f"status {done['status']} after {item.steps}"
         assert done["action"]["type"] in ("search", "open_page", "find_in_page"), "web_search_call without an action"
+    if done["type"] == "file_search_call":
+        assert item.added["status"] == "in_progress" and item.added["queries"] == [], "added file_search_call"
+        completed = "response.file_search_call.completed" in item.steps
+        assert completed == (done["status"] == "completed"), f"status {done['status']} after {item.steps}"
+        assert completed <= bool(done["queries"]), "a completed file_search_call without its queries"
     if done["type"] == "function_call":
         assert done["arguments"] == item.arguments == item.arguments_done, "function_call arguments differ"
         if done["status"] == "completed":

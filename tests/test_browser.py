@@ -329,14 +329,16 @@ def test_citations_rewrite_the_same_however_the_text_is_split() -> None:
     that start no citation, and citations of views that do not exist, pass through as written."""
     import random
 
-    from gateway.responses.loop.citations import CitationRewriter
+    from gateway.responses.loop.citations import LINES, CitationRewriter, Cited, FileCitation, UrlCitation
 
     pages = {0: ("https://a.example/x", "A"), 1: ("https://b.example/y", "B")}
 
-    def resolve(cursor: int, line: int) -> tuple[str, str] | None:
-        return pages.get(cursor)
+    def resolve(cursor: int, locator: str) -> Cited | None:
+        if locator == "notes.md" and cursor == 5:  # a file_search result
+            return FileCitation("file_1", "notes.md")
+        return UrlCitation(*pages[cursor]) if cursor in pages and LINES.fullmatch(locator) else None
 
-    answer = "One【0†L1-L2】two 【1†L3】.【9†L1】 【note】 a【0†x】 【0†L1" + "【" * 3 + "end【1†L4-L5】"
+    answer = "One【0†L1-L2】two 【1†L3】.【9†L1】 【note】 a【0†x】 【0†L1" + "【" * 3 + "end【1†L4-L5】 filed.【5†notes.md】 Done"
 
     def rewrite(pieces: list[str]) -> tuple[str, list[dict[str, Any]]]:
         rewriter = CitationRewriter(resolve)
@@ -346,13 +348,16 @@ def test_citations_rewrite_the_same_however_the_text_is_split() -> None:
     whole_text, whole_annotations = rewrite([answer])
     assert whole_text == (
         "One ([a.example](https://a.example/x))two ([b.example](https://b.example/y)).【9†L1】 【note】 a【0†x】 【0†L1【【【"
-        "end ([b.example](https://b.example/y))"
+        "end ([b.example](https://b.example/y)) filed. Done"
     )
-    assert [whole_text[a["start_index"] : a["end_index"]] for a in whole_annotations] == [
+    links = [annotation for annotation in whole_annotations if annotation["type"] == "url_citation"]
+    assert [whole_text[a["start_index"] : a["end_index"]] for a in links] == [
         "([a.example](https://a.example/x))",
         "([b.example](https://b.example/y))",
         "([b.example](https://b.example/y))",
     ]
+    # A file's citation leaves the text, and marks where it stood.
+    assert whole_annotations[-1] == {"type": "file_citation", "file_id": "file_1", "filename": "notes.md", "index": whole_text.index(" Done")}
     rng = random.Random(7)
     for _ in range(300):
         cuts = sorted(rng.sample(range(1, len(answer)), rng.randint(1, 12)))

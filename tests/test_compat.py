@@ -47,9 +47,9 @@ def test_unknown_parameters_are_refused_by_name(gateway, body, param):
         ({"background_options": {"x": 1}}, "background_options"),
         ({"prompt": {"id": "pmpt_1"}}, "prompt"),
         ({"include": ["message.input_image.image_url"]}, "include[0]"),
-        ({"include": ["reasoning.encrypted_content", "file_search_call.results"]}, "include[1]"),
+        ({"include": ["reasoning.encrypted_content", "computer_call_output.output.image_url"]}, "include[1]"),
         ({"tools": [{"type": "web_search"}]}, "tools[0]"),
-        ({"tools": [WEATHER, {"type": "file_search", "vector_store_ids": ["vs_1"]}]}, "tools[1]"),
+        ({"tools": [WEATHER, {"type": "computer_use_preview", "display_width": 1024, "display_height": 768, "environment": "linux"}]}, "tools[1]"),
     ],
 )
 def test_unimplemented_parameters_are_refused_by_name(gateway, extra, param):
@@ -116,11 +116,11 @@ def test_accepted_identifiers_are_echoed_with_openais_fields(gateway):
 
 def test_unavailable_tools_can_be_dropped_by_the_operator(make_gateway, emulator):
     gateway = make_gateway(emulator.url, server={"drop_unavailable_tools": True})
-    tools = [{"type": "web_search", "external_web_access": True}, {"type": "file_search", "vector_store_ids": ["vs_1"]}, WEATHER]
+    tools = [{"type": "web_search", "external_web_access": True}, {"type": "image_generation"}, WEATHER]
     response = gateway.client().responses.create(model=MODEL, input="hi", tools=tools)
     assert response.status == "completed" and [tool.type for tool in response.tools] == ["function"]
     prompt = emulator_stats(emulator)["last_prompt"]
-    assert "get_weather" in prompt and "browser" not in prompt and "file_search" not in prompt
+    assert "get_weather" in prompt and "browser" not in prompt and "image" not in prompt
     gateway.stop()
     assert "dropped the request's 'web_search' tool" in gateway.log.read_text()
 

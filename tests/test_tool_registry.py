@@ -33,7 +33,7 @@ def test_every_include_value_is_honoured_by_someone() -> None:
 
 
 def test_built_in_namespaces_are_reserved() -> None:
-    assert BUILT_IN_NAMESPACES == {"functions", "python", "browser", "shell", "local_shell", "apply_patch", "tool_search"}
+    assert BUILT_IN_NAMESPACES == {"functions", "python", "browser", "file_search", "shell", "local_shell", "apply_patch", "tool_search"}
     assert BUILT_IN_NAMESPACES <= RESERVED_NAMESPACES
 
 

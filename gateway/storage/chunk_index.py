@@ -115,9 +115,9 @@ class ChunkIndex:
         return await self.db.transaction(work)
 
     async def complete(self, file: StoreFile, owner: str, written: Written, quota_bytes: int) -> str:
-        """Write a file's chunks and mark it completed, if it is still this replica's to ingest: `completed`;
-        `gone` when it was cancelled, removed or taken over meanwhile (nothing is written); `quota` when the
-        tenant's indexed text would pass its quota (the file failed)."""
+        """Write a file's chunks and mark it completed, if it is still this replica's to ingest: `indexed`;
+        `gone` when it was cancelled, removed or taken over meanwhile (nothing is written); `over quota` when
+        the tenant's indexed text would pass its quota (the file failed)."""
         vector_cast = "::vector" if self.dialect is Dialect.POSTGRESQL else ""
 
         async def work(tx: Tx) -> str:
@@ -131,7 +131,7 @@ class ChunkIndex:
                 await tx.execute(
                     "UPDATE vector_store_files SET status = 'failed', last_error = ?, owner = NULL WHERE seq = ?", json.dumps(error), file.seq
                 )
-                return "quota"
+                return "over quota"
             await tx.execute("DELETE FROM vector_store_chunks WHERE file_seq = ?", file.seq)
             columns, rows = (
                 "file_seq, vector_store_id, position, text",
@@ -145,7 +145,7 @@ class ChunkIndex:
             await tx.execute(
                 "UPDATE vector_store_files SET status = 'completed', usage_bytes = ?, owner = NULL WHERE seq = ?", written.usage_bytes, file.seq
             )
-            return "completed"
+            return "indexed"
 
         return await self.db.transaction(work)
 

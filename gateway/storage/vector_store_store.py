@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..protocol import IngestStatus
 from . import Database, Tx
 from .file_store import TooMany
 from .paging import PageQuery, fetch_page
@@ -19,7 +20,7 @@ from .paging import PageQuery, fetch_page
 Attributes = dict[str, str | float | bool]
 # One attribute as a row (vector_store_attributes): key, a string's value, a number's (a boolean's 1 or 0), whether boolean.
 AttributeRow = tuple[str, str | None, float | None, bool]
-STATUSES = ("in_progress", "completed", "failed", "cancelled")
+STATUSES = tuple(status.value for status in IngestStatus)
 
 
 @dataclass
@@ -34,10 +35,7 @@ class FileCounts:
         return self.in_progress + self.completed + self.failed + self.cancelled
 
     def as_dict(self) -> dict[str, int]:
-        return {
-            "in_progress": self.in_progress, "completed": self.completed, "failed": self.failed,
-            "cancelled": self.cancelled, "total": self.total,
-        }  # fmt: skip
+        return {**{status.value: getattr(self, status.value) for status in IngestStatus}, "total": self.total}
 
 
 @dataclass
@@ -64,7 +62,7 @@ class VectorStore:
     def status(self) -> str:
         if self.expired():
             return "expired"
-        return "in_progress" if self.counts.in_progress else "completed"
+        return IngestStatus.IN_PROGRESS if self.counts.in_progress else IngestStatus.COMPLETED
 
     def as_dict(self) -> dict[str, Any]:
         expires = None if self.expires_days is None else {"anchor": "last_active_at", "days": self.expires_days}
@@ -121,10 +119,10 @@ class FileBatch:
     @property
     def status(self) -> str:
         if self.counts.in_progress:
-            return "in_progress"
+            return IngestStatus.IN_PROGRESS
         if self.cancelled:
-            return "cancelled"
-        return "failed" if self.counts.total and self.counts.failed == self.counts.total else "completed"
+            return IngestStatus.CANCELLED
+        return IngestStatus.FAILED if self.counts.total and self.counts.failed == self.counts.total else IngestStatus.COMPLETED
 
     def as_dict(self) -> dict[str, Any]:
         return {

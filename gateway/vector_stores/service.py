@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from ..config import VectorStoresConfig
 from ..errors import APIError, bad_request, not_found
 from ..files.service import FileService
+from ..protocol import IngestStatus
 from ..storage.chunk_index import ChunkIndex, Scope
 from ..storage.file_store import TooMany
 from ..storage.vector_store_store import StoreFile, VectorStore, VectorStoreStore
@@ -67,7 +68,7 @@ class VectorStoreService:
                     file.filename,
                     batch_id,
                     int(time.time()),
-                    "in_progress",
+                    IngestStatus.IN_PROGRESS,
                     None,
                     0,
                     chunking,

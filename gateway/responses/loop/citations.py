@@ -1,10 +1,11 @@
-"""The model's citations (`【CURSOR†L{a}-L{b}】`) made into links and `url_citation` annotations, as the
-text streams.
+"""The model's citations made into annotations as the text streams: `【CURSOR†L{a}-L{b}】` of a browser's
+page, `【N†FILENAME】` of a file_search result.
 
-A citation is replaced, as OpenAI's web search writes its answers, by a Markdown link to the cited page,
-`([domain](url))`, which its annotation spans; a citation of a view the conversation does not have is
-left as the model wrote it. Text from a `【` is held back until it is clear whether it is a citation:
-at most MAX_CITATION characters, so a stray bracket delays the stream by little.
+A page's citation is replaced, as OpenAI's web search writes its answers, by a Markdown link to the cited
+page, `([domain](url))`, which its `url_citation` spans; a file's citation is taken out of the text and
+becomes a `file_citation` at the place it stood, as OpenAI's file search annotates its answers. A
+citation nothing resolves is left as the model wrote it. Text from a `【` is held back until it is clear
+whether it is a citation: at most MAX_CITATION characters, so a stray bracket delays the stream by little.
 """
 
 from __future__ import annotations
@@ -16,17 +17,32 @@ from urllib.parse import unquote
 
 from tools.browser.pages import domain_of
 
-MAX_CITATION = 40
-_CITATION = re.compile(r"【(\d{1,6})†L(\d{1,7})(?:-L(\d{1,7}))?】")
-_PREFIX = re.compile(r"【\d{0,6}(?:†(?:L\d{0,7}(?:-(?:L\d{0,7})?)?)?)?")
+MAX_CITATION = 160
+_CITATION = re.compile(r"【(\d{1,6})†([^【】\n]{1,150})】")
+_PREFIX = re.compile(r"【\d{0,6}(?:†[^【】\n]{0,150})?")
+LINES = re.compile(r"L(\d{1,7})(?:-L(\d{1,7}))?")
 
-Resolve = Callable[[int, int], "tuple[str, str] | None"]  # (cursor, line) → (url, title)
+
+@dataclass(frozen=True)
+class UrlCitation:
+    url: str
+    title: str
+
+
+@dataclass(frozen=True)
+class FileCitation:
+    file_id: str
+    filename: str
+
+
+Cited = UrlCitation | FileCitation
+Resolve = Callable[[int, str], "Cited | None"]  # (the number, what follows †) → what it cites
 
 
 @dataclass
 class Piece:
     text: str
-    annotation: dict[str, Any] | None = None  # set when `text` is a citation's link
+    annotation: dict[str, Any] | None = None  # set when `text` is a citation's link (or empty, a file's place)
 
 
 class CitationRewriter:
@@ -62,7 +78,7 @@ class CitationRewriter:
                 continue
             pieces += self._citation(match)
             buffer = buffer[end + 1 :]
-        return [piece for piece in pieces if piece.text]
+        return [piece for piece in pieces if piece.text or piece.annotation is not None]
 
     def flush(self) -> list[Piece]:
         """The end of the message: what was held back is plain text."""
@@ -76,10 +92,13 @@ class CitationRewriter:
         return Piece(text)
 
     def _citation(self, match: re.Match[str]) -> list[Piece]:
-        cited = self.resolve(int(match.group(1)), int(match.group(2)))
+        cited = self.resolve(int(match.group(1)), match.group(2))
         if cited is None:
             return [self._plain(match.group(0))]
-        url, title = cited
+        if isinstance(cited, FileCitation):
+            annotation = {"type": "file_citation", "file_id": cited.file_id, "filename": cited.filename, "index": self._length}
+            return [Piece("", annotation)]
+        url, title = cited.url, cited.title
         pieces = [self._plain(" ")] if self._last and not self._last.isspace() and self._last not in "([" else []
         link = f"([{domain_of(url)}]({url}))"
         start = self._length

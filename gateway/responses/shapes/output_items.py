@@ -110,6 +110,14 @@ class WebSearchCallShape(TypedDict):
     action: NotRequired[Part]  # once it ran (or was closed before it did: its kind only)
 
 
+class FileSearchCallShape(TypedDict):
+    id: str
+    type: Literal["file_search_call"]
+    status: ItemStatus
+    queries: list[str]
+    results: list[Part] | None
+
+
 class ToolSearchCallShape(TypedDict):
     id: str
     type: Literal["tool_search_call"]
@@ -168,6 +176,7 @@ OutputItemShape = Union[
     ApplyPatchCallShape,
     CodeInterpreterCallShape,
     WebSearchCallShape,
+    FileSearchCallShape,
     ToolSearchCallShape,
     ToolSearchOutputShape,
     McpCallShape,

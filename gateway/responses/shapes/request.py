@@ -18,6 +18,7 @@ from ...core.models import StrictModel
 from ...errors import APIError, bad_request
 from ...files.requested import AutoContainer
 from .code_interpreter_models import CodeInterpreterCallItem
+from .file_search_models import FileSearchCallItem, FileSearchTool, NamedFileSearch
 from .shell_models import (
     ApplyPatchCallItem,
     ApplyPatchCallOutputItem,
@@ -267,6 +268,7 @@ InputItem = Annotated[
         Annotated[McpListToolsItem, Tag("mcp_list_tools")],
         Annotated[McpCallItem, Tag("mcp_call")],
         Annotated[WebSearchCallItem, Tag("web_search_call")],
+        Annotated[FileSearchCallItem, Tag("file_search_call")],
         Annotated[CodeInterpreterCallItem, Tag("code_interpreter_call")],
         Annotated[ShellCallItem, Tag("shell_call")],
         Annotated[ShellCallOutputItem, Tag("shell_call_output")],
@@ -449,7 +451,6 @@ class UnavailableTool(BaseModel):
 
     model_config = ConfigDict(extra="allow")
     type: Literal[
-        "file_search",
         "computer",
         "computer_use_preview",
         "image_generation",
@@ -463,6 +464,7 @@ RequestTool = Union[
     CodeInterpreterTool,
     McpTool,
     WebSearchTool,
+    FileSearchTool,
     ShellTool,
     LocalShellTool,
     ApplyPatchTool,
@@ -528,7 +530,9 @@ class AllowedTools(StrictModel):
     tools: list[dict[str, Any]] = Field(min_length=1)
 
 
-ToolChoiceForm = Union[NamedFunction, NamedCustom, NamedMcp, NamedCodeInterpreter, NamedWebSearch, NamedShell, NamedApplyPatch, AllowedTools]
+ToolChoiceForm = Union[
+    NamedFunction, NamedCustom, NamedMcp, NamedCodeInterpreter, NamedWebSearch, NamedFileSearch, NamedShell, NamedApplyPatch, AllowedTools
+]
 NamedChoice = Annotated[ToolChoiceForm, Field(discriminator="type")]
 
 
@@ -541,7 +545,6 @@ class StreamOptions(StrictModel):
 # `include` values the gateway cannot honour, and why (those it honours: tools/registry.py).
 NOT_INCLUDABLE = {
     "web_search_call.results": "a search's results are shown to the model only; its URLs come with web_search_call.action.sources",
-    "file_search_call.results": "this gateway has no file_search tool",
     "computer_call_output.output.image_url": "this gateway has no computer tool",
     "message.input_image.image_url": "gpt-oss reads no images",
 }

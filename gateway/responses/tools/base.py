@@ -52,6 +52,7 @@ from ...files.service import FileService
 from ...metrics import Metrics
 from ...protocol import Include, ItemStatus
 from ...skills.service import SkillService
+from ...vector_stores.service import VectorStoreService
 from ..history.dialog import Dialog, InputReader
 from ..loop.citations import Resolve
 from ..loop.log import Batch
@@ -90,6 +91,7 @@ class ToolNeeds(Protocol):
     metrics: Metrics
     files: FileService
     skills: SkillService
+    vector_stores: VectorStoreService
     mcp: MCPServers
     sandbox: SandboxManager | None  # None: no code_interpreter on this gateway
     browser: BrowserBackends | None  # None: no web_search on this gateway

@@ -20,6 +20,7 @@ from ..shapes.response_object import echo_tool
 from .apply_patch import ApplyPatch
 from .base import AnyTool, ToolNeeds
 from .code_interpreter import CodeInterpreter
+from .file_search import FileSearch
 from .functions import FunctionTools
 from .local_shell import LocalShell
 from .mcp import McpServers
@@ -39,6 +40,7 @@ TOOLS: tuple[type[AnyTool], ...] = (
     LocalShell,
     ApplyPatch,
     WebSearch,
+    FileSearch,
     CodeInterpreter,
     McpServers,
 )

@@ -15,7 +15,7 @@ from ...engine.structural_tag import JSON_OBJECT, CallShape
 from ...errors import bad_request
 from ...protocol import EventType, Include, ItemStatus
 from ..history.dialog import Dialog, Records
-from ..loop.citations import Resolve
+from ..loop.citations import LINES, Cited, Resolve, UrlCitation
 from ..loop.tool_call import CallKind, ToolCall
 from ..shapes.items import Event, Events, OutputItem
 from ..shapes.output_items import WebSearchCallShape
@@ -154,9 +154,13 @@ class WebSearch(Tool[WebSearchTool]):
     def citations(self) -> Resolve | None:
         return self.cited if self.browser is not None else None
 
-    def cited(self, cursor: int, line: int) -> tuple[str, str] | None:
-        """What a citation in the model's answer points to (citations.py)."""
-        return self.browser.cited(cursor, line) if self.browser is not None else None
+    def cited(self, cursor: int, locator: str) -> Cited | None:
+        """What a citation in the model's answer points to (citations.py): a page's lines, `L{a}-L{b}`."""
+        lines = LINES.fullmatch(locator)
+        if lines is None or self.browser is None:
+            return None
+        found = self.browser.cited(cursor, int(lines.group(1)))
+        return UrlCitation(*found) if found is not None else None
 
     def open_call(self, call: ToolCall, name: str) -> OutputItem | None:
         if not self.context.enabled:

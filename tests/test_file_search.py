@@ -1,0 +1,153 @@
+"""The file_search tool in the loop: the model searches the request's vector stores, each call streamed as
+a `file_search_call`, the answer's citations made `file_citation` annotations; forced by `tool_choice`,
+carried by continuations, run by the Agents SDK's FileSearchTool. Search by meaning (an embeddings
+endpoint, sqlite-vec) against search by words on a corpus written for it."""
+
+from __future__ import annotations
+
+import io
+import json
+import time
+from typing import Any, Iterator
+
+import openai
+import pytest
+
+from .conftest import Gateway, Process, emulator_stats, gateway_config
+from .stream_checker import check_response_stream
+
+MODEL = "openai/gpt-oss-20b"
+CORPUS = {
+    "cars.md": "Car care: change the engine oil of your car every 5000 miles, and rotate the tires twice a year.",
+    "dogs.txt": "Training a puppy takes patience: reward the dog at once, and keep the lessons short.",
+    "tea.md": "Green tea is brewed at 80 degrees for two minutes; black tea wants boiling water.",
+}
+
+
+def search(*queries: str) -> str:
+    return f"[[call file_search.msearch {json.dumps({'queries': list(queries)})}]]"
+
+
+def make_store(api: openai.OpenAI, corpus: dict[str, str], name: str = "handbook") -> tuple[str, dict[str, str]]:
+    ids = {filename: api.files.create(file=(filename, io.BytesIO(text.encode())), purpose="assistants").id for filename, text in corpus.items()}
+    store = api.vector_stores.create(name=name, file_ids=list(ids.values()))
+    deadline = time.monotonic() + 60
+    while api.vector_stores.retrieve(store.id).file_counts.in_progress:
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    return store.id, ids
+
+
+@pytest.fixture(scope="module")
+def searching(emulator: Process, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
+    workdir = tmp_path_factory.mktemp("file-search")
+    keys = [{"key": "sk-one", "tenant": "one"}, {"key": "sk-two", "tenant": "two"}]
+    process = Gateway(gateway_config(emulator.url, workdir, auth={"api_keys": keys}), workdir).start()
+    yield process
+    process.stop()
+
+
+@pytest.fixture(scope="module")
+def handbook(searching: Gateway) -> tuple[str, dict[str, str]]:
+    return make_store(searching.client(api_key="sk-one"), CORPUS)
+
+
+def stream_events(gateway: Gateway, key: str = "sk-one", **body: Any) -> list[dict[str, Any]]:
+    events = []
+    with gateway.client(api_key=key).responses.create(model=MODEL, stream=True, **body) as stream:
+        for event in stream:
+            events.append(event.model_dump(mode="json", exclude_unset=True))
+    return events
+
+
+def test_a_search_streamed_and_its_citation_annotated(searching: Gateway, handbook: tuple[str, dict[str, str]], emulator: Process) -> None:
+    store_id, ids = handbook
+    # Passages are numbered in the order of their scores: the tea passage matches its query better.
+    answer = "Change the oil every 5000 miles.【1†cars.md】 Brew green tea at 80 degrees.【0†tea.md】 Not a source.【7†x.md】 Nor this.【0†cars.md】"
+    body = {
+        "input": f"How do I look after my car and my tea? {search('engine oil', 'green tea')}[[answer {answer}]]",
+        "tools": [{"type": "file_search", "vector_store_ids": [store_id], "max_num_results": 2}],
+        "include": ["file_search_call.results"],
+    }
+    events = stream_events(searching, **body)
+    response = check_response_stream(events)
+    call = next(item for item in response.output if item.type == "file_search_call")
+    assert call.status == "completed" and call.queries == ["engine oil", "green tea"]
+    assert call.results is not None and [result.filename for result in call.results] == ["tea.md", "cars.md"]
+    assert call.results[1].file_id == ids["cars.md"] and "5000 miles" in (call.results[1].text or "")
+    assert 1 >= (call.results[0].score or 0) >= (call.results[1].score or 0) > 0
+    kinds = [e["type"] for e in events if e.get("item_id") == call.id or e.get("item", {}).get("id") == call.id]
+    assert kinds == [
+        "response.output_item.added",
+        "response.file_search_call.in_progress",
+        "response.file_search_call.searching",
+        "response.file_search_call.completed",
+        "response.output_item.done",
+    ]
+    added = next(e for e in events if e["type"] == "response.output_item.added" and e["item"]["id"] == call.id)
+    assert added["item"] == {"id": call.id, "type": "file_search_call", "status": "in_progress", "queries": [], "results": None}
+
+    # The markers leave the text; each cited passage is a file_citation where it stood.
+    message = response.output[-1]
+    text = message.content[0].text
+    assert text == "Change the oil every 5000 miles. Brew green tea at 80 degrees. Not a source.【7†x.md】 Nor this.【0†cars.md】"
+    annotations = [a.model_dump() for a in message.content[0].annotations]
+    assert annotations == [
+        {"type": "file_citation", "file_id": ids["cars.md"], "filename": "cars.md", "index": text.index(" Brew")},
+        {"type": "file_citation", "file_id": ids["tea.md"], "filename": "tea.md", "index": text.index(" Not")},
+    ]
+    assert [e["annotation"] for e in events if e["type"] == "response.output_text.annotation.added"] == annotations
+
+    # What the model read: the namespace, and numbered passages to cite.
+    prompt = emulator_stats(emulator)["last_prompt"]
+    assert "namespace file_search {" in prompt and "type msearch = (_: {" in prompt
+    assert "【1†cars.md】\nCar care: change the engine oil" in prompt and "【0†tea.md】" in prompt
+
+    # Without the include, the results stay out of the item (the model read them all the same).
+    plain = searching.client(api_key="sk-one").responses.create(model=MODEL, input=body["input"], tools=body["tools"])
+    found = next(item for item in plain.output if item.type == "file_search_call")
+    assert found.results is None and found.queries == ["engine oil", "green tea"]
+    assert plain.output[-1].content[0].annotations[0].type == "file_citation"
+
+
+def test_tool_choice_forces_a_search_and_the_history_goes_on(searching: Gateway, handbook: tuple[str, dict[str, str]]) -> None:
+    store_id, ids = handbook
+    api = searching.client(api_key="sk-one")
+    tools = [{"type": "file_search", "vector_store_ids": [store_id]}]
+    forced = api.responses.create(model=MODEL, input='Hello [args {"queries": ["puppy training"]}]', tools=tools, tool_choice={"type": "file_search"})  # type: ignore[arg-type]
+    call = forced.output[0]
+    assert call.type == "file_search_call" and call.queries == ["puppy training"] and call.status == "completed"
+    assert forced.tool_choice.type == "file_search"  # type: ignore[union-attr]
+
+    # A continuation: the passages shown before keep their numbers (the new ones are numbered after them).
+    shown = len(api.responses.retrieve(forced.id, include=["file_search_call.results"]).output[0].results or [])  # type: ignore[union-attr]
+    cited = f"Reward the dog at once.【0†dogs.txt】 Keep lessons short.【{shown}†dogs.txt】"
+    follow = api.responses.create(model=MODEL, previous_response_id=forced.id, input=f"And puppies? {search('puppy')}[[answer {cited}]]", tools=tools)  # type: ignore[arg-type]
+    annotations = [(a.file_id, a.index) for a in follow.output[-1].content[0].annotations]  # type: ignore[union-attr]
+    text = follow.output[-1].content[0].text  # type: ignore[union-attr]
+    assert annotations == [(ids["dogs.txt"], text.index(" Keep")), (ids["dogs.txt"], len(text))]
+    # The output sent back as input is read back.
+    replay = [item.model_dump(exclude_none=True) for item in forced.output] + [{"role": "user", "content": "Thanks"}]
+    again = api.responses.create(model=MODEL, input=replay, tools=tools)  # type: ignore[arg-type]
+    assert again.status == "completed" and again.output_text == "You said: Thanks"
+    listed = [item["type"] for item in api.responses.input_items.list(again.id, order="asc").model_dump()["data"]]
+    assert listed == [item.type for item in forced.output] + ["message"] and listed[0] == "file_search_call"
+
+
+def test_stores_that_are_not_the_tenants_are_404s(searching: Gateway, handbook: tuple[str, dict[str, str]]) -> None:
+    store_id, _ = handbook
+    theirs = searching.client(api_key="sk-two")
+    for ids in ([store_id], ["vs_nothing"]):
+        with pytest.raises(openai.NotFoundError) as missing:
+            theirs.responses.create(model=MODEL, input="hi", tools=[{"type": "file_search", "vector_store_ids": ids}])
+        assert missing.value.body["param"] == "tools[0].vector_store_ids[0]"  # type: ignore[index]
+    with pytest.raises(openai.BadRequestError) as bad:
+        theirs.responses.create(
+            model=MODEL,
+            input="hi",
+            tools=[{"type": "file_search", "vector_store_ids": [store_id], "filters": {"type": "gt", "key": "k", "value": True}}],
+        )
+    assert bad.value.body["param"] == "tools[0].filters"  # type: ignore[index]
+    with pytest.raises(openai.BadRequestError) as unnamed:
+        theirs.responses.create(model=MODEL, input="hi", tool_choice={"type": "file_search"})
+    assert unnamed.value.body["param"] == "tool_choice.type"  # type: ignore[index]
