@@ -539,13 +539,16 @@ def create_emulator(max_model_len: int = 131072, chunk_delay: float = 0.0) -> St
         return StreamingResponse(stream(), media_type="text/event-stream")
 
     async def embeddings(request: Request) -> Response:
-        """vLLM's pooling runner's `/v1/embeddings`, with `[embedding-fails]` in a text making it a 500."""
+        """vLLM's pooling runner's `/v1/embeddings`; `[embedding-fails]` in a text makes it a 500, and
+        `[embedding-slow]` makes it answer after 4 s (a replica killed meanwhile)."""
         body = await request.json()
         texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
         stats.embedding_calls += 1
         stats.embedded_texts += len(texts)
         if any("[embedding-fails]" in text for text in texts):
             return vllm_error(500, "the embedding model failed")
+        if any("[embedding-slow]" in text for text in texts):
+            await asyncio.sleep(4)
         data = [{"object": "embedding", "index": index, "embedding": embedding(text)} for index, text in enumerate(texts)]
         usage = {"prompt_tokens": len(texts), "total_tokens": len(texts)}
         return JSONResponse({"object": "list", "model": body.get("model"), "data": data, "usage": usage})

@@ -16,7 +16,9 @@ from typing import IO
 from .conftest import free_port, wait_for_port
 
 
-def _postgres_bin(name: str) -> str:
+def _postgres_bin(name: str, binaries: Path | None = None) -> str:
+    if binaries is not None:
+        return str(binaries / name)
     found = sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"), key=lambda path: int(path.split("/")[4]))
     if found:
         return found[-1]
@@ -24,6 +26,14 @@ def _postgres_bin(name: str) -> str:
     if on_path is None:
         raise RuntimeError(f"PostgreSQL's {name} is not installed (Debian's postgresql package; scripts/test installs it)")
     return on_path
+
+
+def pgvector_binaries() -> Path:
+    """PostgreSQL with the pgvector extension: the build PyPI's pgserver ships (Debian bookworm packages no
+    pgvector)."""
+    import pgserver
+
+    return Path(pgserver.__file__).parent / "pginstall" / "bin"
 
 
 def postgres_available() -> bool:
@@ -38,7 +48,8 @@ class PostgresServer:
     """A throwaway cluster: initdb into a temporary directory, trust authentication on loopback only.
     PostgreSQL refuses to run as root, so as root it runs as the `postgres` user the package made."""
 
-    def __init__(self) -> None:
+    def __init__(self, binaries: Path | None = None) -> None:
+        self.binaries = binaries  # another build's bin/ (pgserver's, with pgvector); None: Debian's
         self.dir = Path(tempfile.mkdtemp(prefix="hg-postgres-"))
         self.data = self.dir / "data"
         self.port = free_port()
@@ -47,7 +58,7 @@ class PostgresServer:
         if self._user is not None:
             entry = pwd.getpwnam(self._user)
             os.chown(self.dir, entry.pw_uid, entry.pw_gid)
-        self._run(_postgres_bin("initdb"), "-D", str(self.data), "-U", "gateway", "--auth=trust", "-E", "UTF8", "--no-sync")
+        self._run(_postgres_bin("initdb", self.binaries), "-D", str(self.data), "-U", "gateway", "--auth=trust", "-E", "UTF8", "--no-sync")
         self._databases = 0
 
     def _run(self, *args: str) -> None:
@@ -56,12 +67,12 @@ class PostgresServer:
 
     def start(self) -> "PostgresServer":
         options = f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200"
-        self._run(_postgres_bin("pg_ctl"), "-D", str(self.data), "-l", str(self.log), "-o", options, "-w", "start")
+        self._run(_postgres_bin("pg_ctl", self.binaries), "-D", str(self.data), "-l", str(self.log), "-o", options, "-w", "start")
         wait_for_port(self.port)
         return self
 
     def stop(self, mode: str = "fast") -> None:
-        self._run(_postgres_bin("pg_ctl"), "-D", str(self.data), "-m", mode, "-w", "stop")
+        self._run(_postgres_bin("pg_ctl", self.binaries), "-D", str(self.data), "-m", mode, "-w", "stop")
 
     def restart(self, down_s: float = 0.0) -> None:
         """Stop the server (open connections are cut), stay down a while, start again on the same port."""
@@ -76,7 +87,7 @@ class PostgresServer:
         """A fresh, empty database; its URL."""
         self._databases += 1
         name = f"test{self._databases}"
-        psql = _postgres_bin("psql")
+        psql = _postgres_bin("psql", self.binaries)
         subprocess.run(
             [psql, "-h", "127.0.0.1", "-p", str(self.port), "-U", "gateway", "-d", "postgres", "-q", "-c", f"CREATE DATABASE {name}"],
             check=True,

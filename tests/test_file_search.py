@@ -8,12 +8,14 @@ from __future__ import annotations
 import io
 import json
 import time
+from pathlib import Path
 from typing import Any, Iterator
 
 import openai
 import pytest
 
 from .conftest import Gateway, Process, emulator_stats, gateway_config
+from .emulator import EMBEDDING_DIMENSIONS, EMBEDDING_MODEL
 from .stream_checker import check_response_stream
 
 MODEL = "openai/gpt-oss-20b"
@@ -151,3 +153,94 @@ def test_stores_that_are_not_the_tenants_are_404s(searching: Gateway, handbook: 
     with pytest.raises(openai.BadRequestError) as unnamed:
         theirs.responses.create(model=MODEL, input="hi", tool_choice={"type": "file_search"})
     assert unnamed.value.body["param"] == "tool_choice.type"  # type: ignore[index]
+
+
+def test_the_agents_sdk_file_search_tool(searching: Gateway, handbook: tuple[str, dict[str, str]]) -> None:
+    from agents import Agent, FileSearchTool, OpenAIResponsesModel, Runner
+
+    store_id, ids = handbook
+    tool = FileSearchTool(vector_store_ids=[store_id], max_num_results=3, include_search_results=True, ranking_options={"score_threshold": 0.01})
+    agent = Agent(name="librarian", tools=[tool], model=OpenAIResponsesModel(MODEL, searching.async_client(api_key="sk-one")))
+    answer = "Every 5000 miles.【0†cars.md】"
+    result = Runner.run_sync(agent, f"When do I change the oil? {search('engine oil')}[[answer {answer}]]")
+    assert result.final_output == "Every 5000 miles."
+    call = next(item for item in result.raw_responses[-1].output if item.type == "file_search_call")
+    assert call.queries == ["engine oil"] and call.results is not None and call.results[0].filename == "cars.md"
+    (citation,) = [a for item in result.raw_responses[-1].output if item.type == "message" for a in item.content[0].annotations]
+    assert citation.type == "file_citation" and citation.file_id == ids["cars.md"] and citation.index == len("Every 5000 miles.")
+    # The next turn sends the thread back as the SDK keeps it, the file_search_call with its results included.
+    history = result.to_input_list()
+    assert "file_search_call" in [item.get("type") for item in history]
+    again = Runner.run_sync(agent, [*history, {"role": "user", "content": "thanks"}])
+    assert again.final_output == "You said: thanks"
+
+
+# -- search by meaning: an embeddings endpoint (the emulator's), sqlite-vec --------------------------------------
+
+# Words and meaning disagree here: the emulator's embedding model reads "car" and "vehicle" as "automobile",
+# and "hound" as "dog", as a real model would place them near each other.
+MEANINGS = {
+    "automobile.md": "Automobile inspection: the automobile goes to the garage each spring.",
+    "car.md": "Fix the car engine yourself; a vehicle needs care, and a car needs oil.",
+    "hound.txt": "The hound sleeps by the fire after the hunt.",
+    "tea.md": "Green tea is brewed at 80 degrees for two minutes.",
+}
+
+
+def embeddings_of(emulator: Process, **overrides: Any) -> dict[str, Any]:
+    return {"embeddings": {"url": emulator.url, "model": EMBEDDING_MODEL, "dimensions": EMBEDDING_DIMENSIONS} | overrides}
+
+
+def found(api: openai.OpenAI, store_id: str, query: str, **options: Any) -> list[str]:
+    return [result.filename for result in api.vector_stores.search(store_id, query=query, **options)]
+
+
+def test_hybrid_search_finds_by_meaning_what_words_miss(emulator: Process, make_gateway: Any, tmp_path: Path) -> None:
+    words = make_gateway(emulator.url, storage={"path": str(tmp_path / "words" / "db.sqlite3")}).client()
+    hybrid = make_gateway(emulator.url, storage={"path": str(tmp_path / "both" / "db.sqlite3")}, vector_stores=embeddings_of(emulator)).client()
+    before = emulator_stats(emulator)["embedded_texts"]
+    by_words, _ = make_store(words, MEANINGS)
+    by_both, ids = make_store(hybrid, MEANINGS)
+    assert emulator_stats(emulator)["embedded_texts"] >= before + len(MEANINGS)  # each chunk embedded once
+
+    assert found(words, by_words, "automobile") == ["automobile.md"]
+    assert found(hybrid, by_both, "automobile")[:2] == ["automobile.md", "car.md"]  # both rankings put it first
+    assert found(words, by_words, "dog") == []
+    assert found(hybrid, by_both, "dog")[0] == "hound.txt"
+    # The weights of the fusion: meaning alone, words alone.
+    meaning_only = {"hybrid_search": {"embedding_weight": 1, "text_weight": 0}}
+    assert found(hybrid, by_both, "vehicle", ranking_options=meaning_only)[:2] == ["car.md", "automobile.md"]
+    words_only = {"hybrid_search": {"embedding_weight": 0, "text_weight": 1}}
+    assert found(hybrid, by_both, "vehicle", ranking_options=words_only) == ["car.md"]
+    # A threshold keeps the close matches only; filters still apply in the query.
+    close = found(hybrid, by_both, "automobile", ranking_options={"score_threshold": 0.5})
+    assert close[:1] == ["automobile.md"] and "tea.md" not in close
+    assert found(hybrid, by_both, "automobile", filters={"type": "eq", "key": "none", "value": 1}) == []
+
+    # The tool ranks the same way: the model finds the hound by asking for a dog.
+    response = hybrid.responses.create(
+        model=MODEL,
+        input=f"Where does the dog sleep? {search('dog')}[[answer By the fire.【0†hound.txt】]]",
+        tools=[{"type": "file_search", "vector_store_ids": [by_both], "max_num_results": 1}],
+        include=["file_search_call.results"],
+    )
+    call = response.output[0] if response.output[0].type == "file_search_call" else response.output[1]
+    assert [result.file_id for result in call.results or []] == [ids["hound.txt"]]  # type: ignore[union-attr]
+    assert response.output[-1].content[0].annotations[0].file_id == ids["hound.txt"]  # type: ignore[union-attr]
+
+
+def test_a_file_the_embeddings_endpoint_fails_fails_alone(emulator: Process, make_gateway: Any) -> None:
+    api = make_gateway(emulator.url, vector_stores=embeddings_of(emulator)).client()
+    store_id, ids = make_store(api, {"bad.txt": "this text breaks it [embedding-fails]", "good.txt": "this text is fine"})
+    files = {file.id: file for file in api.vector_stores.files.list(store_id)}
+    assert files[ids["bad.txt"]].status == "failed" and files[ids["bad.txt"]].last_error.code == "server_error"  # type: ignore[union-attr]
+    assert files[ids["good.txt"]].status == "completed"
+
+
+def test_vectors_of_another_model_are_refused_at_start(emulator: Process, make_gateway: Any) -> None:
+    first = make_gateway(emulator.url, vector_stores=embeddings_of(emulator))
+    make_store(first.client(), {"a.txt": "some text"})
+    first.stop()
+    with pytest.raises(RuntimeError) as refused:
+        make_gateway(emulator.url, vector_stores=embeddings_of(emulator, model="another-model"))
+    assert f"the stored vectors were made by {EMBEDDING_MODEL}:{EMBEDDING_DIMENSIONS}" in str(refused.value)

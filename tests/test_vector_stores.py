@@ -240,3 +240,69 @@ def test_bad_requests_are_4xx(stores_gateway: Gateway) -> None:
     with pytest.raises(openai.BadRequestError) as refused:
         api.vector_stores.files.create(store.id, file_id=file_id, attributes={f"k{n}": n for n in range(17)})
     assert refused.value.body["param"] == "file_id.attributes"  # type: ignore[index]
+
+
+# -- on PostgreSQL with pgvector, shared by replicas --------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def pgvector() -> Iterator[Any]:
+    from .servers import PostgresServer, pgvector_binaries
+
+    server = PostgresServer(pgvector_binaries()).start()
+    yield server
+    server.close()
+
+
+def pg_sections(emulator: Process, database: str, **storage: Any) -> dict[str, Any]:
+    from .emulator import EMBEDDING_DIMENSIONS, EMBEDDING_MODEL
+
+    embeddings = {"url": emulator.url, "model": EMBEDDING_MODEL, "dimensions": EMBEDDING_DIMENSIONS}
+    return {"storage": {"url": database, **storage}, "vector_stores": {"embeddings": embeddings}}
+
+
+def test_vector_stores_on_postgresql_with_pgvector(emulator: Process, pgvector: Any, make_gateway: Any) -> None:
+    gateway = make_gateway(emulator.url, **pg_sections(emulator, pgvector.new_database()))
+    api = gateway.client()
+    ids = {name: upload(api, name, text) for name, text in {**CORPUS, "auto.md": "The automobile goes to the garage."}.items()}
+    store = ready(api, api.vector_stores.create(name="pg", file_ids=list(ids.values())).id)
+    assert store.file_counts.completed == 5 and store.usage_bytes > 0
+    # Words (PostgreSQL's full-text search, English stemming), and meaning (pgvector) fused.
+    assert [r.filename for r in api.vector_stores.search(store.id, query="changing oil")][0] == "cars.md"
+    words_only = {"hybrid_search": {"embedding_weight": 0, "text_weight": 1}}
+    assert [r.filename for r in api.vector_stores.search(store.id, query="vehicle", ranking_options=words_only)] == []  # type: ignore[arg-type]
+    by_meaning = [r.filename for r in api.vector_stores.search(store.id, query="vehicle")]
+    assert by_meaning[:2] == ["auto.md", "cars.md"] or by_meaning[:2] == ["cars.md", "auto.md"]
+    api.vector_stores.files.update(ids["tea.md"], vector_store_id=store.id, attributes={"drink": True})
+    assert [r.filename for r in api.vector_stores.search(store.id, query="water", filters={"type": "eq", "key": "drink", "value": True})] == [
+        "tea.md"
+    ]
+    assert [part.text for part in api.vector_stores.files.content(ids["tea.md"], vector_store_id=store.id)] == [CORPUS["tea.md"]]
+    assert api.vector_stores.delete(store.id).deleted
+
+
+def test_ingestion_is_taken_over_when_its_replica_is_killed(emulator: Process, pgvector: Any, make_gateway: Any) -> None:
+    """SIGKILL of the replica ingesting a file (its embeddings call under way): another replica takes the file
+    over once the lease ran out, and its chunks are written once."""
+    from .conftest import emulator_stats
+
+    database = pgvector.new_database()
+    first = make_gateway(emulator.url, **pg_sections(emulator, database, lease_s=1.0))
+    api = first.client()
+    file_id = upload(api, "slow.txt", "The archive is in the basement. [embedding-slow]")
+    calls = emulator_stats(emulator)["embedding_calls"]
+    store = api.vector_stores.create(name="taken over", file_ids=[file_id])
+    deadline = time.monotonic() + 20
+    while emulator_stats(emulator)["embedding_calls"] == calls:  # the first replica is embedding it
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    second = make_gateway(emulator.url, **pg_sections(emulator, database, lease_s=1.0))
+    assert first.proc is not None
+    first.proc.kill()
+    first.proc.wait()
+    other = second.client()
+    assert other.vector_stores.retrieve(store.id).file_counts.in_progress == 1
+    done = ready(other, store.id, timeout=30)
+    assert done.file_counts.completed == 1
+    assert [r.filename for r in other.vector_stores.search(store.id, query="archive basement")] == ["slow.txt"]  # once, not twice
+    assert f"file {file_id} indexed" in second.log.read_text()

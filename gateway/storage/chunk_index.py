@@ -2,7 +2,9 @@
 one fenced step), found by search (words, and vectors where an embeddings endpoint is configured).
 
 The two dialects search differently, and only here: SQLite through FTS5 (BM25) and sqlite-vec's cosine
-distance; PostgreSQL through its full-text search (`ts_rank_cd`) and pgvector's `<=>` over an HNSW index.
+distance; PostgreSQL through its full-text search (`ts_rank_cd`) and pgvector's `<=>`. Both are exact: an
+approximate index over every tenant's chunks (pgvector's HNSW) returns the nearest chunks of all stores,
+and a small store's search would come back empty once the others' were filtered out.
 Every query takes the stores and the `filters` as SQL (`Scope`), so a filter narrows what is ranked
 rather than what is returned.
 """
@@ -75,9 +77,6 @@ class ChunkIndex:
             if self.dialect is Dialect.POSTGRESQL:
                 await tx.execute("CREATE EXTENSION IF NOT EXISTS vector")
                 await tx.execute(f"ALTER TABLE vector_store_chunks ADD COLUMN IF NOT EXISTS embedding vector({int(dimensions)})")
-                await tx.execute(
-                    "CREATE INDEX IF NOT EXISTS vector_store_chunks_embedding ON vector_store_chunks USING hnsw (embedding vector_cosine_ops)"
-                )
             rows = await tx.fetch("SELECT value FROM gateway_keys WHERE name = ?", EMBEDDINGS_KEY)
             if rows and rows[0][0] != made:
                 raise VectorsUnavailable(

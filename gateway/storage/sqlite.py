@@ -3,6 +3,7 @@ a time, so the event loop never waits on the disk."""
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 from pathlib import Path
 from typing import Any, Awaitable, Callable, TypeVar
@@ -14,6 +15,7 @@ from .database import Conflict, Database, Dialect, Row, StorageError, Tx
 from .migrations import migrate
 
 T = TypeVar("T")
+log = logging.getLogger("gateway.storage")
 
 
 class SQLite(Database):
@@ -96,9 +98,12 @@ def _load_sqlite_vec(db: sqlite3.Connection) -> bool:
         return False
     import sqlite_vec
 
-    db.enable_load_extension(True)
     try:
+        db.enable_load_extension(True)
         sqlite_vec.load(db)
+    except sqlite3.Error as exc:  # a build of SQLite the extension does not load into
+        log.warning("sqlite-vec could not be loaded (%s): vector stores search by words only", exc)
+        return False
     finally:
         db.enable_load_extension(False)
     return True

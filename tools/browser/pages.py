@@ -21,6 +21,13 @@ KEPT_LINKS = 500  # links of a page kept for later responses (its first ones)
 # The brackets the model reads as links and citations: page text gets look-alikes instead, so that a page
 # cannot forge a link or a citation.
 _BRACKETS = str.maketrans({"【": "〖", "】": "〗", "†": "‡"})
+
+
+def plain_brackets(text: str) -> str:
+    """Text the model reads from outside (a page, a file), its citation brackets made look-alikes."""
+    return text.translate(_BRACKETS)
+
+
 _MARKDOWN_LINK = re.compile(r"(!?)\[([^\[\]\n]{0,500})\]\(([^()\s]{1,2000})(?:\s+\"[^\"\n]*\")?\)")
 
 

@@ -18,6 +18,8 @@ from typing import Any, Iterable, Mapping
 
 import orjson
 
+from tools.browser.pages import plain_brackets
+
 from ...engine.harmony import ToolDescription, ToolNamespaceConfig
 from ...engine.structural_tag import CallShape, json_schema
 from ...errors import bad_request
@@ -162,7 +164,7 @@ class FileSearch(Tool[FileSearchTool]):
     def cited(self, number: int, locator: str) -> Cited | None:
         """A passage's citation (citations.py): its number, and the filename it was shown under."""
         sources = self.dialog.tool_state(FileSearchState).sources
-        if not 0 <= number < len(sources) or locator.strip() != sources[number]["filename"]:
+        if not 0 <= number < len(sources) or locator.strip() != plain_brackets(sources[number]["filename"]):
             return None
         return FileCitation(sources[number]["file_id"], sources[number]["filename"])
 
@@ -205,16 +207,16 @@ class FileSearch(Tool[FileSearchTool]):
     def _shown(self, queries: list[str], found: list[Found]) -> str:
         """The results as the model reads them: numbered passages, within SHOWN_CHARS in all."""
         state = self.dialog.tool_state(FileSearchState)
-        lines = [f"Results for: {' | '.join(queries)}"]
+        lines = [f"Results for: {plain_brackets(' | '.join(queries))}"]
         budget = SHOWN_CHARS
         for each in found:
             if budget <= 0:
                 break
-            text = each.text[:budget]
+            text = plain_brackets(each.text[:budget])  # a file cannot forge a citation
             budget -= len(text)
             number = len(state.sources)
             state.sources.append({"file_id": each.file_id, "filename": each.filename})
-            lines.append(f"\n【{number}†{each.filename}】\n{text}")
+            lines.append(f"\n【{number}†{plain_brackets(each.filename)}】\n{text}")
         if not found:
             lines.append("No passage of the files matches.")
         return "\n".join(lines)

@@ -1,0 +1,206 @@
+"""Vector stores and file_search: ingestion, search latency, and what a file_search turn costs (not a timed
+test; prints figures).
+
+1. Ingestion: `--files` text files of `--file-kb` KB uploaded, put in a store in batches, timed until every
+   one is completed, words only and with the emulator's embeddings; meanwhile /metrics is read every 0.2 s
+   for the event loop's longest stall (`gateway_event_loop_lag_max_seconds`).
+2. Search: stores of 10k and 100k chunks written straight into the database (SQLite, and PostgreSQL with
+   pgvector), then `POST /v1/vector_stores/{id}/search` timed, p50 and p95, by words and hybrid.
+3. The file_search turn: the gateway's CPU time per response, with a file_search call and without one.
+
+Run: .venv/bin/python bench/vector_stores.py [--files 1000] [--file-kb 10] [--searches 200] [--sizes 10000,100000] [--skip-postgres]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import io
+import os
+import random
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from gateway.storage import open_database  # noqa: E402
+from gateway.storage.chunk_index import ChunkIndex, Written  # noqa: E402
+from gateway.storage.vector_store_store import StoreFile, VectorStore, VectorStoreStore  # noqa: E402
+from tests.conftest import Gateway, gateway_config, start_emulator  # noqa: E402
+from tests.emulator import EMBEDDING_DIMENSIONS, EMBEDDING_MODEL, embedding  # noqa: E402
+
+VOCABULARY = [f"w{n}" for n in range(5000)] + "engine oil tea bread archive report river garden market".split()
+WEIGHTS = [1 / (rank + 1) for rank in range(len(VOCABULARY))]  # Zipf: a few words everywhere, most rare
+
+
+def words(rng: random.Random, count: int) -> str:
+    return " ".join(rng.choices(VOCABULARY, WEIGHTS, k=count))
+
+
+def percentiles(values: list[float]) -> str:
+    ordered = sorted(values)
+    p95 = ordered[min(len(ordered) - 1, int(round(0.95 * (len(ordered) - 1))))]
+    return f"p50 {statistics.median(ordered) * 1000:7.1f} ms, p95 {p95 * 1000:7.1f} ms"
+
+
+def cpu_s(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def embeddings_section(emulator_url: str) -> dict[str, Any]:
+    return {"embeddings": {"url": emulator_url, "model": EMBEDDING_MODEL, "dimensions": EMBEDDING_DIMENSIONS, "batch_size": 128}}
+
+
+# -- 1. ingestion ---------------------------------------------------------------------------------------------
+
+
+def ingest(gateway: Gateway, files: int, file_kb: int) -> None:
+    api = gateway.client(timeout=120)
+    rng = random.Random(1)
+    ids = [
+        api.files.create(file=(f"doc{n}.txt", io.BytesIO(words(rng, file_kb * 1024 // 6).encode())), purpose="assistants").id for n in range(files)
+    ]
+    store = api.vector_stores.create(name="bench")
+    started = time.perf_counter()
+    for start in range(0, len(ids), 500):
+        api.vector_stores.file_batches.create(store.id, file_ids=ids[start : start + 500])
+    stall = 0.0
+    while True:
+        metrics = httpx.get(gateway.url + "/metrics").text
+        stall = max(stall, *(float(line.split()[-1]) for line in metrics.splitlines() if line.startswith("gateway_event_loop_lag_max_seconds")))
+        counts = api.vector_stores.retrieve(store.id).file_counts
+        if counts.in_progress == 0:
+            break
+        time.sleep(0.2)
+    elapsed = time.perf_counter() - started
+    print(f"  {counts.completed} files completed ({counts.failed} failed) in {elapsed:6.1f} s; longest event-loop stall {stall * 1000:5.1f} ms")
+
+
+# -- 2. search ------------------------------------------------------------------------------------------------
+
+
+async def fill(url: str, chunks: int, vectors: bool) -> str:
+    """A store of `chunks` chunks of 60 words (100 per file), written as ingestion writes them."""
+    db = open_database(url, retry_s=5, pool_size=4)
+    await db.start()
+    store, index = VectorStoreStore(db), ChunkIndex(db)
+    if vectors:
+        await index.prepare_vectors(EMBEDDING_MODEL, EMBEDDING_DIMENSIONS)
+    now = int(time.time())
+    record = VectorStore(f"vs_bench{chunks}", "default", "bench", None, now, now, {}, None)
+    await store.create(record, 1000)
+    rng = random.Random(chunks)
+    per_file = 100
+    for first in range(0, chunks, per_file * 50):
+        files = [
+            StoreFile(None, record.id, f"file_{n}", "default", f"doc{n}.txt", None, now, "in_progress", None, 0, {}, {})
+            for n in range(first // per_file, min(chunks, first + per_file * 50) // per_file)
+        ]
+        await store.attach(files, [[] for _ in files], 10**6)
+        for file in files:
+            await db.execute("UPDATE vector_store_files SET owner = 'bench' WHERE seq = ?", file.seq)
+            texts = [words(rng, 60) for _ in range(per_file)]
+            await index.complete(file, "bench", Written(texts, [embedding(text) for text in texts] if vectors else None, 0), 10**12)
+    await db.close()
+    return record.id
+
+
+def time_searches(gateway: Gateway, store_id: str, searches: int) -> list[float]:
+    rng = random.Random(7)
+    timings = []
+    with httpx.Client(base_url=gateway.url, timeout=60) as client:
+        client.post(f"/v1/vector_stores/{store_id}/search", json={"query": "warm up"})
+        for _ in range(searches):
+            body = {"query": words(rng, 3), "max_num_results": 10}
+            started = time.perf_counter()
+            assert client.post(f"/v1/vector_stores/{store_id}/search", json=body).status_code == 200
+            timings.append(time.perf_counter() - started)
+    return timings
+
+
+def search_latency(emulator_url: str, tmp: Path, backend: str, sizes: list[int], searches: int) -> None:
+    postgres = None
+    if backend == "postgresql":
+        from tests.servers import PostgresServer, pgvector_binaries
+
+        postgres = PostgresServer(pgvector_binaries()).start()
+    try:
+        for size in sizes:
+            for hybrid in (False, True):
+                workdir = Path(tempfile.mkdtemp(dir=tmp))
+                url = postgres.new_database() if postgres is not None else f"sqlite:///{workdir / 'db.sqlite3'}"
+                store_id = asyncio.run(fill(url, size, hybrid))
+                sections: dict[str, Any] = {"storage": {"url": url}}
+                if hybrid:
+                    sections["vector_stores"] = embeddings_section(emulator_url)
+                gateway = Gateway(gateway_config(emulator_url, workdir, **sections), workdir).start()
+                try:
+                    timings = time_searches(gateway, store_id, searches)
+                finally:
+                    gateway.stop()
+                print(f"  {backend:10} {size:7} chunks, {'hybrid' if hybrid else 'words '}: {percentiles(timings)}")
+    finally:
+        if postgres is not None:
+            postgres.close()
+
+
+# -- 3. the file_search turn ----------------------------------------------------------------------------------
+
+
+def turn_cpu(gateway: Gateway, requests: int) -> None:
+    api = gateway.client(timeout=60)
+    file_id = api.files.create(file=("notes.md", io.BytesIO(b"The archive is in the basement, behind the boiler.")), purpose="assistants").id
+    store = api.vector_stores.create(name="turn", file_ids=[file_id])
+    while api.vector_stores.retrieve(store.id).file_counts.in_progress:
+        time.sleep(0.1)
+    tools: Any = [{"type": "file_search", "vector_store_ids": [store.id]}]
+    asked = 'Where is the archive? [[call file_search.msearch {"queries": ["archive"]}]][[answer In the basement.【0†notes.md】]]'
+    assert gateway.proc is not None
+    for label, body in (("a plain answer", {"input": "Where is the archive?"}), ("a file_search turn", {"input": asked, "tools": tools})):
+        api.responses.create(model="openai/gpt-oss-20b", store=False, **body)  # warm-up
+        before = cpu_s(gateway.proc.pid)
+        for _ in range(requests):
+            api.responses.create(model="openai/gpt-oss-20b", store=False, **body)
+        print(f"  {label:20}: {(cpu_s(gateway.proc.pid) - before) / requests * 1000:6.2f} ms of gateway CPU per response")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--files", type=int, default=1000)
+    parser.add_argument("--file-kb", type=int, default=10)
+    parser.add_argument("--searches", type=int, default=200)
+    parser.add_argument("--sizes", default="10000,100000")
+    parser.add_argument("--turns", type=int, default=100)
+    parser.add_argument("--skip-postgres", action="store_true")
+    args = parser.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="bench-vector-stores-"))
+    emulator = start_emulator(tmp)
+    try:
+        for label, sections in (("words only", {}), ("with embeddings", {"vector_stores": embeddings_section(emulator.url)})):
+            workdir = Path(tempfile.mkdtemp(dir=tmp))
+            gateway = Gateway(gateway_config(emulator.url, workdir, **sections), workdir).start()
+            try:
+                print(f"ingestion of {args.files} files of {args.file_kb} KB, {label}:")
+                ingest(gateway, args.files, args.file_kb)
+                if not sections:
+                    print(f"the file_search turn ({args.turns} responses each):")
+                    turn_cpu(gateway, args.turns)
+            finally:
+                gateway.stop()
+        sizes = [int(size) for size in args.sizes.split(",")]
+        print(f"search, {args.searches} queries of 3 words, 10 results:")
+        for backend in ("sqlite",) if args.skip_postgres else ("sqlite", "postgresql"):
+            search_latency(emulator.url, tmp, backend, sizes, args.searches)
+    finally:
+        emulator.stop()
+
+
+if __name__ == "__main__":
+    main()
