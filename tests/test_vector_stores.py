@@ -25,6 +25,28 @@ CORPUS = {
 }
 
 
+def pdf(text: str) -> bytes:
+    """A one-page PDF showing `text`, written by hand."""
+    content = b"BT /F1 12 Tf 72 712 Td (" + text.encode() + b") Tj ET"
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R /Resources << /Font << /F1 5 0 R >> >> >>",
+        b"<< /Length %d >>\nstream\n" % len(content) + content + b"\nendstream",
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+    ]
+    out = io.BytesIO(b"%PDF-1.4\n")
+    out.seek(0, 2)
+    offsets = []
+    for number, body in enumerate(objects, 1):
+        offsets.append(out.tell())
+        out.write(b"%d 0 obj\n" % number + body + b"\nendobj\n")
+    xref = out.tell()
+    out.write(b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1) + b"".join(b"%010d 00000 n \n" % offset for offset in offsets))
+    out.write(b"trailer << /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref))
+    return out.getvalue()
+
+
 @pytest.fixture(scope="module")
 def stores_gateway(emulator: Process, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
     workdir = tmp_path_factory.mktemp("vector-stores")
@@ -188,14 +210,16 @@ def test_a_hostile_file_fails_alone(stores_gateway: Gateway) -> None:
         upload(api, "broken.pdf", b"%PDF-1.7\n1 0 obj << /Type /Catalog /Pages 2 0 R >>\nendobj\n" + os.urandom(3000)),
         upload(api, "junk.zip", junk.getvalue()),
         upload(api, "fine.txt", "A file that reads well."),
+        upload(api, "log.pdf", pdf("The lighthouse keeper logs every ship.")),
     ]
     store = ready(api, api.vector_stores.create(name="hostile", file_ids=ids).id)
-    assert store.file_counts.completed == 1 and store.file_counts.failed == 2 and store.status == "completed"
+    assert store.file_counts.completed == 2 and store.file_counts.failed == 2 and store.status == "completed"
     failed = {file.id: file for file in api.vector_stores.files.list(store.id, filter="failed")}
     assert set(failed) == set(ids[:2])
     assert all(file.last_error is not None and file.last_error.code in ("invalid_file", "unsupported_file") for file in failed.values())
     assert failed[ids[1]].last_error.code == "unsupported_file"  # type: ignore[union-attr]
     assert [result.filename for result in api.vector_stores.search(store.id, query="reads well")] == ["fine.txt"]
+    assert [result.filename for result in api.vector_stores.search(store.id, query="lighthouse keeper")] == ["log.pdf"]
 
 
 def test_another_tenants_store_is_not_there(stores_gateway: Gateway) -> None:

@@ -72,11 +72,15 @@ class Searcher:
         by_words = await self.index.by_words(scope, terms, depth) if terms else []
         if self.embeddings is None or not self.index.vectors:
             return [(seq, score / (score + 1.0)) for seq, score in by_words if score > 0]
-        vector = (await self.embeddings.embed([query]))[0]
-        by_meaning = await self.index.by_vector(scope, vector, depth)
+        by_meaning: list[tuple[int, float]] = []
+        if ranking.embedding_weight > 0:  # a ranking weighed 0 is left out, not asked for
+            vector = (await self.embeddings.embed([query]))[0]
+            by_meaning = await self.index.by_vector(scope, vector, depth)
         weights = (ranking.text_weight, ranking.embedding_weight)
         fused: dict[int, float] = {}
         for weight, ranked in zip(weights, (by_words, by_meaning)):
+            if weight <= 0:
+                continue
             for rank, (seq, _) in enumerate(ranked, start=1):
                 fused[seq] = fused.get(seq, 0.0) + weight / (RRF_K + rank)
         most = sum(weights) / (RRF_K + 1)
