@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import io
+import itertools
 import os
 import random
 import statistics
@@ -32,15 +33,24 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from gateway.storage import open_database  # noqa: E402
 from gateway.storage.chunk_index import ChunkIndex, Written  # noqa: E402
 from gateway.storage.vector_store_store import StoreFile, VectorStore, VectorStoreStore  # noqa: E402
+from gateway.vector_stores.search import STOP_WORDS  # noqa: E402
 from tests.conftest import Gateway, gateway_config, start_emulator  # noqa: E402
 from tests.emulator import EMBEDDING_DIMENSIONS, EMBEDDING_MODEL, embedding  # noqa: E402
 
-VOCABULARY = [f"w{n}" for n in range(5000)] + "engine oil tea bread archive report river garden market".split()
-WEIGHTS = [1 / (rank + 1) for rank in range(len(VOCABULARY))]  # Zipf: a few words everywhere, most rare
+# Text like English: four words in ten are stop words, the others drawn from 30,000 by Zipf's law (a few
+# everywhere, most rare). A query asks as people do: "how do I" and two words drawn the same way.
+STOP = sorted(STOP_WORDS)
+VOCABULARY = [f"w{n}" for n in range(30_000)]
+WEIGHTS = list(itertools.accumulate(1 / (rank + 1) for rank in range(len(VOCABULARY))))
 
 
 def words(rng: random.Random, count: int) -> str:
-    return " ".join(rng.choices(VOCABULARY, WEIGHTS, k=count))
+    content = rng.choices(VOCABULARY, cum_weights=WEIGHTS, k=count)
+    return " ".join(rng.choice(STOP) if rng.random() < 0.4 else word for word in content)
+
+
+def query(rng: random.Random) -> str:
+    return "how do I " + " ".join(rng.choices(VOCABULARY, cum_weights=WEIGHTS, k=2))
 
 
 def percentiles(values: list[float]) -> str:
@@ -118,7 +128,7 @@ def time_searches(gateway: Gateway, store_id: str, searches: int) -> list[float]
     with httpx.Client(base_url=gateway.url, timeout=60) as client:
         client.post(f"/v1/vector_stores/{store_id}/search", json={"query": "warm up"})
         for _ in range(searches):
-            body = {"query": words(rng, 3), "max_num_results": 10}
+            body = {"query": query(rng), "max_num_results": 10}
             started = time.perf_counter()
             assert client.post(f"/v1/vector_stores/{store_id}/search", json=body).status_code == 200
             timings.append(time.perf_counter() - started)
@@ -179,11 +189,14 @@ def main() -> None:
     parser.add_argument("--sizes", default="10000,100000")
     parser.add_argument("--turns", type=int, default=100)
     parser.add_argument("--skip-postgres", action="store_true")
+    parser.add_argument("--search-only", action="store_true")
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="bench-vector-stores-"))
     emulator = start_emulator(tmp)
     try:
-        for label, sections in (("words only", {}), ("with embeddings", {"vector_stores": embeddings_section(emulator.url)})):
+        for label, sections in (
+            () if args.search_only else (("words only", {}), ("with embeddings", {"vector_stores": embeddings_section(emulator.url)}))
+        ):
             workdir = Path(tempfile.mkdtemp(dir=tmp))
             gateway = Gateway(gateway_config(emulator.url, workdir, **sections), workdir).start()
             try:
@@ -195,7 +208,7 @@ def main() -> None:
             finally:
                 gateway.stop()
         sizes = [int(size) for size in args.sizes.split(",")]
-        print(f"search, {args.searches} queries of 3 words, 10 results:")
+        print(f'search, {args.searches} queries ("how do I" and two words), 10 results:')
         for backend in ("sqlite",) if args.skip_postgres else ("sqlite", "postgresql"):
             search_latency(emulator.url, tmp, backend, sizes, args.searches)
     finally:

@@ -9,14 +9,15 @@ import io
 import json
 import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import openai
 import pytest
 
-from .conftest import Gateway, Process, emulator_stats, gateway_config
+from .conftest import Gateway, Process, emulator_stats
 from .emulator import EMBEDDING_DIMENSIONS, EMBEDDING_MODEL
 from .stream_checker import check_response_stream
+from .test_vector_stores import stores_gateway  # noqa: F401 (a fixture)
 
 MODEL = "openai/gpt-oss-20b"
 CORPUS = {
@@ -41,12 +42,9 @@ def make_store(api: openai.OpenAI, corpus: dict[str, str], name: str = "handbook
 
 
 @pytest.fixture(scope="module")
-def searching(emulator: Process, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
-    workdir = tmp_path_factory.mktemp("file-search")
-    keys = [{"key": "sk-one", "tenant": "one"}, {"key": "sk-two", "tenant": "two"}]
-    process = Gateway(gateway_config(emulator.url, workdir, auth={"api_keys": keys}), workdir).start()
-    yield process
-    process.stop()
+def searching(stores_gateway: Gateway) -> Gateway:
+    """A gateway of two tenants (test_vector_stores.py's), `sk-one` and `sk-two`."""
+    return stores_gateway
 
 
 @pytest.fixture(scope="module")
@@ -234,6 +232,8 @@ def test_hybrid_search_finds_by_meaning_what_words_miss(emulator: Process, make_
     close = found(hybrid, by_both, "automobile", ranking_options={"score_threshold": 0.5})
     assert close[:1] == ["automobile.md"] and "tea.md" not in close
     assert found(hybrid, by_both, "automobile", filters={"type": "eq", "key": "none", "value": 1}) == []
+    hybrid.vector_stores.files.update(ids["hound.txt"], vector_store_id=by_both, attributes={"kind": "animal"})
+    assert found(hybrid, by_both, "dog", filters={"type": "eq", "key": "kind", "value": "animal"}) == ["hound.txt"]
 
     # The tool ranks the same way: the model finds the hound by asking for a dog.
     response = hybrid.responses.create(

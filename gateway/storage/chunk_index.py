@@ -29,17 +29,21 @@ class VectorsUnavailable(Exception):
 
 @dataclass(frozen=True)
 class Scope:
-    """What a search ranks: the chunks of these stores' completed files that pass the filter (SQL over the
-    file row `f`, from vector_stores/filters.py)."""
+    """What a search ranks: the chunks of these stores' files that pass the filter (SQL over the file row
+    `f`, from vector_stores/filters.py)."""
 
     store_ids: list[str]
     filter_sql: str = ""
     filter_params: list[Any] = field(default_factory=list)
 
-    def where(self) -> tuple[str, list[Any]]:
+    def where(self) -> tuple[str, str, list[Any]]:
+        """The join to the file rows (only a filter needs them: chunks are written with their file's
+        completion, in one step, and removed with it), the condition on the chunk `c`, its parameters."""
         marks = ",".join("?" * len(self.store_ids))
-        sql = f"c.vector_store_id IN ({marks}) AND f.status = 'completed'"
-        return (sql + f" AND ({self.filter_sql})" if self.filter_sql else sql), [*self.store_ids, *self.filter_params]
+        sql = f"c.vector_store_id IN ({marks})"
+        if not self.filter_sql:
+            return "", sql, list(self.store_ids)
+        return " JOIN vector_store_files f ON f.seq = c.file_seq", f"{sql} AND ({self.filter_sql})", [*self.store_ids, *self.filter_params]
 
 
 @dataclass(frozen=True)
@@ -77,6 +81,15 @@ class ChunkIndex:
             if self.dialect is Dialect.POSTGRESQL:
                 await tx.execute("CREATE EXTENSION IF NOT EXISTS vector")
                 await tx.execute(f"ALTER TABLE vector_store_chunks ADD COLUMN IF NOT EXISTS embedding vector({int(dimensions)})")
+            else:  # sqlite-vec's own table (its k-nearest search reads vectors in blocks), by the chunk's seq
+                await tx.execute(
+                    "CREATE VIRTUAL TABLE IF NOT EXISTS vector_store_vectors USING vec0(vector_store_id text partition key, "
+                    f"embedding float[{int(dimensions)}] distance_metric=cosine)"
+                )
+                await tx.execute(
+                    "CREATE TRIGGER IF NOT EXISTS vector_store_vectors_ad AFTER DELETE ON vector_store_chunks "
+                    "BEGIN DELETE FROM vector_store_vectors WHERE rowid = old.seq; END"
+                )
             rows = await tx.fetch("SELECT value FROM gateway_keys WHERE name = ?", EMBEDDINGS_KEY)
             if rows and rows[0][0] != made:
                 raise VectorsUnavailable(
@@ -117,7 +130,6 @@ class ChunkIndex:
         """Write a file's chunks and mark it completed, if it is still this replica's to ingest: `indexed`;
         `gone` when it was cancelled, removed or taken over meanwhile (nothing is written); `over quota` when
         the tenant's indexed text would pass its quota (the file failed)."""
-        vector_cast = "::vector" if self.dialect is Dialect.POSTGRESQL else ""
 
         async def work(tx: Tx) -> str:
             await tx.lock(f"vector_store_usage:{file.tenant}")
@@ -132,21 +144,28 @@ class ChunkIndex:
                 )
                 return "over quota"
             await tx.execute("DELETE FROM vector_store_chunks WHERE file_seq = ?", file.seq)
-            columns, rows = (
-                "file_seq, vector_store_id, position, text",
-                [(file.seq, file.vector_store_id, n, text) for n, text in enumerate(written.texts)],
-            )
-            if self.vectors and written.vectors is not None:
-                columns, rows = columns + ", embedding", [(*row, self._vector(vector)) for row, vector in zip(rows, written.vectors)]
-            marks = ",".join(["?"] * 4 + ([f"?{vector_cast}"] if len(rows[0]) > 4 else [])) if rows else ""
+            rows = [(file.seq, file.vector_store_id, n, text) for n, text in enumerate(written.texts)]
             if rows:
-                await tx.executemany(f"INSERT INTO vector_store_chunks ({columns}) VALUES ({marks})", rows)
+                await tx.executemany("INSERT INTO vector_store_chunks (file_seq, vector_store_id, position, text) VALUES (?,?,?,?)", rows)
+            if self.vectors and written.vectors is not None and rows:
+                await self._write_vectors(tx, file, written.vectors)
             await tx.execute(
                 "UPDATE vector_store_files SET status = 'completed', usage_bytes = ?, owner = NULL WHERE seq = ?", written.usage_bytes, file.seq
             )
             return "indexed"
 
         return await self.db.transaction(work)
+
+    async def _write_vectors(self, tx: Tx, file: StoreFile, vectors: list[list[float]]) -> None:
+        rows = [(self._vector(vector), file.seq, position) for position, vector in enumerate(vectors)]
+        if self.dialect is Dialect.POSTGRESQL:
+            await tx.executemany("UPDATE vector_store_chunks SET embedding = ?::vector WHERE file_seq = ? AND position = ?", rows)
+            return
+        await tx.executemany(
+            "INSERT INTO vector_store_vectors (rowid, vector_store_id, embedding) "
+            "SELECT seq, vector_store_id, ? FROM vector_store_chunks WHERE file_seq = ? AND position = ?",
+            rows,
+        )
 
     async def fail(self, file: StoreFile, owner: str, code: str, message: str) -> None:
         error = json.dumps({"code": code, "message": message[:1000]})
@@ -168,17 +187,17 @@ class ChunkIndex:
 
     async def by_words(self, scope: Scope, terms: list[str], limit: int) -> list[tuple[int, float]]:
         """Chunks that hold any of `terms` (words: letters, digits, `_`), best first, with their text score."""
-        where, params = scope.where()
+        join, where, params = scope.where()
         if self.dialect is Dialect.POSTGRESQL:
             sql = (
-                "SELECT c.seq, ts_rank_cd(c.words, q) AS rank FROM vector_store_chunks c JOIN vector_store_files f ON f.seq = c.file_seq, "
-                f"to_tsquery('english', ?) q WHERE c.words @@ q AND {where} ORDER BY rank DESC LIMIT ?"
+                f"SELECT c.seq, ts_rank_cd(c.words, q) AS rank FROM to_tsquery('english', ?) q, vector_store_chunks c{join} "
+                f"WHERE c.words @@ q AND {where} ORDER BY rank DESC LIMIT ?"
             )
             rows = await self.db.fetch(sql, " | ".join(terms), *params, limit)
             return [(int(seq), float(rank)) for seq, rank in rows]
         sql = (
             "SELECT c.seq, bm25(vector_store_chunks_fts) AS rank FROM vector_store_chunks_fts "
-            "JOIN vector_store_chunks c ON c.seq = vector_store_chunks_fts.rowid JOIN vector_store_files f ON f.seq = c.file_seq "
+            f"JOIN vector_store_chunks c ON c.seq = vector_store_chunks_fts.rowid{join} "
             f"WHERE vector_store_chunks_fts MATCH ? AND {where} ORDER BY rank LIMIT ?"
         )
         rows = await self.db.fetch(sql, " OR ".join(f'"{term}"' for term in terms), *params, limit)
@@ -186,16 +205,30 @@ class ChunkIndex:
 
     async def by_vector(self, scope: Scope, vector: list[float], limit: int) -> list[tuple[int, float]]:
         """The chunks nearest to `vector`, nearest first, with their cosine similarity."""
-        where, params = scope.where()
+        join, where, params = scope.where()
+        query = self._vector(vector)
         if self.dialect is Dialect.POSTGRESQL:
-            distance = "c.embedding <=> ?::vector"
-        else:
-            distance = "vec_distance_cosine(c.embedding, ?)"
-        sql = (
-            f"SELECT c.seq, {distance} AS distance FROM vector_store_chunks c JOIN vector_store_files f ON f.seq = c.file_seq "
-            f"WHERE c.embedding IS NOT NULL AND {where} ORDER BY distance LIMIT ?"
-        )
-        rows = await self.db.fetch(sql, self._vector(vector), *params, limit)
+            sql = (
+                f"SELECT c.seq, c.embedding <=> ?::vector AS distance FROM vector_store_chunks c{join} "
+                f"WHERE c.embedding IS NOT NULL AND {where} ORDER BY distance LIMIT ?"
+            )
+            rows = await self.db.fetch(sql, query, *params, limit)
+        elif not scope.filter_sql:  # sqlite-vec's k-nearest search, store by store (its partitions)
+            rows = []
+            for store_id in scope.store_ids:
+                rows += await self.db.fetch(
+                    "SELECT rowid, distance FROM vector_store_vectors WHERE embedding MATCH ? AND k = ? AND vector_store_id = ?",
+                    query,
+                    limit,
+                    store_id,
+                )
+            rows = sorted(rows, key=lambda row: row[1])[:limit]
+        else:  # only the chunks that pass the filter are measured
+            sql = (
+                f"SELECT c.seq, vec_distance_cosine(v.embedding, ?) AS distance FROM vector_store_chunks c{join} "
+                f"JOIN vector_store_vectors v ON v.rowid = c.seq WHERE {where} ORDER BY distance LIMIT ?"
+            )
+            rows = await self.db.fetch(sql, query, *params, limit)
         return [(int(seq), 1.0 - float(distance)) for seq, distance in rows]
 
     async def chunks(self, seqs: list[int]) -> dict[int, Chunk]:

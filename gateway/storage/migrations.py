@@ -215,7 +215,7 @@ _V8 = _both(
 # Version 9: vector stores (vector_store_store.py). A store's files are rows of their own (`seq`: the handle of
 # the ingestion's claim, the chunks and the attributes); each attribute is a row, so that `filters` are SQL
 # that both dialects read alike. Chunks are indexed for words by each dialect's full-text search; their
-# vectors (with an embeddings endpoint) are a BLOB for sqlite-vec, or a pgvector column added at start-up,
+# vectors (with an embeddings endpoint) are a sqlite-vec table or a pgvector column, made at start-up
 # once the configured dimensions are known.
 _VECTOR_STORES = """
 CREATE TABLE IF NOT EXISTS vector_stores (
@@ -285,7 +285,6 @@ _V9_INDEXES = (
 )
 _V9_SQLITE = (
     *(s.format(**_SQLITE_TYPES) for s in _V9_BOTH),
-    "ALTER TABLE vector_store_chunks ADD COLUMN embedding BLOB",  # float32s, as sqlite-vec reads them
     *_V9_INDEXES,
     # FTS5 over the chunks' text (external content: the text is stored once), kept in step by triggers,
     # which also fire for the rows a cascade removes.

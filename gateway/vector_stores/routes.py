@@ -107,11 +107,11 @@ async def search_store(request: Request) -> Response:
     found = await service.search([store], queries, body.filters, body.max_num_results, ranking_of(body.ranking_options))
     data = [
         {
-            "file_id": each.file_id,
-            "filename": each.filename,
+            "file_id": each.chunk.file_id,
+            "filename": each.chunk.filename,
             "score": each.score,
-            "attributes": each.attributes,
-            "content": [{"type": "text", "text": each.text}],
+            "attributes": each.chunk.attributes,
+            "content": [{"type": "text", "text": each.chunk.text}],
         }
         for each in found
     ]

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
 
-from ..storage.chunk_index import ChunkIndex, Scope
+from ..storage.chunk_index import Chunk, ChunkIndex, Scope
 from .embeddings import Embeddings
 
 RRF_K = 60  # the usual constant: a chunk's part of a ranking is weight / (RRF_K + its rank)
@@ -30,17 +29,28 @@ class Ranking:
 
 @dataclass(frozen=True)
 class Found:
-    file_id: str
-    filename: str
+    chunk: Chunk
     score: float
-    attributes: dict[str, Any]
-    text: str
+
+
+# English words that are in nearly every chunk of English text: a query's "how do I" would make every chunk a
+# candidate to rank, for no part of its score (PostgreSQL's `english` configuration leaves them out too).
+STOP_WORDS = frozenset(
+    "a about above after again against all am an and any are as at be because been before being below between both but by can "
+    "could did do does doing down during each few for from further had has have having he her here hers herself him himself his "
+    "how i if in into is it its itself just me more most my myself no nor not now of off on once only or other our ours ourselves "
+    "out over own same she should so some such than that the their theirs them themselves then there these they this those "
+    "through to too under until up very was we were what when where which while who whom why will with would you your yours "
+    "yourself yourselves".split()
+)
 
 
 def words(query: str) -> list[str]:
-    """The query's words, as both full-text searches are given them (no operator of theirs survives)."""
-    found = dict.fromkeys(word for word in _WORD.findall(query.lower()) if len(word) <= MAX_TERM_CHARS)
-    return list(found)[:MAX_TERMS]
+    """The query's words, as both full-text searches are given them (no operator of theirs survives), stop
+    words left out unless there is nothing else."""
+    found = list(dict.fromkeys(word for word in _WORD.findall(query.lower()) if len(word) <= MAX_TERM_CHARS))
+    meaningful = [word for word in found if word not in STOP_WORDS]
+    return (meaningful or found)[:MAX_TERMS]
 
 
 class Searcher:
@@ -61,7 +71,7 @@ class Searcher:
         kept = kept[:max_results]
         chunks = await self.index.chunks([seq for _, seq in kept])
         return [
-            Found(chunk.file_id, chunk.filename, round(score, 6), chunk.attributes, chunk.text)
+            Found(chunk, round(score, 6))
             for score, seq in kept
             if (chunk := chunks.get(seq)) is not None  # removed since it was ranked
         ]

@@ -35,6 +35,7 @@ from ..shapes.items import Event, Events, OutputItem
 from ..shapes.output_items import FileSearchCallShape
 from ..shapes.request import ToolChoiceForm
 from .base import Declarations, Tool, ToolContext
+from .search_call import SearchCallOutput
 
 NAMESPACE, FUNCTION = "file_search", "msearch"
 MAX_QUERIES, MAX_QUERY_CHARS = 5, 1000
@@ -70,9 +71,12 @@ class FileSearchState:
         return FileSearchState(list(self.sources))
 
 
-class FileSearchCallOutput(OutputItem):
+class FileSearchCallOutput(SearchCallOutput):
     type = "file_search_call"
     id_prefix = "fs"
+    in_progress_event = EventType.FILE_SEARCH_CALL_IN_PROGRESS
+    searching_event = EventType.FILE_SEARCH_CALL_SEARCHING
+    completed_event = EventType.FILE_SEARCH_CALL_COMPLETED
 
     def __init__(self, output_index: int, show_results: bool) -> None:
         super().__init__(output_index)
@@ -80,22 +84,9 @@ class FileSearchCallOutput(OutputItem):
         self.queries: list[str] = []
         self.results: list[dict[str, Any]] = []
 
-    def opened(self, events: Events) -> list[Event]:
-        return [self.added(events), self._event(events, EventType.FILE_SEARCH_CALL_IN_PROGRESS)]
-
-    def running(self, events: Events) -> list[Event]:
-        self.status = ItemStatus.SEARCHING
-        return [self._event(events, EventType.FILE_SEARCH_CALL_SEARCHING)]
-
     def finished(self, events: Events, queries: list[str], results: list[dict[str, Any]], failed: bool) -> list[Event]:
         self.queries, self.results = queries, results
-        self.status = ItemStatus.FAILED if failed else ItemStatus.COMPLETED
-        completed = [] if failed else [self._event(events, EventType.FILE_SEARCH_CALL_COMPLETED)]
-        return completed + [self.done(events)]
-
-    def closed(self, events: Events, status: ItemStatus = ItemStatus.INCOMPLETE) -> list[Event]:
-        self.status = status
-        return [self.done(events)]
+        return self.ended(events, failed)
 
     def as_dict(self) -> FileSearchCallShape:
         shown = self.show_results and self.status == ItemStatus.COMPLETED
@@ -201,7 +192,10 @@ class FileSearch(Tool[FileSearchTool]):
         service, limit = self.context.services.vector_stores, tool.max_num_results or DEFAULT_RESULTS
         found = await service.search(self.stores, queries, tool.filters, limit, ranking_of(tool.ranking_options))
         call.output = self._shown(queries, found)
-        results = [{"file_id": f.file_id, "filename": f.filename, "score": f.score, "text": f.text, "attributes": f.attributes} for f in found]
+        results = [
+            {"file_id": f.chunk.file_id, "filename": f.chunk.filename, "score": f.score, "text": f.chunk.text, "attributes": f.chunk.attributes}
+            for f in found
+        ]
         output.emit(item.finished(output.events, queries, results, failed=False))
 
     def _shown(self, queries: list[str], found: list[Found]) -> str:
@@ -212,11 +206,11 @@ class FileSearch(Tool[FileSearchTool]):
         for each in found:
             if budget <= 0:
                 break
-            text = plain_brackets(each.text[:budget])  # a file cannot forge a citation
+            text = plain_brackets(each.chunk.text[:budget])  # a file cannot forge a citation
             budget -= len(text)
             number = len(state.sources)
-            state.sources.append({"file_id": each.file_id, "filename": each.filename})
-            lines.append(f"\n【{number}†{plain_brackets(each.filename)}】\n{text}")
+            state.sources.append({"file_id": each.chunk.file_id, "filename": each.chunk.filename})
+            lines.append(f"\n【{number}†{plain_brackets(each.chunk.filename)}】\n{text}")
         if not found:
             lines.append("No passage of the files matches.")
         return "\n".join(lines)

@@ -21,6 +21,7 @@ from ..shapes.items import Event, Events, OutputItem
 from ..shapes.output_items import WebSearchCallShape
 from ..shapes.request import WEB_SEARCH_TYPES, NamedWebSearch, RequestTool, ToolChoiceForm, WebSearchCallItem, WebSearchTool
 from .base import Declarations, Tool, ToolContext, ToolNeeds
+from .search_call import SearchCallOutput
 
 VIEW_CHARS = {"low": 2000, "medium": 4000, "high": 8000}  # search_context_size: how much of a page a view shows
 
@@ -43,12 +44,15 @@ class BrowserState:
         return BrowserState(list(self.pages))
 
 
-class WebSearchCallOutput(OutputItem):
+class WebSearchCallOutput(SearchCallOutput):
     """A call to gpt-oss's browser (`browser.search|open|find`). Added with its status only when the model
     starts the call; `searching` once its arguments are written and it runs; done with its action."""
 
     type = "web_search_call"
     id_prefix = "ws"
+    in_progress_event = EventType.WEB_SEARCH_CALL_IN_PROGRESS
+    searching_event = EventType.WEB_SEARCH_CALL_SEARCHING
+    completed_event = EventType.WEB_SEARCH_CALL_COMPLETED
 
     def __init__(self, output_index: int, function: str, show_sources: bool) -> None:
         super().__init__(output_index)
@@ -57,23 +61,9 @@ class WebSearchCallOutput(OutputItem):
         self.action: dict[str, Any] | None = None
         self.sources: list[str] = []
 
-    def opened(self, events: Events) -> list[Event]:
-        return [self.added(events), self._event(events, EventType.WEB_SEARCH_CALL_IN_PROGRESS)]
-
-    def running(self, events: Events) -> list[Event]:
-        self.status = ItemStatus.SEARCHING
-        return [self._event(events, EventType.WEB_SEARCH_CALL_SEARCHING)]
-
     def finished(self, events: Events, action: dict[str, Any], sources: list[str], failed: bool) -> list[Event]:
         self.action, self.sources = action, sources
-        self.status = ItemStatus.FAILED if failed else ItemStatus.COMPLETED
-        completed = [] if failed else [self._event(events, EventType.WEB_SEARCH_CALL_COMPLETED)]
-        return completed + [self.done(events)]
-
-    def closed(self, events: Events, status: ItemStatus = ItemStatus.INCOMPLETE) -> list[Event]:
-        """Ended without running (the response was cut off or failed)."""
-        self.status = status
-        return [self.done(events)]
+        return self.ended(events, failed)
 
     def as_dict(self) -> WebSearchCallShape:
         item: WebSearchCallShape = {"id": self.id, "type": "web_search_call", "status": self.status}
