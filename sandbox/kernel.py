@@ -73,6 +73,7 @@ import traceback
 
 CELL = "<cell>"
 KILL_GRACE_S = 2.0  # past the time limit, how long the worker has to stop before it is killed
+STRAY_STOP_S = 5.0  # how long the forks a call left are stopped, scan after scan, before all are killed
 INTERRUPT_GRACE_S = 1.0  # after an interrupt, how long the code has to stop before its worker is killed
 INTERRUPT_REPEAT_S = 0.05  # how often the worker is signalled meanwhile
 MAX_RESULT_BYTES = 32 * 1024 * 1024  # the worker's result line: its images
@@ -751,9 +752,15 @@ class Worker:
 
     def serve(self) -> None:
         signal.signal(signal.SIGINT, _on_interrupt)
+        stopped = False  # the last cell was stopped or failed: the supervisor killed the forks it left
         for line in self.channel.makefile("rb"):
             request = json.loads(line)
+            if stopped:
+                # Those forks were this process's children: their zombies are reaped here, or they would hold
+                # the sandbox's process limit and the next cell could start no process.
+                _reap()
             status = self.execute(request["code"], request["timeout"])
+            stopped = status != "ok"
             reply = json.dumps({"status": status, "images": _figures()}).encode() + b"\n"
             self.channel.sendall(reply)
 
@@ -846,22 +853,38 @@ def _cmdline(pid: int) -> bytes:
 
 def _kill_strays(kernel_cmdline: bytes, keep: set[int], everything: bool) -> None:
     """Kill forks of the worker left running by the user's code (a fork bomb); with `everything`, every
-    other process of the sandbox. Repeated until a scan finds none, since forks may still be forking."""
-    for _ in range(50):
+    other process of the sandbox. Each stray is stopped first, scan after scan until none runs: a stopped
+    process forks no more, so the scans gain on a fork bomb however busy the machine is (killing alone,
+    a busy machine let it refill what each scan killed). Then all of them are killed and reaped."""
+    stopped: set[int] = set()
+    deadline = time.monotonic() + STRAY_STOP_S
+    while time.monotonic() < deadline:
+        running = [pid for pid in _strays(kernel_cmdline, keep, everything) if pid not in stopped]
+        if not running:
+            break
+        for pid in running:
+            try:
+                os.kill(pid, signal.SIGSTOP)
+                stopped.add(pid)
+            except OSError:
+                pass
+    for _ in range(50):  # the stopped ones, and any a reused pid hid from the scans
         found = False
-        for entry in os.listdir("/proc"):
-            if not entry.isdigit() or int(entry) == 1 or int(entry) in keep:
-                continue
-            pid = int(entry)
-            if everything or _cmdline(pid) == kernel_cmdline:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                    found = True
-                except OSError:
-                    pass
+        for pid in stopped | set(_strays(kernel_cmdline, keep, everything)):
+            try:
+                os.kill(pid, signal.SIGKILL)
+                found = True
+            except OSError:
+                pass
+        stopped.clear()
+        _reap()
         if not found:
             return
-        _reap()
+
+
+def _strays(kernel_cmdline: bytes, keep: set[int], everything: bool) -> list[int]:
+    pids = [int(entry) for entry in os.listdir("/proc") if entry.isdigit() and int(entry) != 1 and int(entry) not in keep]
+    return pids if everything else [pid for pid in pids if _cmdline(pid) == kernel_cmdline]
 
 
 def _reap() -> None:

@@ -152,6 +152,24 @@ def test_a_file_cannot_forge_a_citation_and_background_runs_search(searching: Ga
     assert [(a.file_id, a.index) for a in response.output[-1].content[0].annotations] == [(ids["forged.txt"], len("Done."))]  # type: ignore[union-attr]
 
 
+def test_a_conversation_keeps_its_searches(searching: Gateway, handbook: tuple[str, dict[str, str]]) -> None:
+    store_id, ids = handbook
+    api = searching.client(api_key="sk-one")
+    tools: Any = [{"type": "file_search", "vector_store_ids": [store_id], "max_num_results": 1}]
+    conversation = api.conversations.create()
+    api.responses.create(
+        model=MODEL, conversation=conversation.id, input=f"Tea? {search('green tea')}[[answer At 80 degrees.【0†tea.md】]]", tools=tools
+    )
+    items = [item.type for item in api.conversations.items.list(conversation.id, order="asc")]
+    assert "file_search_call" in items
+    # The next response of the conversation cites the passage the first one found.
+    later = api.responses.create(
+        model=MODEL, conversation=conversation.id, input=f"And? {search('puppy')}[[answer As said.【0†tea.md】 And dogs.【1†dogs.txt】]]", tools=tools
+    )
+    cited = [annotation.file_id for annotation in later.output[-1].content[0].annotations]  # type: ignore[union-attr]
+    assert cited == [ids["tea.md"], ids["dogs.txt"]]
+
+
 def test_stores_that_are_not_the_tenants_are_404s(searching: Gateway, handbook: tuple[str, dict[str, str]]) -> None:
     store_id, _ = handbook
     theirs = searching.client(api_key="sk-two")

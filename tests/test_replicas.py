@@ -656,3 +656,34 @@ def test_an_adopted_run_that_fails_later_ends_only_what_was_still_open(cluster):
     assert final.output[-1].status == "incomplete"
     done = [event["output_index"] for event in whole if event["type"] == "response.output_item.done"]
     assert sorted(done) == [0, 1, 2]  # each item ended once
+
+
+def test_an_adopted_run_cites_the_passages_its_first_replica_found(cluster):
+    """A file search made by a replica that is then killed mid-answer: the adopter goes on from the checkpoint,
+    with the passages the model was shown, so the answer's citation (written after the take-over) resolves to
+    the file, and the search is not made again."""
+    import io
+
+    api = cluster.client(0)
+    file_id = api.files.create(file=("notes.md", io.BytesIO(b"The archive is in the basement.")), purpose="assistants").id
+    store = api.vector_stores.create(name="adopted", file_ids=[file_id])
+    assert _wait_for(lambda: api.vector_stores.retrieve(store.id).file_counts.completed == 1, 20)
+    answer = " ".join(f"word{i}" for i in range(120)) + " In the basement.【0†notes.md】"
+    text = f'Where? [slow 15] [[call file_search.msearch {{"queries": ["archive"]}}]][[answer {answer}]]'
+    seen: list[dict[str, Any]] = []
+    body = {"model": MODEL, "input": text, "background": True, "stream": True, "tools": [{"type": "file_search", "vector_store_ids": [store.id]}]}
+    with httpx.stream("POST", f"{cluster.replicas[0].url}/v1/responses", json=body, timeout=30) as stream:
+        for line in stream.iter_lines():
+            if line.startswith("data: "):
+                seen.append(json.loads(line[6:]))
+                if sum(event["type"] == "response.output_text.delta" for event in seen) == 10:  # the search is done, the answer begun
+                    cluster.replicas[0].proc.kill()
+                    break
+    assert any(event["type"] == "response.file_search_call.completed" for event in seen)
+    rest = _read_events(cluster.replicas[1].url, seen[0]["response"]["id"], after=seen[-1]["sequence_number"])
+    final = check_response_stream(seen + rest)
+    assert final.status == "completed" and [item.type for item in final.output].count("file_search_call") == 1
+    assert not any(event["type"].startswith("response.file_search_call") for event in rest)
+    message = final.output[-1]
+    assert message.content[0].text.endswith("In the basement.")  # type: ignore[union-attr]
+    assert [(a.type, a.file_id) for a in message.content[0].annotations] == [("file_citation", file_id)]  # type: ignore[union-attr]

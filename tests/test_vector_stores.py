@@ -140,6 +140,8 @@ def test_upload_and_poll_and_batches(stores_gateway: Gateway, tmp_path: Path) ->
     )
     assert batch.object == "vector_store.files_batch" and batch.file_counts.total == 2
     batch = api.vector_stores.file_batches.poll(batch.id, vector_store_id=store.id, poll_interval_ms=100)
+    polled = api.vector_stores.file_batches.create_and_poll(store.id, file_ids=[upload(api, "c.txt", "gamma report")], poll_interval_ms=100)
+    assert polled.status == "completed" and polled.file_counts.completed == 1
     assert batch.status == "completed" and batch.file_counts.completed == 2
     files = {file.id: file for file in api.vector_stores.file_batches.list_files(batch.id, vector_store_id=store.id)}
     assert files[first].attributes == {"kind": "a"} and files[second].attributes == {"kind": "shared"}
