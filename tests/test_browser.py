@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import re
 import sys
+import time
 import tracemalloc
 from typing import Any, Iterator
 
@@ -154,6 +155,28 @@ def test_cited_answer_without_streaming_and_in_a_continuation(browsing: Gateway,
     assert opened.action.url == lion
     urls = [a.url for a in second.output[-1].content[0].annotations]
     assert urls == [site.url + "/articles/zebra", lion]
+
+
+def test_an_answer_cites_a_page_and_a_file(browsing: Gateway, site: Process) -> None:
+    """web_search and file_search together: each citation resolves by its own tool."""
+    import io
+
+    client = browsing.client()
+    file_id = client.files.create(file=("notes.md", io.BytesIO(b"Zebras sleep standing up.")), purpose="assistants").id
+    store = client.vector_stores.create(name="notes", file_ids=[file_id])
+    deadline = time.monotonic() + 30
+    while client.vector_stores.retrieve(store.id).file_counts.in_progress:
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    files = '[[call file_search.msearch {"queries": ["zebras sleep"]}]]'
+    response = client.responses.create(
+        model="openai/gpt-oss-20b",
+        input=f"{SEARCH}{files}[[answer Stripes are unique【0†L2-L3】 and zebras sleep standing.【0†notes.md】]]",
+        tools=[{"type": "web_search"}, {"type": "file_search", "vector_store_ids": [store.id]}],
+    )
+    annotations = response.output[-1].content[0].annotations  # type: ignore[union-attr]
+    assert [annotation.type for annotation in annotations] == ["url_citation", "file_citation"]
+    assert annotations[1].file_id == file_id  # type: ignore[union-attr]
 
 
 def test_chat_completions_get_the_same_text_and_annotations(browsing: Gateway, site: Process) -> None:

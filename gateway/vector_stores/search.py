@@ -60,12 +60,16 @@ class Searcher:
 
     @property
     def hybrid(self) -> bool:
-        return self.embeddings is not None
+        """Chunks are ranked by meaning too."""
+        return self.embeddings is not None and self.index.vectors
 
     async def search(self, scope: Scope, queries: list[str], max_results: int, ranking: Ranking) -> list[Found]:
+        vectors: list[list[float] | None] = [None] * len(queries)
+        if self.embeddings is not None and self.index.vectors and ranking.embedding_weight > 0 and queries:
+            vectors = list(await self.embeddings.embed(queries))  # every query in one request
         best: dict[int, float] = {}
-        for query in queries:
-            for seq, score in await self._ranked(scope, query, max_results, ranking):
+        for query, vector in zip(queries, vectors):
+            for seq, score in await self._ranked(scope, query, vector, max_results, ranking):
                 best[seq] = max(best.get(seq, 0.0), score)
         kept = sorted(((score, seq) for seq, score in best.items() if score >= ranking.score_threshold), key=lambda pair: (-pair[0], pair[1]))
         kept = kept[:max_results]
@@ -76,20 +80,18 @@ class Searcher:
             if (chunk := chunks.get(seq)) is not None  # removed since it was ranked
         ]
 
-    async def _ranked(self, scope: Scope, query: str, max_results: int, ranking: Ranking) -> list[tuple[int, float]]:
+    async def _ranked(self, scope: Scope, query: str, vector: list[float] | None, max_results: int, ranking: Ranking) -> list[tuple[int, float]]:
+        """One query's chunks and scores; `vector`: the query's embedding (None: it is not ranked by meaning)."""
         depth = max(max_results * 4, MIN_CANDIDATES)
         terms = words(query)
         by_words = await self.index.by_words(scope, terms, depth) if terms else []
-        if self.embeddings is None or not self.index.vectors:
+        if not self.hybrid:
             return [(seq, score / (score + 1.0)) for seq, score in by_words if score > 0]
-        by_meaning: list[tuple[int, float]] = []
-        if ranking.embedding_weight > 0:  # a ranking weighed 0 is left out, not asked for
-            vector = (await self.embeddings.embed([query]))[0]
-            by_meaning = await self.index.by_vector(scope, vector, depth)
+        by_meaning = await self.index.by_vector(scope, vector, depth) if vector is not None else []
         weights = (ranking.text_weight, ranking.embedding_weight)
         fused: dict[int, float] = {}
         for weight, ranked in zip(weights, (by_words, by_meaning)):
-            if weight <= 0:
+            if weight <= 0:  # a ranking weighed 0 is left out
                 continue
             for rank, (seq, _) in enumerate(ranked, start=1):
                 fused[seq] = fused.get(seq, 0.0) + weight / (RRF_K + rank)

@@ -11,7 +11,7 @@ from typing import TypeVar
 
 from ...engine.structural_tag import CallShape
 from ..history.dialog import Dialog
-from ..loop.citations import Resolve
+from ..loop.citations import Cited, Resolve
 from ..loop.log import Batch
 from ..loop.tool_call import ToolCall
 from ..shapes.items import OutputItem
@@ -24,13 +24,24 @@ ToolT = TypeVar("ToolT", bound=AnyTool)
 FUNCTIONS = "functions"  # the client's functions' namespace
 
 
+def _each_of(resolvers: list[Resolve]) -> Resolve | None:
+    """One resolver asking each tool's in turn (their citations differ in shape: a page's lines, a file's name)."""
+    if len(resolvers) < 2:
+        return resolvers[0] if resolvers else None
+
+    def resolve(number: int, locator: str) -> Cited | None:
+        return next((cited for each in resolvers if (cited := each(number, locator)) is not None), None)
+
+    return resolve
+
+
 class Toolset:
     def __init__(self, context: ToolContext) -> None:
         self.context = context
         tools = context.request.tools
         self.tools: list[AnyTool] = [kind(context, [tool for tool in tools if kind_of(tool) is kind]) for kind in TOOLS]
         self._by_namespace: dict[str, AnyTool] = {}
-        self.citations: Resolve | None = None  # how the answer's citations resolve (the browser's), once prepared
+        self.citations: Resolve | None = None  # how the answer's citations resolve (the browser's, file search's), once prepared
 
     def _one(self, kind: type[ToolT]) -> ToolT:
         return next(tool for tool in self.tools if isinstance(tool, kind))
@@ -44,7 +55,7 @@ class Toolset:
             await tool.prepare(dialog, provision)
         for tool in self.tools:
             tool.prepared(self.tools)
-        self.citations = next((resolve for tool in self.tools if (resolve := tool.citations()) is not None), None)
+        self.citations = _each_of([resolve for tool in self.tools if (resolve := tool.citations()) is not None])
         self._by_namespace = {name: tool for tool in self.tools for name in tool.recipients()}
         choice = self.context.request.tool_choice
         owner = choice_owner(choice)
