@@ -15,7 +15,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from ..core.ids import new_id
-from ..core.models import StrictModel
+from ..core.models import Metadata, StrictModel
 from ..core.requests import include_query, tenant_of
 from ..errors import APIError, bad_request, not_found
 from ..files.inputs import read_input_files
@@ -23,7 +23,7 @@ from ..jsontext import JSONResponse
 from ..responses.history.conversation_items import duplicate, keep_state, missing, new_items, open_conversation, refuse_known_ids
 from ..responses.history.dialog import Dialog
 from ..responses.history.input_items import append_input
-from ..responses.shapes.request import InputItem, Metadata
+from ..responses.shapes.request import InputItem
 from ..responses.tools.mcp_history import McpState
 from ..responses.tools.registry import check_include
 from ..storage.conversation_store import Conversation, DuplicateItem

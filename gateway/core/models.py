@@ -3,8 +3,24 @@ unknown field is refused by name."""
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from typing import Annotated
+
+from pydantic import AfterValidator, BaseModel, ConfigDict
 
 
 class StrictModel(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
+
+
+def metadata_limits(value: dict[str, str]) -> dict[str, str]:
+    """OpenAI's bounds on `metadata`: 16 keys of up to 64 characters, values of up to 512."""
+    if len(value) > 16:
+        raise ValueError("at most 16 metadata keys are allowed")
+    for key, text in value.items():
+        if len(key) > 64 or len(text) > 512:
+            raise ValueError("metadata keys are at most 64 characters and values at most 512")
+    return value
+
+
+# `metadata` wherever a request takes it (responses, conversations, vector stores).
+Metadata = Annotated[dict[str, str], AfterValidator(metadata_limits)]

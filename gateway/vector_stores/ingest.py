@@ -15,6 +15,7 @@ from typing import Awaitable, Callable
 
 import anyio
 
+from runtime.cpu import run_cpu
 from runtime.isolation import TooCostly, run_isolated
 
 from ..config import FilesConfig, VectorStoresConfig
@@ -95,7 +96,7 @@ class Ingestor:
             except EmbeddingsFailed as exc:
                 await self.index.fail(file, self.replica, "server_error", str(exc))
                 return
-        usage = sum(len(chunk.encode()) for chunk in chunks)
+        usage = await run_cpu(_bytes_of, chunks)  # megabytes of text: not on the event loop
         outcome = await self.index.complete(file, self.replica, Written(chunks, vectors, usage), self.config.tenant_quota_bytes)
         log.info("vector store %s: file %s %s (%d chunks)", file.vector_store_id, file.id, outcome, len(chunks))
 
@@ -117,3 +118,7 @@ class Ingestor:
         if isinstance(chunks, Refusal) and chunks.code not in ("unsupported_file", "invalid_file"):
             return Refusal("invalid_file", chunks.message)  # last_error's codes are OpenAI's three
         return chunks
+
+
+def _bytes_of(chunks: list[str]) -> int:
+    return sum(len(chunk.encode()) for chunk in chunks)

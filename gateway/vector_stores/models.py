@@ -7,11 +7,10 @@ from typing import Annotated, Literal, Union
 
 from pydantic import Field, model_validator
 
-from ..core.models import StrictModel
-from ..responses.shapes.file_search_models import FileSearchRanking
-from ..responses.shapes.request import Metadata
+from ..core.models import Metadata, StrictModel
 from .chunking import MAX_CHUNK_TOKENS, MIN_CHUNK_TOKENS, Chunking
 from .filters import Filter
+from .search import Ranking
 
 MAX_FILE_IDS = 500  # in one create or batch, as OpenAI takes them
 MAX_QUERIES, MAX_QUERY_CHARS = 10, 4096
@@ -109,11 +108,33 @@ class CreateFileBatch(StrictModel):
         ]
 
 
+class HybridSearchWeights(StrictModel):
+    embedding_weight: float = Field(ge=0)
+    text_weight: float = Field(ge=0)
+
+
+class RankingOptions(StrictModel):
+    """`ranking_options` of a search and of the file_search tool."""
+
+    ranker: Literal["none", "auto", "default-2024-11-15"] | None = None
+    score_threshold: float | None = Field(None, ge=0, le=1)
+    hybrid_search: HybridSearchWeights | None = None
+
+    def ranking(self) -> Ranking:
+        hybrid = self.hybrid_search
+        weights = (hybrid.embedding_weight, hybrid.text_weight) if hybrid is not None else (1.0, 1.0)
+        return Ranking(self.score_threshold or 0.0, *weights)
+
+
+def ranking_of(options: RankingOptions | None) -> Ranking:
+    return options.ranking() if options is not None else Ranking()
+
+
 class SearchVectorStore(StrictModel):
     query: Union[str, list[str]]
     filters: Filter | None = None
     max_num_results: int = Field(10, ge=1, le=50)
-    ranking_options: FileSearchRanking | None = None
+    ranking_options: RankingOptions | None = None
     # Accepted; the query is searched as written (there is no model here to rewrite it).
     rewrite_query: bool | None = None
 

@@ -15,13 +15,12 @@ from ..core.ids import new_id
 from ..core.requests import services_of, tenant_of
 from ..errors import bad_request, not_found
 from ..jsontext import JSONResponse
-from ..responses.shapes.file_search_models import ranking_of
 from ..storage.file_store import TooMany
 from ..storage.paging import page_of, page_query
 from ..storage.vector_store_store import STATUSES, FileBatch, StoreFile, VectorStore
 from ..web.body import parse_body
 from .filters import FilterError, attribute_rows
-from .models import CreateFileBatch, CreateStoreFile, CreateVectorStore, SearchVectorStore, UpdateStoreFile, UpdateVectorStore
+from .models import CreateFileBatch, CreateStoreFile, CreateVectorStore, SearchVectorStore, UpdateStoreFile, UpdateVectorStore, ranking_of
 from .service import VectorStoreService, too_many_stores
 
 

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Discriminator, Field, PrivateAttr, Tag, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, PrivateAttr, Tag, field_validator, model_validator
 
 from tools.namespaces import reserved_problem
 from tools.urls import shown
 
-from ...core.models import StrictModel
+from ...core.models import Metadata, StrictModel
 from ...errors import APIError, bad_request
 from ...files.requested import AutoContainer
 from .code_interpreter_models import CodeInterpreterCallItem
@@ -560,9 +560,6 @@ UNSUPPORTED = {
 }
 
 
-Metadata = Annotated[dict[str, str], AfterValidator(lambda value: metadata_limits(value))]
-
-
 class ContextManagement(StrictModel):
     """Compaction when the prompt passes `compact_threshold` tokens (default: 80% of the context)."""
 
@@ -635,16 +632,6 @@ class ResponsesRequest(StrictModel):
     @property
     def conversation_id(self) -> str | None:
         return self.conversation.id if isinstance(self.conversation, ConversationRef) else self.conversation
-
-
-def metadata_limits(value: dict[str, str]) -> dict[str, str]:
-    """OpenAI's bounds on `metadata`: 16 keys of up to 64 characters, values of up to 512."""
-    if len(value) > 16:
-        raise ValueError("at most 16 metadata keys are allowed")
-    for key, text in value.items():
-        if len(key) > 64 or len(text) > 512:
-            raise ValueError("metadata keys are at most 64 characters and values at most 512")
-    return value
 
 
 def refuse_unsupported(request: BaseModel, table: dict[str, str]) -> None:

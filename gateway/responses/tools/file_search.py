@@ -26,11 +26,12 @@ from ...errors import bad_request
 from ...protocol import EventType, Include, ItemStatus
 from ...storage.vector_store_store import VectorStore
 from ...vector_stores.filters import FilterError, filter_sql
+from ...vector_stores.models import ranking_of
 from ...vector_stores.search import Found
 from ..history.dialog import Dialog, Records
 from ..loop.citations import Cited, FileCitation, Resolve
 from ..loop.tool_call import CallKind, ToolCall
-from ..shapes.file_search_models import FileSearchCallItem, FileSearchTool, NamedFileSearch, ranking_of
+from ..shapes.file_search_models import FileSearchCallItem, FileSearchTool, NamedFileSearch
 from ..shapes.items import Event, Events, OutputItem
 from ..shapes.output_items import FileSearchCallShape
 from ..shapes.request import ToolChoiceForm
