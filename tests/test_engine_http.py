@@ -127,6 +127,26 @@ def test_closing_a_stream_mid_answer_aborts_it_in_the_engine(emulator):
     assert emulator_stats(emulator)["aborted"] == before + 1
 
 
+def test_closing_the_client_stops_its_streams_in_the_engine(emulator):
+    """A gateway that shuts down closes every connection of its pool, the busy ones too: the engine stops
+    generating for it then, not when the process is gone."""
+
+    async def main() -> None:
+        client = EngineClient(EngineConfig(url=emulator.url))
+        stream = await client.generate(prompt_of("[long 5000] [slow 5]"), Sampling(max_tokens=10000))
+        async for _ in stream:
+            break
+        before = await asyncio.to_thread(lambda: emulator_stats(emulator)["aborted"])
+        await client.aclose()
+        deadline = time.monotonic() + 5
+        while await asyncio.to_thread(lambda: emulator_stats(emulator)["aborted"]) == before:
+            assert time.monotonic() < deadline, "the engine still generates for a client that closed"
+            await asyncio.sleep(0.05)
+        await stream.aclose()
+
+    asyncio.run(main())
+
+
 def test_a_slow_reader_holds_a_bounded_buffer(emulator):
     """The engine streams faster than this reader reads: the socket is paused, not the memory grown."""
 
