@@ -2,7 +2,7 @@
 one fenced step), found by search (words, and vectors where an embeddings endpoint is configured).
 
 The two dialects search differently, and only here: SQLite through FTS5 (BM25) and sqlite-vec's cosine
-distance; PostgreSQL through its full-text search (`ts_rank_cd`) and pgvector's `<=>`. Both are exact: an
+distance; PostgreSQL through its full-text search (`ts_rank`) and pgvector's `<=>`. Both are exact: an
 approximate index over every tenant's chunks (pgvector's HNSW) returns the nearest chunks of all stores,
 and a small store's search would come back empty once the others' were filtered out.
 Every query takes the stores and the `filters` as SQL (`Scope`), so a filter narrows what is ranked
@@ -190,7 +190,7 @@ class ChunkIndex:
         join, where, params = scope.where()
         if self.dialect is Dialect.POSTGRESQL:
             sql = (
-                f"SELECT c.seq, ts_rank_cd(c.words, q) AS rank FROM to_tsquery('english', ?) q, vector_store_chunks c{join} "
+                f"SELECT c.seq, ts_rank(c.words, q) AS rank FROM to_tsquery('english', ?) q, vector_store_chunks c{join} "
                 f"WHERE c.words @@ q AND {where} ORDER BY rank DESC LIMIT ?"
             )
             rows = await self.db.fetch(sql, " | ".join(terms), *params, limit)
