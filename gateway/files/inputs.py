@@ -20,6 +20,7 @@ from runtime.cpu import run_cpu
 from runtime.isolation import TooCostly, run_isolated
 
 from ..errors import APIError, bad_request
+from .blobs import Blobs
 from .service import FileService
 
 TEXT_SUFFIXES = {
@@ -54,15 +55,17 @@ async def read_input_files(items: Iterable[Any], files: FileService, tenant: str
         if part.file_id is not None:
             stored = await files.file(part.file_id, tenant, param=f"{param}.file_id")
             name = part.filename or stored.filename
-            data = await _bounded_read(files, stored.blob)
-            if data is None:
-                raise _too_long(name, config.max_input_file_chars, param)
+            # Text of more than 4 bytes a character at most is surely too long to give.
+            pdf, read = await read_bounded(files.blobs, stored.blob, config.max_input_pdf_bytes, config.max_input_file_chars * 4)
+            if read is None:
+                raise _pdf_too_large(name, config.max_input_pdf_bytes, param) if pdf else _too_long(name, config.max_input_file_chars, param)
+            data = read
         else:
             name = part.filename or "file"
             data = await run_cpu(_inline_bytes, part.file_data, param)
         if data.startswith(b"%PDF-"):
             if len(data) > config.max_input_pdf_bytes:
-                raise bad_request(f"The PDF '{name[:100]}' is larger than {config.max_input_pdf_bytes} bytes, the most read here.", param=param)
+                raise _pdf_too_large(name, config.max_input_pdf_bytes, param)
             try:
                 text = await run_isolated(config.pdf_timeout_s, file_text, name, data, config.max_input_file_chars)
             except TooCostly as exc:
@@ -82,19 +85,16 @@ class Refusal:
     message: str
 
 
-async def _bounded_read(files: FileService, blob: str) -> bytes | None:
-    """The stored file's bytes, or None when it is surely too long to give: text of more than 4 bytes a
-    character at most, a PDF past its own limit (refused by the caller). The size is known before reading."""
-    config = files.config
-    async with await files.blobs.open(blob) as reader:
+async def read_bounded(blobs: Blobs, blob: str, pdf_limit: int, text_limit: int) -> tuple[bool, bytes | None]:
+    """Whether a stored file is a PDF, and its bytes, or None when it is larger than its kind's limit (the
+    size is known before reading: a file surely too long is not read at all)."""
+    async with await blobs.open(blob) as reader:
         head = await reader.read(5)
-        if head == b"%PDF-":
-            limit = config.max_input_pdf_bytes + 1
-        else:
-            limit = config.max_input_file_chars * 4
-            if reader.size > limit:
-                return None
-        return head + await reader.read(limit - len(head))
+        pdf = head == b"%PDF-"
+        limit = pdf_limit if pdf else text_limit
+        if reader.size > limit:
+            return pdf, None
+        return pdf, head + await reader.read(limit - len(head))
 
 
 def _inline_bytes(file_data: str, param: str) -> bytes:
@@ -133,6 +133,10 @@ def _pdf_text(data: bytes) -> str | Refusal:
     except Exception as exc:  # a hostile PDF may break the parser in any way: it is the client's file that is bad
         return Refusal("invalid_value", f"The PDF could not be read ({type(exc).__name__}).")
     return Refusal("invalid_value", f"The PDF has {pages} pages; {MAX_PDF_PAGES} at most are read.")
+
+
+def _pdf_too_large(name: str, max_bytes: int, param: str) -> APIError:
+    return bad_request(f"The PDF '{name[:100]}' is larger than {max_bytes} bytes, the most read here.", param=param)
 
 
 def _too_long(name: str, max_chars: int, param: str) -> APIError:

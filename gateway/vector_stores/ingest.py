@@ -20,7 +20,7 @@ from runtime.isolation import TooCostly, run_isolated
 
 from ..config import FilesConfig, VectorStoresConfig
 from ..files.blobs import Blobs
-from ..files.inputs import Refusal
+from ..files.inputs import Refusal, read_bounded
 from ..storage import Database, StorageError
 from ..storage.chunk_index import ChunkIndex, Written
 from ..storage.vector_store_store import INGEST_CHANNEL, StoreFile
@@ -103,12 +103,10 @@ class Ingestor:
     async def _chunks(self, file: StoreFile, blob: str) -> list[str] | Refusal:
         """The file's chunks, or why it has none: read within its bounds, cut in a worker process."""
         config = self.config
-        async with await self.blobs.open(blob) as reader:
-            head = await reader.read(5)
-            limit = self.files.max_input_pdf_bytes if head == b"%PDF-" else config.max_file_chars * 4
-            if reader.size > limit:
-                return Refusal("invalid_file", f"The file is larger than {limit} bytes, the most indexed here for a file of its kind.")
-            data = head + await reader.read(limit)
+        pdf, data = await read_bounded(self.blobs, blob, self.files.max_input_pdf_bytes, config.max_file_chars * 4)
+        if data is None:
+            limit = self.files.max_input_pdf_bytes if pdf else config.max_file_chars * 4
+            return Refusal("invalid_file", f"The file is larger than {limit} bytes, the most indexed here for a file of its kind.")
         static = file.chunking.get("static") or {}
         chunking = Chunking(static.get("max_chunk_size_tokens", 800), static.get("chunk_overlap_tokens", 400))
         try:
