@@ -133,7 +133,7 @@ class FileBatch:
 
 _STORE_COLUMNS = "id, tenant, name, description, created_at, last_active_at, metadata, expires_days"
 FILE_COLUMNS = "seq, vector_store_id, id, tenant, filename, batch_id, created_at, status, last_error, usage_bytes, chunking, attributes"
-_COUNTS = "SELECT status, COUNT(*), COALESCE(SUM(usage_bytes), 0) FROM vector_store_files WHERE {where} GROUP BY status"
+_COUNTS = "SELECT {key}, status, COUNT(*), COALESCE(SUM(usage_bytes), 0) FROM vector_store_files WHERE {key} IN ({marks}) GROUP BY {key}, status"
 INGEST_CHANNEL = "gateway_vector_store_ingest"  # files are waiting: the replicas' ingestors look now
 
 
@@ -162,7 +162,7 @@ class VectorStoreStore:
         if not rows:
             return None
         store = _store(rows[0])
-        store.counts, store.usage_bytes = await self._counts("vector_store_id = ?", store.id)
+        store.counts, store.usage_bytes = (await self._counts("vector_store_id", [store.id]))[store.id]
         return store
 
     async def list_stores(self, tenant: str, page: PageQuery) -> tuple[list[VectorStore], bool] | None:
@@ -170,8 +170,9 @@ class VectorStoreStore:
         if rows is None:
             return None
         stores = [_store(row) for row in rows[: page.limit]]
+        counted = await self._counts("vector_store_id", [store.id for store in stores])  # the page's stores in one query
         for store in stores:
-            store.counts, store.usage_bytes = await self._counts("vector_store_id = ?", store.id)
+            store.counts, store.usage_bytes = counted[store.id]
         return stores, len(rows) > page.limit
 
     async def update(self, store_id: str, tenant: str, changes: dict[str, Any]) -> bool:
@@ -193,13 +194,18 @@ class VectorStoreStore:
         """Remove the store with its files, their chunks and batches (cascades)."""
         return await self.db.execute("DELETE FROM vector_stores WHERE id = ? AND tenant = ?", store_id, tenant) > 0
 
-    async def _counts(self, where: str, *params: Any) -> tuple[FileCounts, int]:
-        counts, usage = FileCounts(), 0
-        for status, count, usage_bytes in await self.db.fetch(_COUNTS.format(where=where), *params):
+    async def _counts(self, key: str, values: list[str]) -> dict[str, tuple[FileCounts, int]]:
+        """The file counts and usage of each store (`key` vector_store_id) or batch (`batch_id`) named."""
+        counted = {value: (FileCounts(), 0) for value in values}
+        if not values:
+            return counted
+        rows = await self.db.fetch(_COUNTS.format(key=key, marks=",".join("?" * len(values))), *values)
+        for value, status, count, usage_bytes in rows:
+            counts, usage = counted[value]
             if status in STATUSES:
                 setattr(counts, status, int(count))
-            usage += int(usage_bytes)
-        return counts, usage
+            counted[value] = counts, usage + int(usage_bytes)
+        return counted
 
     # -- files ----------------------------------------------------------------------------------------------
 
@@ -272,7 +278,7 @@ class VectorStoreStore:
             return None
         batch_id, store, owner, created_at, cancelled = rows[0]
         batch = FileBatch(batch_id, store, owner, int(created_at), bool(cancelled))
-        batch.counts, _ = await self._counts("batch_id = ?", batch_id)
+        batch.counts, _ = (await self._counts("batch_id", [batch_id]))[batch_id]
         return batch
 
     async def cancel_batch(self, batch_id: str) -> None:
