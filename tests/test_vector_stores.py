@@ -332,3 +332,27 @@ def test_ingestion_is_taken_over_when_its_replica_is_killed(emulator: Process, p
     assert done.file_counts.completed == 1
     assert [r.filename for r in other.vector_stores.search(store.id, query="archive basement")] == ["slow.txt"]  # once, not twice
     assert f"file {file_id} indexed" in second.log.read_text()
+
+
+def test_files_are_cut_as_their_chunking_strategy_says(stores_gateway: Gateway) -> None:
+    """Windows of gpt-oss's tokens: `static` at its size and overlap (each chunk begins inside the one before),
+    `auto` at 800 with 400 of overlap."""
+    from gateway.engine import harmony
+
+    api = client(stores_gateway)
+    text = " ".join(f"item{n}" for n in range(400))
+    tokens = len(harmony.encoding().encode(text, allowed_special=set(), disallowed_special=()))
+    file_id = upload(api, "items.txt", text)
+    static = api.vector_stores.create(
+        name="static", file_ids=[file_id], chunking_strategy={"type": "static", "static": {"max_chunk_size_tokens": 100, "chunk_overlap_tokens": 50}}
+    )
+    auto = api.vector_stores.create(name="auto", file_ids=[file_id])
+    ready(api, static.id), ready(api, auto.id)
+
+    chunks = [part.text for part in api.vector_stores.files.content(file_id, vector_store_id=static.id)]
+    assert len(chunks) == -(-(tokens - 100) // 50) + 1  # a window every 50 tokens, the last reaching the end
+    assert all(len(harmony.encoding().encode(chunk, allowed_special=set())) <= 101 for chunk in chunks)
+    assert all(later.split()[0] in earlier for earlier, later in zip(chunks, chunks[1:]))
+    assert chunks[0].startswith("item0") and chunks[-1].endswith("item399")
+    auto_chunks = [part.text for part in api.vector_stores.files.content(file_id, vector_store_id=auto.id)]
+    assert len(auto_chunks) == (1 if tokens <= 800 else -(-(tokens - 800) // 400) + 1)
