@@ -356,3 +356,16 @@ def test_files_are_cut_as_their_chunking_strategy_says(stores_gateway: Gateway) 
     assert chunks[0].startswith("item0") and chunks[-1].endswith("item399")
     auto_chunks = [part.text for part in api.vector_stores.files.content(file_id, vector_store_id=auto.id)]
     assert len(auto_chunks) == (1 if tokens <= 800 else -(-(tokens - 800) // 400) + 1)
+
+
+def test_a_tenants_stores_and_a_stores_files_are_capped(emulator: Process, make_gateway: Any) -> None:
+    api = make_gateway(emulator.url, vector_stores={"max_stores_per_tenant": 1, "max_files_per_store": 1}).client()
+    store = api.vector_stores.create(name="only")
+    with pytest.raises(openai.BadRequestError) as stores:
+        api.vector_stores.create(name="one too many")
+    assert stores.value.code == "too_many_vector_stores"
+    api.vector_stores.files.create(store.id, file_id=upload(api, "a.txt", "first"))
+    with pytest.raises(openai.BadRequestError) as files:
+        api.vector_stores.files.create(store.id, file_id=upload(api, "b.txt", "second"))
+    assert files.value.code == "too_many_files_in_this_vector_store" and files.value.body["param"] == "file_id"  # type: ignore[index]
+    assert api.vector_stores.retrieve(store.id).file_counts.total == 1  # the refused file was not added

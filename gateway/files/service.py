@@ -70,7 +70,7 @@ class FileService:
     def too_many(exc: TooMany, param: str | None = None) -> APIError:
         return APIError(
             400, f"You hold {exc.limit} {exc.what} already, as many as this gateway keeps for one project; delete some first.",
-            param=param, code=f"too_many_{exc.what}",
+            param=param, code="too_many_" + exc.what.replace(" ", "_"),
         )  # fmt: skip
 
     def quota_exceeded(self, param: str | None = None) -> APIError:

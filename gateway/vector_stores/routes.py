@@ -21,7 +21,7 @@ from ..storage.vector_store_store import STATUSES, FileBatch, StoreFile, VectorS
 from ..web.body import parse_body
 from .filters import FilterError, attribute_rows
 from .models import CreateFileBatch, CreateStoreFile, CreateVectorStore, SearchVectorStore, UpdateStoreFile, UpdateVectorStore, ranking_of
-from .service import VectorStoreService, too_many_stores
+from .service import VectorStoreService
 
 
 class VectorStoresNeeds(Protocol):
@@ -59,7 +59,7 @@ async def create_store(request: Request) -> Response:
     try:
         await service.store.create(store, service.config.max_stores_per_tenant)
     except TooMany as exc:
-        raise too_many_stores(exc) from None
+        raise service.files.too_many(exc) from None
     entries = [CreateStoreFile(file_id=file_id, chunking_strategy=body.chunking_strategy) for file_id in body.file_ids or []]
     await service.add_files(store, entries, "file_ids")
     return JSONResponse((await service.vector_store(store.id, tenant)).as_dict())

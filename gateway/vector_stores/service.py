@@ -7,7 +7,7 @@ import time
 from dataclasses import dataclass
 
 from ..config import VectorStoresConfig
-from ..errors import APIError, bad_request, not_found
+from ..errors import bad_request, not_found
 from ..files.service import FileService
 from ..protocol import IngestStatus
 from ..storage.chunk_index import ChunkIndex, Scope
@@ -93,7 +93,3 @@ class VectorStoreService:
         found = await self.searcher.search(Scope(store_ids, sql, params), queries, max_results, ranking)
         await self.store.touch(store_ids)
         return found
-
-
-def too_many_stores(exc: TooMany) -> APIError:
-    return APIError(400, f"You hold {exc.limit} {exc.what} already, as many as this gateway keeps for one project.", code="too_many_vector_stores")
