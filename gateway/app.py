@@ -28,8 +28,9 @@ from .chat.routes import routes as chat_routes
 from .config import GatewayConfig
 from .conversations.routes import routes as conversation_routes
 from .engine import harmony
-from .engine.client import EngineClient
+from .engine.client import ModelInfo
 from .engine.harmony import PromptRenderer
+from .engine.routing import Engines
 from .errors import APIError, handle_api_error, handle_storage_error, handle_unexpected, handle_unstorable_value
 from .files.blobs import Blobs
 from .files.containers import routes as container_routes
@@ -71,13 +72,17 @@ async def health(request: Request) -> Response:
 
 
 async def ready(request: Request) -> Response:
-    """Readiness: the engine answers and every configured tool server is connected."""
+    """Readiness: every model has an engine that answers (as the last health check found), and every
+    configured tool server is connected."""
     services: Services = request.app.state.services
-    engine = await services.engine.healthy()
+    engines = services.engines.health()
+    engine = all(any(client.up for client in model.clients) for model in services.engines.models)
     servers = services.mcp.health()
     draining = services.drain.draining
     ok = engine and all(servers.values()) and not draining
-    body: dict[str, Any] = {"status": "ready" if ok else "not_ready", "engine": engine, "tool_servers": servers, "draining": draining}
+    body: dict[str, Any] = {
+        "status": "ready" if ok else "not_ready", "engine": engine, "engines": engines, "tool_servers": servers, "draining": draining,
+    }  # fmt: skip
     if services.sandbox is not None:
         body["sandbox_sessions"] = services.sandbox.live_sessions
     body["mcp_request_sessions"] = services.mcp.request_sessions
@@ -89,28 +94,25 @@ async def metrics(request: Request) -> Response:
     return Response(services.metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
 
 
+def _model_object(model: ModelInfo) -> dict[str, Any]:
+    described = {"id": model.id, "object": "model", "created": model.created, "owned_by": model.owned_by}
+    return described | ({"max_model_len": model.max_model_len} if model.max_model_len else {})
+
+
 async def list_models(request: Request) -> Response:
+    """Every configured model, as its engine describes it (an engine down: as configured)."""
     services: Services = request.app.state.services
-    models = await services.engine.list_models()
-    return JSONResponse(
-        {
-            "object": "list",
-            "data": [
-                {"id": m.id, "object": "model", "created": m.created, "owned_by": m.owned_by}
-                | ({"max_model_len": m.max_model_len} if m.max_model_len else {})
-                for m in models
-            ],
-        }
-    )
+    return JSONResponse({"object": "list", "data": [_model_object(model) for model, _ in await services.engines.listed()]})
 
 
 async def retrieve_model(request: Request) -> Response:
+    """A model by any name a request may give it (its served name or an alias)."""
     services: Services = request.app.state.services
-    model_id = request.path_params["model"]
-    for model in await services.engine.list_models():
-        if model.id == model_id:
-            return JSONResponse({"id": model.id, "object": "model", "created": model.created, "owned_by": model.owned_by})
-    raise APIError(404, f"The model '{model_id}' does not exist.", param="model", code="model_not_found")
+    wanted = services.engines.route(request.path_params["model"])
+    for model, engine in await services.engines.listed():
+        if engine is wanted:
+            return JSONResponse(_model_object(model))
+    raise APIError(404, f"The model '{request.path_params['model']}' does not exist.", param="model", code="model_not_found")
 
 
 async def handle_http_exception(request: Request, exc: Exception) -> Response:
@@ -153,7 +155,7 @@ def create_app(config: GatewayConfig, drain: Drain | None = None) -> Starlette:
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         harmony.encoding()  # load the vocabulary before the first request, not during it
         tracing.start()
-        engine = EngineClient(config.engine)
+        engines = Engines(config.engine_configs(), app_metrics.engine_resumed)
         storage = config.storage
         database = open_database(storage.database_url(), retry_s=storage.retry_s, pool_size=storage.pool_size)
         try:
@@ -189,13 +191,15 @@ def create_app(config: GatewayConfig, drain: Drain | None = None) -> Starlette:
             tasks.start_soon(ingestor.run)
             tasks.start_soon(app_metrics.watch_event_loop, config.server.loop_monitor_interval_s)
             tasks.start_soon(database.keep_listening)
+            await engines.check()  # an engine down does not stop the start: its model answers 503 until it is back
+            tasks.start_soon(engines.watch)
             runs = Runs(tasks, Admission(config.limits.max_concurrent_per_tenant, config.limits.max_concurrent))
             replicas.on_cancel(runs.cancel)
-            app_metrics.watch((lambda: sandbox.live_sessions) if sandbox is not None else None, mcp.health)
+            app_metrics.watch((lambda: sandbox.live_sessions) if sandbox is not None else None, mcp.health, engines.health)
             browser = make_backends(config.browser, mcp) if config.browser is not None else None
             app.state.services = Services(
                 config=config,
-                engine=engine,
+                engines=engines,
                 store=store,
                 conversations=conversations,
                 drain=drain,
@@ -219,7 +223,7 @@ def create_app(config: GatewayConfig, drain: Drain | None = None) -> Starlette:
             # What start-up made (vocabulary tables, schemas, modules) lives as long as the process: kept out
             # of the cyclic garbage collector's sweeps, whose full passes would otherwise stall the loop.
             gc.freeze()
-            log.info("gateway ready; engine at %s", config.engine.url)
+            log.info("gateway ready; engines: %s", ", ".join(f"{c.model or '(its model)'} at {c.url}" for c in config.engine_configs()))
             try:
                 yield
             finally:
@@ -231,7 +235,7 @@ def create_app(config: GatewayConfig, drain: Drain | None = None) -> Starlette:
                     await browser.aclose()
                 if sandbox is not None:
                     await sandbox.close()
-                await engine.aclose()
+                await engines.aclose()
                 await vector_stores.close()
                 renderer.close()
                 await replicas.leave()

@@ -109,7 +109,7 @@ def describe(config: GatewayConfig) -> str:
     lines = [
         "config is valid",
         f"listen:       {config.server.host}:{config.server.port}",
-        f"engine:       {config.engine.url}" + (f" (model {config.engine.model})" if config.engine.model else ""),
+        *(f"engine:       {engine.url}" + (f" (model {engine.model})" if engine.model else "") for engine in config.engine_configs()),
         f"storage:      {_redacted(config.storage.database_url())}",
         f"auth:         {len(config.auth.api_keys)} API key(s)" if config.auth.api_keys else "auth:         open (no API keys)",
         f"logging:      {config.logging.format}, {config.logging.level}",

@@ -8,7 +8,7 @@ import os
 import re
 import urllib.parse
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -37,8 +37,14 @@ class _Section(BaseModel):
 
 
 class EngineConfig(_Section):
+    """One engine URL: a vLLM server, or a router in front of several serving one model."""
+
     url: str = Field(description="Base URL of the vLLM server, e.g. http://vllm:8000 (reached directly, never through a proxy)")
-    model: str | None = Field(None, description="Served model name; default: the first of /v1/models")
+    # The served model name requests ask for; default (one engine only): the first of its /v1/models.
+    # Several entries naming one model are its URLs, tried in turn when one fails.
+    model: str | None = Field(None, min_length=1, max_length=256)
+    # Other names a request's `model` may give for it (`gpt-oss-20b` for `openai/gpt-oss-20b`).
+    aliases: list[Annotated[str, Field(min_length=1, max_length=256)]] = Field(default_factory=list, max_length=64)
     api_key: str | None = None
     connect_timeout_s: float = Field(5.0, gt=0)
     # The longest silence tolerated between two chunks of a stream before the response fails.
@@ -58,6 +64,13 @@ class EngineConfig(_Section):
     # vLLM runs with `--scheduling-policy priority`: `service_tier` priority and flex are sent as the
     # request's `priority` (responses/loop/service_tier.py); false: they are a 400.
     priority_scheduling: bool = False
+    # A generation the engine broke off (connection reset, body cut off, a 5xx, an error in the stream, an
+    # abort) goes on from the tokens already received, through this URL again (a router sends it to a live
+    # instance) or the model's next one: at most this many times per engine call, within this many seconds.
+    resume_attempts: int = Field(3, ge=0, le=20)
+    resume_within_s: float = Field(15.0, gt=0, le=600)
+    # How often each engine's /health and /v1/models are read: a dead one is skipped until it answers again.
+    health_interval_s: float = Field(2.0, gt=0, le=300)
 
     @field_validator("url")
     @classmethod
@@ -316,7 +329,9 @@ class TracingConfig(_Section):
 
 
 class GatewayConfig(_Section):
-    engine: EngineConfig
+    # One engine (`engine:`), or several by model (`engines:`); exactly one of the two.
+    engine: EngineConfig | None = None
+    engines: list[EngineConfig] = Field(default_factory=list, max_length=256)
     server: ServerConfig = ServerConfig()
     auth: AuthConfig = AuthConfig()
     logging: LoggingConfig = LoggingConfig()
@@ -337,6 +352,26 @@ class GatewayConfig(_Section):
 
     def files_directory(self) -> str:
         return self.files.directory or str(Path(self.storage.path).parent / "files")
+
+    def engine_configs(self) -> list[EngineConfig]:
+        """Every engine URL, in the order configured (`engine:` is a list of one)."""
+        return [self.engine] if self.engine is not None else list(self.engines)
+
+    @model_validator(mode="after")
+    def _one_engine_section(self) -> "GatewayConfig":
+        if (self.engine is None) == (not self.engines):
+            raise ValueError("give exactly one of 'engine' (one engine) and 'engines' (a list, by model)")
+        if len(self.engines) > 1:
+            unnamed = [index for index, engine in enumerate(self.engines) if engine.model is None]
+            if unnamed:
+                raise ValueError(f"engines[{unnamed[0]}].model is required where several engines are configured")
+            served = {engine.model for engine in self.engines}
+            owner: dict[str, str] = {}
+            for engine in self.engines:
+                for alias in engine.aliases:
+                    if alias in served and alias != engine.model or owner.setdefault(alias, engine.model or "") != engine.model:
+                        raise ValueError(f"the model name {alias!r} names two models")
+        return self
 
     @model_validator(mode="after")
     def _unique_labels(self) -> "GatewayConfig":
@@ -385,7 +420,7 @@ def expand_env(value: Any, path: str = "") -> Any:
 
 def parse_config(raw: Any, source: str = "config") -> GatewayConfig:
     if not isinstance(raw, dict):
-        raise ConfigError(f"{source}: the configuration must be a mapping with at least an 'engine' section")
+        raise ConfigError(f"{source}: the configuration must be a mapping with at least an 'engine' (or 'engines') section")
     try:
         return GatewayConfig.model_validate(expand_env(raw))
     except ValidationError as exc:

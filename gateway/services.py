@@ -13,8 +13,8 @@ from tools.browser import BrowserBackends
 from tools.servers import MCPServers
 
 from .config import GatewayConfig
-from .engine.client import EngineClient
 from .engine.harmony import PromptRenderer
+from .engine.routing import Engines
 from .files.service import FileService
 from .metrics import Metrics
 from .replicas import Replicas
@@ -31,7 +31,7 @@ from .vector_stores.service import VectorStoreService
 @dataclass
 class Services:
     config: GatewayConfig
-    engine: EngineClient
+    engines: Engines  # the models and their engines, by name
     store: ResponseStore
     conversations: ConversationStore
     drain: Drain

@@ -7,7 +7,7 @@ real Harmony token ids in chunks of 1-4 tokens, and follows vLLM's rules: `max_t
 `finish_reason` `stop`/`length`, usage only when asked, errors as vLLM shapes them.
 
 The scripted model reads directives in brackets from the last user message (see `Script.plan`).
-Run: `python -m tests.emulator --port 8000 [--max-model-len N] [--chunk-delay-ms D]`.
+Run: `python -m tests.emulator --port 8000 [--model NAME] [--max-model-len N] [--chunk-delay-ms D]`.
 """
 
 from __future__ import annotations
@@ -55,6 +55,7 @@ class Stats:
     summary_requests: list = field(default_factory=list)  # the last few, each {"request", "prompt"}
     summary_calls: int = 0  # all of them
     embedding_calls: int = 0  # /v1/embeddings requests
+    session_keys: list = field(default_factory=list)  # the `x-session-key` header of each completion request, the last 200
     embedded_texts: int = 0
 
 
@@ -65,6 +66,10 @@ class Plan:
     text: str
     stall_after: int | None = None  # tokens sent before going silent forever
     drop_after: int | None = None  # tokens sent before closing the connection without [DONE]
+    # Once-only faults, at the Nth token of the assistant's writing (what the prompt already holds of it
+    # counted): a call the gateway continues from there is past it, and goes on unharmed.
+    crash_at: int | None = None  # the connection closed without [DONE]
+    crash_error_at: int | None = None  # a `data: {"error": ...}` line
     error_after: int | None = None  # tokens sent before a `data: {"error": ...}` line
     status: int | None = None  # answer with this HTTP error instead
     chunk_delay: float | None = None
@@ -223,11 +228,14 @@ class Script:
         with a token count where it applies: `[drop@2 10]` drops the second call's stream after 10 tokens.
         Faults: stall (silence forever), drop (connection closed without [DONE]), midstream-error,
         error500 (HTTP 500 before the stream), malformed (invalid Harmony), slow MS (delay per chunk); and
-        `[chunk N]`: N tokens in every chunk."""
+        `[chunk N]`: N tokens in every chunk. Once only (a continuation from there goes on unharmed): crash
+        (connection closed at the Nth token of the call's writing), crash-error (an error line there)."""
         user_index = max(i for i, m in enumerate(self.messages) if m.author.role == Role.USER)
         said = self._text_of(self.messages[user_index])
         call = 1 + sum(1 for m in self.messages[user_index:] if m.author.role == Role.TOOL)
-        for name, at, count in re.findall(r"\[(stall|drop|midstream-error|error500|malformed|slow|chunk)(?:@(\d+))?(?: (\d+))?\]", said):
+        for name, at, count in re.findall(
+            r"\[(stall|drop|midstream-error|error500|malformed|slow|chunk|crash-error|crash)(?:@(\d+))?(?: (\d+))?\]", said
+        ):
             if at and int(at) != call:
                 continue
             after = int(count) if count else 6
@@ -237,6 +245,10 @@ class Script:
                 plan.drop_after = after
             elif name == "midstream-error":
                 plan.error_after = after
+            elif name == "crash":
+                plan.crash_at = after
+            elif name == "crash-error":
+                plan.crash_error_at = after
             elif name == "error500":
                 plan.status = 500
             elif name == "malformed":
@@ -344,7 +356,7 @@ def embedding(text: str, dimensions: int = EMBEDDING_DIMENSIONS) -> list[float]:
     return [value / norm for value in vector] if norm else vector
 
 
-def create_emulator(max_model_len: int = 131072, chunk_delay: float = 0.0) -> Starlette:
+def create_emulator(max_model_len: int = 131072, chunk_delay: float = 0.0, model: str = MODEL) -> Starlette:
     stats = Stats()
     threading.Thread(target=grammar_check.warm, daemon=True).start()  # xgrammar loads while the first requests come
     encoding = harmony.encoding()
@@ -355,11 +367,11 @@ def create_emulator(max_model_len: int = 131072, chunk_delay: float = 0.0) -> St
                 "object": "list",
                 "data": [
                     {
-                        "id": MODEL,
+                        "id": model,
                         "object": "model",
                         "created": 1763000000,
                         "owned_by": "vllm",
-                        "root": MODEL,
+                        "root": model,
                         "max_model_len": max_model_len,
                     }
                 ],
@@ -382,7 +394,8 @@ def create_emulator(max_model_len: int = 131072, chunk_delay: float = 0.0) -> St
         turns = stats.last_request, stats.last_headers  # kept if this is a summary's call
         stats.last_request, stats.last_headers = sent, dict(request.headers)
         prompt = body.get("prompt")
-        if body.get("model") != MODEL:
+        stats.session_keys = [*stats.session_keys[-199:], request.headers.get("x-session-key")]
+        if body.get("model") != model:
             return vllm_error(404, f"The model `{body.get('model')}` does not exist.", "model")
         if not isinstance(prompt, list) or not all(isinstance(t, int) for t in prompt):
             return vllm_error(400, "The emulator expects the prompt as a list of Harmony token ids.", "prompt")
@@ -478,7 +491,7 @@ def create_emulator(max_model_len: int = 131072, chunk_delay: float = 0.0) -> St
                 "prompt_tokens_details": None,
             }
             return JSONResponse(
-                {"id": completion_id, "object": "text_completion", "created": created, "model": MODEL, "choices": [choice], "usage": usage}
+                {"id": completion_id, "object": "text_completion", "created": created, "model": model, "choices": [choice], "usage": usage}
             )
 
         delay = plan.chunk_delay if plan.chunk_delay is not None else chunk_delay
@@ -506,10 +519,18 @@ def create_emulator(max_model_len: int = 131072, chunk_delay: float = 0.0) -> St
                         if first:
                             choice["prompt_token_ids"] = prompt
                     first = False
-                    chunk = {"id": completion_id, "object": "text_completion", "created": created, "model": MODEL, "choices": [choice], "usage": None}
+                    chunk = {"id": completion_id, "object": "text_completion", "created": created, "model": model, "choices": [choice], "usage": None}
                     yield f"data: {raw_json(chunk)}\n\n"
                     if plan.stall_after is not None and sent >= plan.stall_after:
                         await asyncio.sleep(3600)
+                    written = len(prefill) + sent  # of the assistant's writing, the prompt's part of it included
+                    if plan.crash_at is not None and len(prefill) < plan.crash_at <= written:
+                        raise ConnectionAbortedError("emulated engine crash, once")
+                    if plan.crash_error_at is not None and len(prefill) < plan.crash_error_at <= written:
+                        yield 'data: {"error": {"message": "EngineCore died unexpectedly", "type": "InternalServerError", "param": null, "code": 500}}\n\n'
+                        yield "data: [DONE]\n\n"
+                        finished = True
+                        return
                     if plan.drop_after is not None and sent >= plan.drop_after:
                         raise ConnectionAbortedError("emulated engine crash")
                     if plan.error_after is not None and sent >= plan.error_after:
@@ -526,7 +547,7 @@ def create_emulator(max_model_len: int = 131072, chunk_delay: float = 0.0) -> St
                         "total_tokens": len(prompt) + len(generated),
                         "prompt_tokens_details": {"cached_tokens": 16},
                     }
-                    yield f"data: {raw_json({'id': completion_id, 'object': 'text_completion', 'created': created, 'model': MODEL, 'choices': [], 'usage': usage})}\n\n"
+                    yield f"data: {raw_json({'id': completion_id, 'object': 'text_completion', 'created': created, 'model': model, 'choices': [], 'usage': usage})}\n\n"
                 yield "data: [DONE]\n\n"
                 finished = True
             finally:
@@ -572,8 +593,9 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=8000)
     parser.add_argument("--max-model-len", type=int, default=131072)
     parser.add_argument("--chunk-delay-ms", type=float, default=0.0)
+    parser.add_argument("--model", default=MODEL, help="the served model name")
     args = parser.parse_args()
-    app = create_emulator(args.max_model_len, args.chunk_delay_ms / 1000)
+    app = create_emulator(args.max_model_len, args.chunk_delay_ms / 1000, args.model)
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
 
 

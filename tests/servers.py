@@ -104,9 +104,10 @@ class PostgresServer:
 
 
 class HAProxy:
-    """HAProxy balancing HTTP round-robin over gateway replicas, with health checks on /ready."""
+    """HAProxy balancing HTTP over backends on loopback: round-robin over gateway replicas checked on
+    /ready, or as `balance` and `check` say (engines hashed on a session header, checked on /health)."""
 
-    def __init__(self, backends: list[int], workdir: Path) -> None:
+    def __init__(self, backends: list[int], workdir: Path, balance: str = "roundrobin", check: str = "/ready") -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         servers = "\n".join(f"    server replica{index} 127.0.0.1:{port} check inter 500ms fall 2 rise 1" for index, port in enumerate(backends))
@@ -127,8 +128,8 @@ frontend gateway
     default_backend replicas
 
 backend replicas
-    balance roundrobin
-    option httpchk GET /ready
+    balance {balance}
+    option httpchk GET {check}
     retry-on conn-failure empty-response
     retries 2
     option redispatch

@@ -5,6 +5,8 @@ from __future__ import annotations
 import httpx
 import pytest
 
+from .conftest import MODEL
+
 
 def post(gateway, body, raw: bytes | None = None) -> httpx.Response:
     if raw is not None:
@@ -81,7 +83,7 @@ def test_bad_input_items_query(gateway):
 
 @pytest.mark.parametrize("path", ["/v1/responses", "/v1/chat/completions"])
 def test_a_lone_surrogate_is_a_400(gateway, path: str) -> None:
-    body = b'{"model": "m", "input": "a\\ud800b", "messages": [{"role": "user", "content": "a\\ud800b"}]}'
+    body = b'{"model": "openai/gpt-oss-20b", "input": "a\\ud800b", "messages": [{"role": "user", "content": "a\\ud800b"}]}'
     response = httpx.post(gateway.url + path, content=body, headers={"content-type": "application/json"})
     error = assert_error(response, 400, None)
     assert error["code"] == "invalid_json"
@@ -114,9 +116,9 @@ def test_text_that_would_stall_the_tokenizer_is_refused(gateway) -> None:
     import time
 
     started = time.monotonic()
-    unbroken = post(gateway, {"model": "m", "input": "a" * 100_000})
+    unbroken = post(gateway, {"model": MODEL, "input": "a" * 100_000})
     assert assert_error(unbroken, 400, "input")["code"] == "input_too_large"
-    too_much = post(gateway, {"model": "m", "input": "word " * 250_000})
+    too_much = post(gateway, {"model": MODEL, "input": "word " * 250_000})
     assert assert_error(too_much, 400, "input")["code"] == "input_too_large"
     assert time.monotonic() - started < 5
 
@@ -145,7 +147,7 @@ def test_a_large_prompt_does_not_stall_other_requests(gateway) -> None:
     poller.start()
     try:
         started = time.monotonic()
-        response = httpx.post(gateway.url + "/v1/responses", json={"model": "m", "input": text, "max_output_tokens": 5}, timeout=60)
+        response = httpx.post(gateway.url + "/v1/responses", json={"model": MODEL, "input": text, "max_output_tokens": 5}, timeout=60)
         elapsed = time.monotonic() - started
     finally:
         done.set()

@@ -32,7 +32,11 @@ def test_missing_variable_names_the_key(monkeypatch):
 @pytest.mark.parametrize(
     "raw, key",
     [
-        ({}, "engine"),
+        ({}, "(root)"),  # "give exactly one of 'engine' (one engine) and 'engines' (a list, by model)"
+        ({"engine": {"url": "http://x"}, "engines": [{"url": "http://y", "model": "m"}]}, "(root)"),
+        ({"engines": [{"url": "http://x"}, {"url": "http://y", "model": "m"}]}, "(root)"),  # which is engines[0]?
+        ({"engines": [{"url": "http://x", "model": "a", "aliases": ["b"]}, {"url": "http://y", "model": "b"}]}, "(root)"),
+        ({"engines": [{"url": "http://x", "model": "a", "resume_attempts": -1}]}, "engines[0].resume_attempts"),
         ({"engine": {}}, "engine.url"),
         ({"engine": {"url": "vllm:8000"}}, "engine.url"),  # no scheme: not what the engine client can reach
         ({"engine": {"url": "http://vllm:99999"}}, "engine.url"),

@@ -19,7 +19,7 @@ import httpx
 import openai
 import pytest
 
-from .conftest import Gateway, Process, emulator_stats, gateway_config, sandbox_section, stream_sdk
+from .conftest import MODEL, Gateway, Process, emulator_stats, gateway_config, sandbox_section, stream_sdk
 
 CSV = "city,temp\nOslo,4\nLima,19\nCairo,27\nOslo,6\n"
 # The model's code: read the upload, write the mean temperature per city, say what it wrote.
@@ -101,7 +101,7 @@ def test_a_container_made_through_the_api(sandboxed: Gateway) -> None:
     client.containers.files.create(container.id, file=("extra.txt", b"more data"))
     tool = {"type": "code_interpreter", "container": container.id}
     code = "import os; print(sorted(os.listdir('/mnt/data')), open('/mnt/data/extra.txt').read())"
-    response = client.responses.create(model="m", input=f"[[python {code}]]", tools=[tool], include=["code_interpreter_call.outputs"])
+    response = client.responses.create(model=MODEL, input=f"[[python {code}]]", tools=[tool], include=["code_interpreter_call.outputs"])
     call = next(item for item in response.output if item.type == "code_interpreter_call")
     assert call.container_id == container.id
     assert call.outputs[0].logs == "['extra.txt', 'temps.csv'] more data"
@@ -109,14 +109,14 @@ def test_a_container_made_through_the_api(sandboxed: Gateway) -> None:
     extra = next(file for file in client.containers.files.list(container.id) if file.path.endswith("extra.txt"))
     client.containers.files.delete(extra.id, container_id=container.id)
     response = client.responses.create(
-        model="m", input="[[python print(sorted(os.listdir('/mnt/data')))]]", tools=[tool], include=["code_interpreter_call.outputs"]
+        model=MODEL, input="[[python print(sorted(os.listdir('/mnt/data')))]]", tools=[tool], include=["code_interpreter_call.outputs"]
     )
     call = next(item for item in response.output if item.type == "code_interpreter_call")
     assert call.outputs[0].logs == "['temps.csv']"
     # Deleted, the container is not found any more.
     client.containers.delete(container.id)
     with pytest.raises(openai.NotFoundError):
-        client.responses.create(model="m", input="[[python 1]]", tools=[tool])
+        client.responses.create(model=MODEL, input="[[python 1]]", tools=[tool])
     with pytest.raises(openai.NotFoundError):
         client.containers.retrieve(container.id)
 
@@ -129,7 +129,7 @@ def test_an_expired_container_is_a_404_that_says_so(sandboxed: Gateway) -> None:
     assert client.containers.retrieve(container.id).status == "expired"
     tool = {"type": "code_interpreter", "container": container.id}
     with pytest.raises(openai.NotFoundError) as raised:
-        client.responses.create(model="m", input="[[python 1]]", tools=[tool])
+        client.responses.create(model=MODEL, input="[[python 1]]", tools=[tool])
     assert "expired" in raised.value.message and "Create a new container" in raised.value.message
     with pytest.raises(openai.NotFoundError):
         client.containers.files.create(container.id, file=("x.txt", b"x"))
@@ -145,7 +145,7 @@ def test_what_the_code_leaves_that_is_not_a_file_is_not_taken(sandboxed: Gateway
         " open('/mnt/data/ok.txt', 'w').write('fine'); print('made')"
     )
     tool = {"type": "code_interpreter", "container": {"type": "auto"}}
-    response = client.responses.create(model="m", input=f"[[python {code}]]", tools=[tool], include=["code_interpreter_call.outputs"])
+    response = client.responses.create(model=MODEL, input=f"[[python {code}]]", tools=[tool], include=["code_interpreter_call.outputs"])
     call = next(item for item in response.output if item.type == "code_interpreter_call")
     assert call.outputs[0].logs.startswith("made\n[The file /mnt/data/big.bin was not kept:")
     assert [file.path for file in client.containers.files.list(call.container_id)] == ["/mnt/data/ok.txt"]
@@ -161,7 +161,7 @@ def test_files_the_gateway_cannot_keep_are_skipped_alone(sandboxed: Gateway) -> 
         " open(deep + '/long.txt', 'w').write('deep'); open('/mnt/data/result.csv', 'w').write('a,b'); print('made')"
     )
     tool = {"type": "code_interpreter", "container": {"type": "auto"}}
-    response = client.responses.create(model="m", input=f"[[python {code}]]", tools=[tool], include=["code_interpreter_call.outputs"])
+    response = client.responses.create(model=MODEL, input=f"[[python {code}]]", tools=[tool], include=["code_interpreter_call.outputs"])
     assert response.status == "completed"
     call = next(item for item in response.output if item.type == "code_interpreter_call")
     logs = call.outputs[0].logs
@@ -170,7 +170,7 @@ def test_files_the_gateway_cannot_keep_are_skipped_alone(sandboxed: Gateway) -> 
     assert [file.path for file in client.containers.files.list(call.container_id)] == ["/mnt/data/result.csv"]
     tool = {"type": "code_interpreter", "container": call.container_id}
     again = client.responses.create(
-        model="m", input="[[python print(open('/mnt/data/result.csv').read())]]", tools=[tool], include=["code_interpreter_call.outputs"]
+        model=MODEL, input="[[python print(open('/mnt/data/result.csv').read())]]", tools=[tool], include=["code_interpreter_call.outputs"]
     )
     call = next(item for item in again.output if item.type == "code_interpreter_call")
     assert call.outputs[0].logs == "a,b"  # told once: the bad names are not reported again
@@ -185,7 +185,7 @@ def test_a_container_deleted_while_its_code_runs(sandboxed: Gateway) -> None:
 
     def run() -> None:
         try:
-            outcome["response"] = client.responses.create(model="m", input=f"[[python {code}]]", tools=[tool])
+            outcome["response"] = client.responses.create(model=MODEL, input=f"[[python {code}]]", tools=[tool])
         except openai.APIError as exc:
             outcome["error"] = exc
 
@@ -209,9 +209,9 @@ def test_counting_input_tokens_makes_no_container(sandboxed: Gateway) -> None:
     upload = client.files.create(file=("counted.csv", CSV.encode()), purpose="user_data")
     tool = {"type": "code_interpreter", "container": {"type": "auto", "file_ids": [upload.id]}}
     before = [container.id for container in client.containers.list()]
-    counted = client.responses.input_tokens.count(model="m", input="hi", tools=[tool])  # type: ignore[list-item]
+    counted = client.responses.input_tokens.count(model=MODEL, input="hi", tools=[tool])  # type: ignore[list-item]
     assert [container.id for container in client.containers.list()] == before
-    response = client.responses.create(model="m", input="hi", tools=[tool])  # type: ignore[list-item]
+    response = client.responses.create(model=MODEL, input="hi", tools=[tool])  # type: ignore[list-item]
     assert response.usage is not None and counted.input_tokens == response.usage.input_tokens
     assert len([container.id for container in client.containers.list()]) == len(before) + 1
 
@@ -338,27 +338,27 @@ def test_input_files_become_text_the_model_reads(filed: Gateway, emulator: Proce
         {"type": "input_file", "filename": "pets.csv", "file_data": "data:text/csv;base64," + base64.b64encode(b"name,kind\nRex,dog\n").decode()},
         {"type": "input_file", "filename": "paper.pdf", "file_data": base64.b64encode(PDF).decode()},
     ]
-    response = client.responses.create(model="m", input=[{"role": "user", "content": content}])
+    response = client.responses.create(model=MODEL, input=[{"role": "user", "content": content}])
     text = response.output_text
     assert "The answer is **42**." in text and "[file notes.md]" in text
     assert "Rex,dog" in text and "Hello from a PDF" in text
     # Items of a conversation are read the same way.
     conversation = client.conversations.create(items=[{"type": "message", "role": "user", "content": [{"type": "input_file", "file_id": upload.id}]}])
-    assert "The answer is **42**." in client.responses.create(model="m", conversation=conversation.id, input="[recall]").output_text
+    assert "The answer is **42**." in client.responses.create(model=MODEL, conversation=conversation.id, input="[recall]").output_text
     # What gpt-oss cannot read, and what is not there, are 4xx that name the part.
     image = {"type": "input_file", "filename": "cat.png", "file_data": base64.b64encode(b"\x89PNG\r\n\x1a\n\0\0").decode()}
     with pytest.raises(openai.BadRequestError) as raised:
-        client.responses.create(model="m", input=[{"role": "user", "content": [image]}])
+        client.responses.create(model=MODEL, input=[{"role": "user", "content": [image]}])
     assert raised.value.code == "unsupported_file" and raised.value.param == "input[0].content[0]"
     with pytest.raises(openai.NotFoundError) as missing:
-        client.responses.create(model="m", input=[{"role": "user", "content": [{"type": "input_file", "file_id": "file_nope"}]}])
+        client.responses.create(model=MODEL, input=[{"role": "user", "content": [{"type": "input_file", "file_id": "file_nope"}]}])
     assert missing.value.param == "input[0].content[0].file_id"
     with pytest.raises(openai.BadRequestError) as by_url:
-        client.responses.create(model="m", input=[{"role": "user", "content": [{"type": "input_file", "file_url": "https://example.com/a.pdf"}]}])
+        client.responses.create(model=MODEL, input=[{"role": "user", "content": [{"type": "input_file", "file_url": "https://example.com/a.pdf"}]}])
     assert by_url.value.param == "input[0].content[0].file_url"
     long = {"type": "input_file", "filename": "long.txt", "file_data": base64.b64encode(b"word " * 300).decode()}
     with pytest.raises(openai.BadRequestError) as too_long:
-        client.responses.create(model="m", input=[{"role": "user", "content": [long]}])
+        client.responses.create(model=MODEL, input=[{"role": "user", "content": [long]}])
     assert too_long.value.code == "file_too_large"
 
 

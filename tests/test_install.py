@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from .conftest import ROOT, Process, free_port, gateway_config
+from .conftest import MODEL, ROOT, Process, free_port, gateway_config
 
 
 @pytest.mark.timeout(900)
@@ -31,7 +31,7 @@ def test_a_stock_pip_install_starts_and_serves(emulator: Process, tmp_path: Path
     server = Process([str(venv / "bin" / "gateway"), "serve", "--config", str(config), "--port", str(port)], port, "/health", tmp_path / "gw.log")
     try:
         server.start()
-        answer = httpx.post(f"{server.url}/v1/responses", json={"model": "m", "input": "hi", "tools": [{"type": "web_search"}]}, timeout=30)
+        answer = httpx.post(f"{server.url}/v1/responses", json={"model": MODEL, "input": "hi", "tools": [{"type": "web_search"}]}, timeout=30)
         assert answer.status_code == 200, answer.text
         imported = subprocess.run(
             [str(venv / "bin" / "python"), "-c", "import lxml.html.clean, tools.browser.backends, gateway.app"],

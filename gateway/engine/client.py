@@ -87,9 +87,21 @@ class EngineUsage:
     cached_tokens: int = 0
 
 
+class EngineBroke(APIError):
+    """The engine failed, not the request: its connection reset, its body cut off, a 5xx, an error in its
+    stream, an abort. What it generated so far stands; the generation may go on elsewhere (resume.py)."""
+
+    def __init__(self, status: int, message: str, code: str = "engine_error") -> None:
+        super().__init__(status, message, type="server_error", code=code)
+
+
 class EngineClient:
+    """One engine URL: its connections, the model it serves, and whether it answers (`up`)."""
+
     def __init__(self, config: EngineConfig) -> None:
         self.config = config
+        self.url = config.url
+        self.up = True  # until a connection fails or /health says otherwise (routing.py's health checks)
         headers = {"authorization": f"Bearer {config.api_key}"} if config.api_key else {}
         self._http = EnginePool(
             config.url,
@@ -105,19 +117,30 @@ class EngineClient:
     async def aclose(self) -> None:
         await self._http.aclose()
 
-    async def model(self) -> ModelInfo:
-        """The served model, asked of the engine once and then remembered."""
-        if self._model is None:
-            listed = await self.list_models()
-            wanted = self.config.model
-            chosen = next((m for m in listed if m.id == wanted), None) if wanted else (listed[0] if listed else None)
-            if chosen is None and wanted:
-                # The engine may serve it under an alias: trust the configuration, length unknown.
-                chosen = ModelInfo(id=wanted, max_model_len=None)
-            if chosen is None:
-                raise server_error(502, "The engine lists no model.", "engine_error")
-            self._model = chosen
+    @property
+    def known(self) -> ModelInfo | None:
+        """The served model as last read from the engine (or configured), if it was."""
         return self._model
+
+    async def model(self) -> ModelInfo:
+        """The served model, asked of the engine once and then remembered (read again by `refresh`)."""
+        if self._model is None:
+            await self.refresh()
+        assert self._model is not None
+        return self._model
+
+    async def refresh(self) -> ModelInfo:
+        """Read the engine's /v1/models again: a restarted engine may serve another model, or another length."""
+        listed = await self.list_models()
+        wanted = self.config.model
+        chosen = next((m for m in listed if m.id == wanted), None) if wanted else (listed[0] if listed else None)
+        if chosen is None and wanted:
+            # The engine may serve it under an alias: trust the configuration, length unknown.
+            chosen = ModelInfo(id=wanted, max_model_len=None)
+        if chosen is None:
+            raise server_error(502, "The engine lists no model.", "engine_error")
+        self._model = chosen
+        return chosen
 
     async def list_models(self) -> list[ModelInfo]:
         body = await self._request("GET", "/v1/models")
@@ -181,6 +204,8 @@ class EngineClient:
             if response.status != 200:
                 raise status_error(response.status, await response.read(MAX_BODY_BYTES))
         except EngineHTTPError as exc:
+            if isinstance(exc, ConnectFailed):
+                self.up = False  # skipped until its health check answers again
             raise transport_error(exc, self.config.url) from None
         if (response.header(b"content-encoding") or b"identity") != b"identity":
             await response.aclose()
@@ -250,7 +275,7 @@ class EngineStream:
         if done:
             return
         # The connection ended without [DONE]: the engine went away mid-stream.
-        raise server_error(502, "The engine closed the stream before it finished.", "engine_error")
+        raise EngineBroke(502, "The engine closed the stream before it finished.")
 
     def _chunk(self, data: dict[str, Any]) -> EngineChunk | None:
         choices = data.get("choices")
@@ -262,8 +287,8 @@ class EngineStream:
             finish = None if reason is None else FinishReason.read(reason)
             chunk = EngineChunk(choice.get("token_ids") or [], finish, None if logprobs is None else _logprobs(logprobs))
         elif "error" in data:
-            error = data["error"] or {}
-            raise server_error(502, f"The engine failed: {error.get('message', 'unknown error')}", "engine_error")
+            error = data["error"] if isinstance(data["error"], dict) else {}
+            raise EngineBroke(502, f"The engine failed: {str(error.get('message', 'unknown error'))[:500]}")
         if data.get("usage"):
             self._read_usage(data["usage"])
         return chunk
@@ -354,12 +379,12 @@ def _token_id(key: str) -> int:
 
 def transport_error(exc: EngineHTTPError, url: str) -> APIError:
     if isinstance(exc, ConnectFailed):
-        return server_error(503, f"The engine at {url} is unreachable: {exc}.", "engine_unavailable")
+        return EngineBroke(503, f"The engine at {url} is unreachable: {exc}.", "engine_unavailable")
     if isinstance(exc, TimedOut):
         return server_error(504, f"The engine at {url} did not answer in time.", "engine_timeout")
     if isinstance(exc, ProtocolFault):
         return server_error(502, f"The engine's answer is not HTTP the gateway can read: {exc}.", "engine_error")
-    return server_error(502, "The engine closed the connection before it finished.", "engine_error")
+    return EngineBroke(502, "The engine closed the connection before it finished.")
 
 
 class GrammarRefused(APIError):
@@ -381,4 +406,4 @@ def status_error(status: int, body: bytes) -> APIError:
         return GrammarRefused(400, f"The engine refused the grammar made for this request: {message}", code="structured_outputs_refused")
     if 400 <= status < 500:
         return APIError(400, f"The engine rejected the request: {message}", param=param, code="engine_rejected")
-    return server_error(502, f"The engine failed (HTTP {status}): {message}", "engine_error")
+    return EngineBroke(502, f"The engine failed (HTTP {status}): {message[:500]}")

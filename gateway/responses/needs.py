@@ -8,8 +8,8 @@ from typing import Protocol
 from starlette.requests import HTTPConnection
 
 from ..core.requests import services_of
-from ..engine.client import EngineClient
 from ..engine.harmony import PromptRenderer
+from ..engine.routing import Engines
 from ..replicas import Replicas
 from ..shutdown import Drain
 from ..storage.conversation_store import ConversationStore
@@ -21,7 +21,7 @@ from .tools.base import ToolNeeds
 
 
 class ResponsesNeeds(ToolNeeds, Protocol):
-    engine: EngineClient
+    engines: Engines  # the models, by name
     store: ResponseStore
     conversations: ConversationStore
     drain: Drain

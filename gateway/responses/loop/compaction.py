@@ -21,6 +21,7 @@ from ...core.ids import new_id
 from ...core.models import StrictModel
 from ...engine.client import Sampling
 from ...engine.harmony import Preamble
+from ...engine.routing import ModelEngine
 from ...errors import APIError
 from ...protocol import EventType, ItemStatus
 from ..needs import ResponsesNeeds
@@ -67,18 +68,23 @@ class CompactRequest(StrictModel):
 
 
 async def summarize(
-    services: ResponsesNeeds, messages: list[Message], session_key: str, effort: str | None = None, instructions: str | None = None
+    services: ResponsesNeeds,
+    engine: ModelEngine,
+    messages: list[Message],
+    session_key: str,
+    effort: str | None = None,
+    instructions: str | None = None,
 ) -> Summary:
     """The model's summary of `messages`: one engine call, its final answer (or, cut off, what it wrote)."""
     preamble = Preamble(effort=effort or "low", instructions=instructions)
     prompt = await services.renderer.prompt(preamble, [*messages, Message.from_role_and_content(Role.USER, INSTRUCTION)])
-    room = (await services.engine.model()).max_model_len
+    room = (await engine.model()).max_model_len
     room = MAX_SUMMARY_TOKENS if room is None else min(MAX_SUMMARY_TOKENS, room - len(prompt))
     if room < MIN_SUMMARY_TOKENS:
         raise APIError(
             400, "The conversation is too long to be summarised within the model's context.", param="input", code="context_length_exceeded"
         )
-    answer = await final_answer(services.engine, prompt, Sampling(max_tokens=room), session_key)
+    answer = await final_answer(engine, prompt, Sampling(max_tokens=room), session_key)
     return Summary(answer.text or "(no summary was written)", answer.input_tokens, answer.output_tokens)
 
 

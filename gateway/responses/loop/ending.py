@@ -80,8 +80,9 @@ class RunEnding:
         if not self._tokens_counted:
             self._tokens_counted = True
             usage, tokens = self._state.usage, self._services.metrics.tokens
-            tokens.labels("in").inc(usage.input)
-            tokens.labels("out").inc(usage.output)
+            model = self.response.get("model") or ""
+            tokens.labels("in", model).inc(usage.input)
+            tokens.labels("out", model).inc(usage.output)
 
     def counted_elsewhere(self) -> None:
         """The run was handed over: the adopter counts its tokens, these among them."""

@@ -11,6 +11,7 @@ import time
 from dataclasses import replace
 
 from ...engine.client import Chunks, GrammarRefused
+from ...engine.routing import ModelEngine
 from ..needs import ResponsesNeeds
 from ..tools import Toolset
 from .adoption import ReplayStream
@@ -41,6 +42,7 @@ class EngineCalls:
     def __init__(
         self,
         services: ResponsesNeeds,
+        engine: ModelEngine,
         state: RunState,
         prompts: PromptBuilder,
         toolset: Toolset,
@@ -50,6 +52,7 @@ class EngineCalls:
         summaries: Summaries | None,
     ) -> None:
         self._services = services
+        self._engine = engine  # the model the request names
         self._state = state
         self._prompts = prompts
         self._toolset = toolset
@@ -79,17 +82,19 @@ class EngineCalls:
     async def _generate(self, call: EngineCall, headers: dict[str, str]) -> Chunks:
         """The call, with its grammar where the engine takes it (`engine.structured_outputs`: with `auto`,
         one the engine refuses is made again without it, and what it writes is validated after the fact)."""
-        engine, session_key, output = self._services.engine, self._state.dialog.session_key, self._state.output
+        engine, session_key, output = self._engine, self._state.dialog.session_key, self._state.output
         output.enforced = call.sampling.structural_tag is not None
+        # A run under way waits a while for an engine that restarts; its first call fails at once instead.
+        patient = self._state.turns > 1
         try:
-            return await engine.generate(call.prompt, call.sampling, session_key, headers)
+            return await engine.generate(call.prompt, call.sampling, session_key, headers, patient)
         except GrammarRefused as refused:
-            if self._services.config.engine.structured_outputs != "auto":
+            if engine.config.structured_outputs != "auto":
                 raise
             _warn_once(refused)
             self._services.metrics.structured_outputs_refused.inc()
         output.enforced = False
-        return await engine.generate(call.prompt, replace(call.sampling, structural_tag=None), session_key, headers)
+        return await engine.generate(call.prompt, replace(call.sampling, structural_tag=None), session_key, headers, patient)
 
     async def go_on(self, checkpoint: Checkpoint) -> None:
         """Open the engine call an adopted run was in: its tokens parsed again, then, if the engine had not
@@ -151,4 +156,4 @@ class EngineCalls:
         self._trace.first_token()
         if not self._first_token_seen:
             self._first_token_seen = True
-            self._services.metrics.time_to_first_token.observe(time.perf_counter() - self._started)
+            self._services.metrics.time_to_first_token.labels(self.model_id).observe(time.perf_counter() - self._started)

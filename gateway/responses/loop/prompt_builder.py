@@ -15,6 +15,7 @@ from openai_harmony import Role
 
 from ...engine.client import Sampling
 from ...engine.harmony import GrowingPrompt, Preamble, Prompt, encoding
+from ...engine.routing import ModelEngine
 from ...errors import APIError, bad_request
 from ..needs import ResponsesNeeds
 from ..shapes.request import ResponsesRequest
@@ -50,6 +51,7 @@ class PromptBuilder:
     def __init__(
         self,
         services: ResponsesNeeds,
+        engine: ModelEngine,
         request: ResponsesRequest,
         tenant: str,
         chat: ChatOptions,
@@ -58,8 +60,9 @@ class PromptBuilder:
         logprobs: int | None,
     ) -> None:
         self._services = services
+        self._engine = engine  # the model the request names, and its settings
         self._request = request
-        self._tier = engine_tier(request.service_tier, services.config.engine.priority_scheduling)
+        self._tier = engine_tier(request.service_tier, engine.config.priority_scheduling)
         self._tenant = tenant
         self._chat = chat
         self._state = state
@@ -70,7 +73,7 @@ class PromptBuilder:
         self.prefill: list[int] = []  # a forced call's header, which the model's tokens go on from
         self.header = ""  # that header's text
         # What each engine call may generate, sent for the engine to enforce (engine.structured_outputs).
-        self.constraint = TurnConstraint(request, toolset) if services.config.engine.structured_outputs != "off" else None
+        self.constraint = TurnConstraint(request, toolset) if engine.config.structured_outputs != "off" else None
         self.continuing: list[int] = []  # an adopted call's tokens, which the engine goes on from
         self.prompt = Prompt("", 0)  # the last call's
 
@@ -133,7 +136,7 @@ class PromptBuilder:
         """The next engine call's prompt and sampling: compacted first when it is due, refused (400) when
         even the truncated prompt leaves no room to generate."""
         self.force_call()
-        model = await self._services.engine.model()
+        model = await self._engine.model()
         prompt = await self.render(model.max_model_len)
         if not self.continuing and self._compaction_due(len(prompt), model.max_model_len):
             await self._compact()
@@ -151,7 +154,7 @@ class PromptBuilder:
         if budget is not None:
             budget -= self._state.usage.output
         else:
-            budget = room if room is not None else self._services.config.engine.default_max_tokens
+            budget = room if room is not None else self._engine.config.default_max_tokens
         if room is not None:
             budget = min(budget, room)
         self.prompt = prompt
@@ -168,7 +171,7 @@ class PromptBuilder:
             # An adopted call goes on from tokens the tag does not start from: it is generated unconstrained.
             structural_tag=self.constraint.tag(self._state.tool_called, self.header) if self.constraint and not self.continuing else None,
             # After a tool's output, a step ahead of its tier: a running agent keeps its place.
-            priority=engine_priority(self._tier, self._services.config.engine.priority_scheduling, continuing=self._state.turns > 1),
+            priority=engine_priority(self._tier, self._engine.config.priority_scheduling, continuing=self._state.turns > 1),
         )
         return EngineCall(prompt, sampling, model.id)
 
@@ -190,7 +193,7 @@ class PromptBuilder:
         item = output.add(CompactionOutput)
         output.emit(item.compacting(output.events))
         effort = self._request.reasoning.effort if self._request.reasoning else None
-        summary = await summarize(services, dialog.messages, dialog.session_key, effort)
+        summary = await summarize(services, self._engine, dialog.messages, dialog.session_key, effort)
         state.usage.input += summary.input_tokens
         state.usage.output += summary.output_tokens
         dialog.owner = item.id

@@ -84,13 +84,14 @@ class ResponseRun:
         self.logprob_count = (request.top_logprobs or 0) if wants_logprobs else None
         chat = chat or ChatOptions()
         seal = partial(services.sealer.seal, purpose=Purpose.REASONING, tenant=tenant) if request.includes(Include.ENCRYPTED_REASONING) else None
-        self.prompts = PromptBuilder(services, request, tenant, chat, self.state, self.toolset, self.logprob_count)
+        self.served = services.engines.route(request.model)  # an unknown model: a 404 before anything starts
+        self.prompts = PromptBuilder(services, self.served, request, tenant, chat, self.state, self.toolset, self.logprob_count)
         self.trace = RunTrace(services.config.tracing.capture_content)  # its spans, when tracing is on
         self.backstop = AnswerBackstop(request, services.config.isolation.schema_timeout_s)
         options = AnswerOptions(chat.stops, self.logprob_count, seal)
         style = (request.reasoning.summary or request.reasoning.generate_summary) if request.reasoning else None
-        summaries = Summaries(services, style or "", self.state) if wanted(style, services.config.server.reasoning_summaries) else None
-        self.engine = EngineCalls(services, self.state, self.prompts, self.toolset, options, self.trace, self.backstop, summaries)
+        summaries = Summaries(services, self.served, style or "", self.state) if wanted(style, services.config.server.reasoning_summaries) else None
+        self.engine = EngineCalls(services, self.served, self.state, self.prompts, self.toolset, options, self.trace, self.backstop, summaries)
         self.ending = RunEnding(services, request, tenant, self.state, self.prompts, self.trace)
         self._cancel = anyio.CancelScope()
         # A background run's side in the store: begun there, journaled, handed over (durable.py).
@@ -160,7 +161,7 @@ class ResponseRun:
         """The engine's model, and the Response the run writes (made for it, or an adopted run's)."""
         if self.logprob_count is not None:
             await anyio.to_thread.run_sync(load_vocabulary)
-        self.engine.model_id = (await self.services.engine.model()).id
+        self.engine.model_id = (await self.served.model()).id
         self.ending.response = response(self.model_id)
         self.output.seed = self.response["id"]
         self.trace.begin(self.model_id, self.request.instructions)

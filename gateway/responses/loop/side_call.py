@@ -7,9 +7,10 @@ from dataclasses import dataclass
 
 from openai_harmony import Message
 
-from ...engine.client import EngineClient, Sampling
+from ...engine.client import Sampling
 from ...engine.harmony import Prompt
 from ...engine.parser import HarmonyStreamParser, MessageFinished
+from ...engine.routing import ModelEngine
 
 
 @dataclass(frozen=True)
@@ -19,7 +20,7 @@ class Answer:
     output_tokens: int
 
 
-async def final_answer(engine: EngineClient, prompt: Prompt, sampling: Sampling, session_key: str | None = None) -> Answer:
+async def final_answer(engine: ModelEngine, prompt: Prompt, sampling: Sampling, session_key: str | None = None) -> Answer:
     stream = await engine.generate(prompt, sampling, session_key)
     parser, written, final = HarmonyStreamParser(), 0, ""
     try:

@@ -25,6 +25,7 @@ from openai_harmony import Message, Role
 
 from ...engine.client import Sampling
 from ...engine.harmony import Preamble
+from ...engine.routing import ModelEngine
 from ...protocol import EventType, ItemStatus
 from ..needs import ResponsesNeeds
 from ..shapes.items import Event, Events, ReasoningOutput
@@ -49,8 +50,9 @@ def wanted(style: str | None, setting: str) -> bool:
 class Summaries:
     """The summaries of one run's reasoning items."""
 
-    def __init__(self, services: ResponsesNeeds, style: str, state: RunState) -> None:
+    def __init__(self, services: ResponsesNeeds, engine: ModelEngine, style: str, state: RunState) -> None:
         self._services = services
+        self._engine = engine  # the run's model
         self._instruction = INSTRUCTION.format(length=LENGTHS.get(style, LENGTHS["auto"]))
         self._state = state
         self._output = state.output
@@ -101,7 +103,7 @@ class Summaries:
         ask = Message.from_role_and_content(Role.USER, f"{self._instruction}\n\nThe reasoning:\n\n{reasoning}")
         prompt = await services.renderer.prompt(Preamble(effort="low"), [ask])
         sampling = Sampling(max_tokens=services.config.server.reasoning_summary_max_tokens)
-        answer = await final_answer(services.engine, prompt, sampling, self._state.dialog.session_key)
+        answer = await final_answer(self._engine, prompt, sampling, self._state.dialog.session_key)
         usage = self._state.usage  # read now: an adopted run's is put back after this was made
         usage.input += answer.input_tokens
         usage.output += answer.output_tokens
