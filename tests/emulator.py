@@ -65,12 +65,12 @@ class Plan:
 
     text: str
     stall_after: int | None = None  # tokens sent before going silent forever
-    drop_after: int | None = None  # tokens sent before closing the connection without [DONE]
+    drop_after: int | None = None  # tokens of the writing (the prompt's part included) before closing the connection without [DONE]
     # Once-only faults, at the Nth token of the assistant's writing (what the prompt already holds of it
     # counted): a call the gateway continues from there is past it, and goes on unharmed.
     crash_at: int | None = None  # the connection closed without [DONE]
     crash_error_at: int | None = None  # a `data: {"error": ...}` line
-    error_after: int | None = None  # tokens sent before a `data: {"error": ...}` line
+    error_after: int | None = None  # the same, before a `data: {"error": ...}` line
     status: int | None = None  # answer with this HTTP error instead
     chunk_delay: float | None = None
     chunk_tokens: int | None = None  # tokens in every chunk (the last may have fewer); None: 1 to 4 at random
@@ -531,9 +531,10 @@ def create_emulator(max_model_len: int = 131072, chunk_delay: float = 0.0, model
                         yield "data: [DONE]\n\n"
                         finished = True
                         return
-                    if plan.drop_after is not None and sent >= plan.drop_after:
+                    # Lasting faults count the call's writing too: a continuation past the point fails at once.
+                    if plan.drop_after is not None and written >= plan.drop_after:
                         raise ConnectionAbortedError("emulated engine crash")
-                    if plan.error_after is not None and sent >= plan.error_after:
+                    if plan.error_after is not None and written >= plan.error_after:
                         yield 'data: {"error": {"message": "EngineCore died unexpectedly", "type": "InternalServerError", "param": null, "code": 500}}\n\n'
                         yield "data: [DONE]\n\n"
                         finished = True

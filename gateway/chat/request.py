@@ -412,6 +412,8 @@ class ChatRequest(StrictModel):
                 items.append({"type": call_kinds[message.tool_call_id], "call_id": message.tool_call_id, "output": text_of(message.content)})
 
         body: dict[str, Any] = {
+            "model": self.model,  # which engine serves it
+            "prompt_cache_key": self.prompt_cache_key,  # the conversation's key for a router (engine.session_header)
             "input": items,
             "instructions": "\n\n".join(instructions) or None,
             "store": False,

@@ -82,7 +82,7 @@ class EngineCalls:
     async def _generate(self, call: EngineCall, headers: dict[str, str]) -> Chunks:
         """The call, with its grammar where the engine takes it (`engine.structured_outputs`: with `auto`,
         one the engine refuses is made again without it, and what it writes is validated after the fact)."""
-        engine, session_key, output = self._engine, self._state.dialog.session_key, self._state.output
+        engine, session_key, output = self._engine, self._prompts.affinity_key, self._state.output
         output.enforced = call.sampling.structural_tag is not None
         # A run under way waits a while for an engine that restarts; its first call fails at once instead.
         patient = self._state.turns > 1

@@ -9,6 +9,7 @@ drops the oldest turns, and `context_management` first replaces the past with th
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
 from openai_harmony import Role
@@ -76,6 +77,16 @@ class PromptBuilder:
         self.constraint = TurnConstraint(request, toolset) if engine.config.structured_outputs != "off" else None
         self.continuing: list[int] = []  # an adopted call's tokens, which the engine goes on from
         self.prompt = Prompt("", 0)  # the last call's
+
+    @property
+    def affinity_key(self) -> str:
+        """The key a router keeps this conversation on one engine by (`engine.session_header`): the client's
+        `prompt_cache_key`, hashed with its tenant (no tenant shares another's, no byte of it reaches a
+        header as written), otherwise the chain's own key."""
+        key = self._request.prompt_cache_key
+        if key is None:
+            return self._state.dialog.session_key
+        return "pck-" + hashlib.sha256(f"{self._tenant}\0{key}".encode()).hexdigest()[:32]
 
     def planned(self) -> None:
         """The run's dialog is planned and its tools prepared: the prompt starts from the parent's tokens."""
@@ -193,7 +204,7 @@ class PromptBuilder:
         item = output.add(CompactionOutput)
         output.emit(item.compacting(output.events))
         effort = self._request.reasoning.effort if self._request.reasoning else None
-        summary = await summarize(services, self._engine, dialog.messages, dialog.session_key, effort)
+        summary = await summarize(services, self._engine, dialog.messages, self.affinity_key, effort)
         state.usage.input += summary.input_tokens
         state.usage.output += summary.output_tokens
         dialog.owner = item.id
