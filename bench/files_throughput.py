@@ -119,7 +119,7 @@ def session_copy(tmp: Path, runs: int) -> None:
             def first_call(tool: dict[str, object]) -> float:
                 time.sleep(1.0)  # the pool refills between samples: every first call gets a warm kernel
                 started = time.perf_counter()
-                answer = client.post("/v1/responses", json={"model": "m", "input": "[[python 1]]", "tools": [tool]})
+                answer = client.post("/v1/responses", json={"model": "openai/gpt-oss-20b", "input": "[[python 1]]", "tools": [tool]})
                 elapsed = time.perf_counter() - started
                 assert answer.status_code == 200 and answer.json()["status"] == "completed", answer.text
                 return elapsed

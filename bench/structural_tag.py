@@ -64,7 +64,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=200)
     args = parser.parse_args()
     request = ResponsesRequest.model_validate(
-        {"model": "m", "input": "hi", "text": {"format": {"type": "json_schema", "name": "city", "schema": CITY, "strict": True}}}
+        {"model": "openai/gpt-oss-20b", "input": "hi", "text": {"format": {"type": "json_schema", "name": "city", "schema": CITY, "strict": True}}}
     )
     for count in (1, 20, 200):
         per_response, per_continuation = [], []

@@ -353,6 +353,15 @@ class GatewayConfig(_Section):
     def files_directory(self) -> str:
         return self.files.directory or str(Path(self.storage.path).parent / "files")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _without_unset_engines(cls, data: Any) -> Any:
+        """An `engines` entry whose url is empty is left out: one config serves a stack with and without an
+        optional engine (`url: ${ENGINE_120B_URL:-}`)."""
+        if isinstance(data, dict) and isinstance(data.get("engines"), list):
+            data = data | {"engines": [entry for entry in data["engines"] if not (isinstance(entry, dict) and entry.get("url") in ("", None))]}
+        return data
+
     def engine_configs(self) -> list[EngineConfig]:
         """Every engine URL, in the order configured (`engine:` is a list of one)."""
         return [self.engine] if self.engine is not None else list(self.engines)

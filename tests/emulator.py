@@ -502,6 +502,14 @@ def create_emulator(max_model_len: int = 131072, chunk_delay: float = 0.0, model
             try:
                 sent = 0
                 first = True
+                # A lasting fault the call's writing is already past (a continuation): it fails before its first token.
+                if plan.drop_after is not None and len(prefill) >= plan.drop_after:
+                    raise ConnectionAbortedError("emulated engine crash")
+                if plan.error_after is not None and len(prefill) >= plan.error_after:
+                    yield 'data: {"error": {"message": "EngineCore died unexpectedly", "type": "InternalServerError", "param": null, "code": 500}}\n\n'
+                    yield "data: [DONE]\n\n"
+                    finished = True
+                    return
                 while sent < len(generated):
                     size = plan.chunk_tokens or rng.randint(1, 4)
                     ids = generated[sent : sent + size]

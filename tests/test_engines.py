@@ -234,7 +234,7 @@ def test_an_engine_that_keeps_failing_fails_the_response_after_its_attempts(make
     events = stream_raw(gateway, {"input": "tell [long 120] [midstream-error 30]"})
     assert events[-1]["type"] == "response.failed" and "The engine failed" in events[-1]["response"]["error"]["message"]
     assert emulator_stats(emulator)["requests"] == asked + 3 and time.monotonic() - began < 10
-    assert _resumes(gateway, "resumed") == 2 and _resumes(gateway, "failed") == 1
+    assert _resumes(gateway, "resumed") == 2 and _resumes(gateway, "given_up") == 1
     once = make_gateway(emulator.url, engine={"resume_attempts": 0})
     events = stream_raw(once, {"input": "tell [long 120] [crash 030]"})
     assert events[-1]["type"] == "response.failed"

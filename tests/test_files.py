@@ -234,7 +234,7 @@ def test_the_agents_sdk_code_interpreter_tool(sandboxed: Gateway, emulator: Proc
     client = sandboxed.async_client()
     upload = sandboxed.client().files.create(file=("temps.csv", CSV.encode()), purpose="user_data")
     tool = CodeInterpreterTool(tool_config={"type": "code_interpreter", "container": {"type": "auto", "file_ids": [upload.id]}})
-    agent = Agent(name="analyst", tools=[tool], model=OpenAIResponsesModel("gpt-oss-120b", client))
+    agent = Agent(name="analyst", tools=[tool], model=OpenAIResponsesModel(MODEL, client))
     result = Runner.run_sync(agent, f"[[python {CLEAN}]] [[answer {ANSWER}]]")
     assert result.final_output == ANSWER
     (citation,) = [a for item in result.raw_responses[-1].output if item.type == "message" for a in item.content[0].annotations]

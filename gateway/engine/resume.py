@@ -56,7 +56,7 @@ class ResumingStream:
         self._open_next = open_next
         self._attempts = attempts
         self._within_s = within_s
-        self._on_resume = on_resume  # told "resumed" or "failed" for each failure met
+        self._on_resume = on_resume  # told "resumed" or "given_up" for each failure met
         self._generated: list[int] = []  # every token received, the continuation's prompt tail
         self._before_last = 0  # tokens received before the engine request open now
         self.resumes = 0
@@ -85,7 +85,7 @@ class ResumingStream:
                 await self._stream.aclose()
                 deadline = deadline if deadline is not None else time.monotonic() + self._within_s
                 if self.resumes >= self._attempts or time.monotonic() >= deadline:
-                    self._told("failed")
+                    self._told("given_up")
                     raise
                 if len(generated) >= self._sampling.max_tokens:  # broken off after its last token: it was cut there
                     self._count(EngineUsage())
@@ -108,7 +108,7 @@ class ResumingStream:
             except EngineBroke:
                 tries += 1
                 if time.monotonic() >= deadline:
-                    self._told("failed")
+                    self._told("given_up")
                     raise
                 await asyncio.sleep(backoff(tries, deadline))
                 continue

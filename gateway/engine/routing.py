@@ -30,7 +30,7 @@ from .resume import ResumingStream, backoff
 
 logger = logging.getLogger("gateway.engine")
 
-# Told each failure a model's generation met mid-answer: the model, and "resumed" or "failed".
+# Told each failure a model's generation met mid-answer: the model, and "resumed" or "given_up".
 ResumeHook = Callable[[str, str], None]
 
 
