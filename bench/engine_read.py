@@ -1,6 +1,7 @@
 """The engine client's CPU per stream chunk (not a timed test; prints figures).
 
-Starts the engine emulator in its own process and reads long streams through `EngineClient` here,
+Starts the engine emulator in its own process and reads long streams through `EngineClient` here (and
+through `Engines`, as a run does: a stream that goes on where the engine breaks it off),
 counting this process's CPU (user + system) per chunk read: connection, HTTP parsing, line splitting,
 the chunk's JSON and its `EngineChunk`. With `--against DIR`, the `EngineClient` of another checkout's
 `gateway/engine/client.py` (a git worktree of an earlier commit) is read in the same run, interleaved, for a
@@ -29,6 +30,7 @@ from openai_harmony import Message, Role  # noqa: E402
 from gateway.config import EngineConfig  # noqa: E402
 from gateway.engine.client import EngineClient, Sampling  # noqa: E402
 from gateway.engine.harmony import Preamble, Prompt, render_prompt  # noqa: E402
+from gateway.engine.routing import Engines  # noqa: E402
 from tests.conftest import start_emulator  # noqa: E402
 
 
@@ -47,7 +49,9 @@ def _engine_path(checkout: Path) -> Path:
 def engine_module_of(checkout: Path) -> ModuleType:
     """Another checkout's engine.py, loaded as a module of this gateway package (its imports are of
     modules the two share)."""
-    spec = importlib.util.spec_from_file_location("gateway._engine_before", _engine_path(checkout))
+    path = _engine_path(checkout)
+    name = "gateway.engine._client_before" if path.name == "client.py" else "gateway._engine_before"  # its relative imports resolve here
+    spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
@@ -69,7 +73,11 @@ async def read_one(client: Any, prompt: Prompt, tokens: int) -> float:
 async def measure(url: str, tokens: int, rounds: int, against: Path | None) -> dict[str, list[float]]:
     text = f"[long {tokens}] [noanalysis]"
     prompt = Prompt.of(render_prompt(Preamble(), [Message.from_role_and_content(Role.USER, text)]))
-    clients: dict[str, Any] = {"this checkout": EngineClient(EngineConfig(url=url))}
+    clients: dict[str, Any] = {
+        "this checkout": EngineClient(EngineConfig(url=url)),
+        # What a run reads: the model's engine, whose stream goes on where the engine breaks it off.
+        "this checkout, by model (resumable)": Engines([EngineConfig(url=url)]).route(None),
+    }
     if against is not None:
         clients[str(against)] = engine_module_of(against).EngineClient(EngineConfig(url=url))
     figures: dict[str, list[float]] = {name: [] for name in clients}

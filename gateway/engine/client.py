@@ -173,6 +173,12 @@ class EngineClient:
         """Start a streamed completion; engine errors before the first chunk raise here. `session_key`
         names the conversation to a session-aware router (`engine.session_header`); `trace` is the
         trace context's headers (`traceparent`), which vLLM continues when it traces."""
+        return EngineStream(await self.open(prompt, sampling, session_key, trace), self.config.url)
+
+    async def open(
+        self, prompt: Prompt, sampling: Sampling, session_key: str | None = None, trace: Mapping[str, str] | None = None
+    ) -> EngineResponse:
+        """A streamed completion's response, its head read (as `generate`, for a stream to read on)."""
         model = await self.model()
         body = {
             "model": model.id,
@@ -210,7 +216,7 @@ class EngineClient:
         if (response.header(b"content-encoding") or b"identity") != b"identity":
             await response.aclose()
             raise server_error(502, "The engine sent its stream compressed, which the gateway did not ask for.", "engine_error")
-        return EngineStream(response, self.config.url)
+        return response
 
     async def _request(self, method: str, path: str) -> bytes:
         try:
@@ -234,48 +240,87 @@ class Chunks(Protocol):
     async def aclose(self) -> None: ...
 
 
-class EngineStream:
-    """The chunks of one streamed completion. Iterate it once; `aclose()` aborts it in the engine."""
+class Resumer(Protocol):
+    """What goes on with a generation its engine broke off (resume.py): the tokens received, and the next
+    engine request, which continues the prompt that ends with them."""
 
-    def __init__(self, response: EngineResponse, url: str) -> None:
+    received: list[int]  # every token of the call received so far, in order
+
+    def room_left(self) -> bool: ...  # tokens the call may still generate
+
+    async def resume(self, broke: "EngineBroke") -> tuple[EngineResponse, str]: ...  # raises `broke` when out of attempts
+
+    def usage(self, last: EngineUsage) -> EngineUsage: ...  # the whole call's, from the last request's
+
+
+class EngineStream:
+    """The chunks of one streamed completion. Iterate it once; `aclose()` aborts it in the engine. With a
+    `resumer`, a generation the engine breaks off goes on through another request, in the same loop: the
+    reader sees one stream, and the per-token path no extra step."""
+
+    def __init__(self, response: EngineResponse, url: str, resumer: Resumer | None = None) -> None:
         self._response = response
         self._url = url
+        self._resumer = resumer
         self.usage = EngineUsage()
 
     async def aclose(self) -> None:
         await self._response.aclose()
 
     async def __aiter__(self) -> AsyncIterator[EngineChunk]:
-        lines = Lines()
-        done = False
-        first = True
-        try:
-            while True:
-                data = await self._response.read_some()
-                for line in lines.feed(data) if data else lines.rest():
-                    if not line.startswith(b"data: "):
-                        continue
-                    payload = line[6:]
-                    if payload == b"[DONE]":
-                        # Read on to the end of the body, so the connection goes back to the pool.
-                        done = True
-                        continue
-                    if first:
-                        first = False
-                        payload = without_prompt_ids(payload)
-                    chunk = self._chunk(orjson.loads(payload))  # one a token: a third of the standard parser's time
-                    if chunk is not None:
+        resumer = self._resumer
+        received = resumer.received if resumer is not None else None
+        while True:
+            lines = Lines()
+            done = False
+            first = True
+            try:
+                while True:
+                    data = await self._response.read_some()
+                    for line in lines.feed(data) if data else lines.rest():
+                        if not line.startswith(b"data: "):
+                            continue
+                        payload = line[6:]
+                        if payload == b"[DONE]":
+                            # Read on to the end of the body, so the connection goes back to the pool.
+                            done = True
+                            continue
+                        if first:
+                            first = False
+                            payload = without_prompt_ids(payload)
+                        chunk = self._chunk(orjson.loads(payload))  # one a token: a third of the standard parser's time
+                        if chunk is None:
+                            continue
+                        if received is not None:
+                            received += chunk.token_ids  # before the reader has it: a turn puts a prefill before the first
+                            if chunk.finish_reason is FinishReason.ABORT:  # the engine gave the request up: go on elsewhere
+                                chunk.finish_reason = None
+                                if chunk.token_ids:
+                                    yield chunk
+                                raise EngineBroke(502, "The engine aborted the generation.")
                         yield chunk
-                if not data:
-                    break
-        except EngineHTTPError as exc:
-            raise transport_error(exc, self._url) from None
-        except (ValueError, AttributeError, TypeError, KeyError):
-            raise server_error(502, "The engine sent a chunk the gateway cannot read.", "engine_error") from None
-        if done:
-            return
-        # The connection ended without [DONE]: the engine went away mid-stream.
-        raise EngineBroke(502, "The engine closed the stream before it finished.")
+                    if not data:
+                        break
+                if not done:  # the connection ended without [DONE]: the engine went away mid-stream
+                    raise EngineBroke(502, "The engine closed the stream before it finished.")
+                if resumer is not None:
+                    self.usage = resumer.usage(self.usage)
+                return
+            except EngineHTTPError as exc:
+                failure = transport_error(exc, self._url)
+            except EngineBroke as exc:
+                failure = exc
+            except (ValueError, AttributeError, TypeError, KeyError):
+                raise server_error(502, "The engine sent a chunk the gateway cannot read.", "engine_error") from None
+            if resumer is None or not isinstance(failure, EngineBroke):
+                raise failure
+            await self._response.aclose()
+            if not resumer.room_left():  # broken off after its last token: the call was cut there
+                self.usage = resumer.usage(EngineUsage())
+                yield EngineChunk([], FinishReason.LENGTH)
+                return
+            self._response, self._url = await resumer.resume(failure)
+            self.usage = EngineUsage()
 
     def _chunk(self, data: dict[str, Any]) -> EngineChunk | None:
         choices = data.get("choices")

@@ -26,7 +26,8 @@ from ..config import EngineConfig
 from ..errors import APIError, server_error
 from .client import EngineBroke, EngineClient, EngineStream, ModelInfo, Sampling
 from .harmony import Prompt
-from .resume import ResumingStream, backoff
+from .resume import Continuation, backoff
+from .transport import EngineResponse
 
 logger = logging.getLogger("gateway.engine")
 
@@ -90,29 +91,31 @@ class ModelEngine:
         session_key: str | None = None,
         trace: Mapping[str, str] | None = None,
         patient: bool = False,
-    ) -> ResumingStream:
-        """Start a streamed completion that goes on where its engine broke off. A failure before the first
-        chunk is tried at the model's other answering URLs; `patient` (a run already under way: its next
-        turn after a tool's output) also waits for an engine that restarts, as long as a broken-off
-        generation is waited for (`resume_within_s`). A new request fails at once instead."""
+    ) -> EngineStream:
+        """Start a streamed completion that goes on where its engine breaks it off (resume.py). A failure
+        before the first chunk is tried at the model's other answering URLs; `patient` (a run already under
+        way: its next turn after a tool's output) also waits for an engine that restarts, as long as a
+        broken-off generation is waited for (`resume_within_s`). A new request fails at once instead."""
         config = self.config
 
-        async def open_on(prompt: Prompt, sampling: Sampling, attempt: int) -> EngineStream:
-            return await self._client_for(session_key, attempt, patient=True).generate(prompt, sampling, session_key, trace)
+        async def open_on(prompt: Prompt, sampling: Sampling, attempt: int) -> tuple[EngineResponse, str]:
+            client = self._client_for(session_key, attempt, patient=True)
+            return await client.open(prompt, sampling, session_key, trace), client.url
 
-        first = await self._first(prompt, sampling, session_key, trace, patient)
+        response, url = await self._first(prompt, sampling, session_key, trace, patient)
         hook = self._on_resume
         told = (lambda outcome: hook(self.name or "", outcome)) if hook is not None else None
-        return ResumingStream(first, prompt, sampling, open_on, config.resume_attempts, config.resume_within_s, told)
+        return EngineStream(response, url, Continuation(prompt, sampling, open_on, config.resume_attempts, config.resume_within_s, told))
 
     async def _first(
         self, prompt: Prompt, sampling: Sampling, session_key: str | None, trace: Mapping[str, str] | None, patient: bool
-    ) -> EngineStream:
+    ) -> tuple[EngineResponse, str]:
         deadline = time.monotonic() + self.config.resume_within_s
         tried = 0
         while True:
+            client = self._client_for(session_key, tried, patient)
             try:
-                return await self._client_for(session_key, tried, patient).generate(prompt, sampling, session_key, trace)
+                return await client.open(prompt, sampling, session_key, trace), client.url
             except EngineBroke:
                 tried += 1
                 if patient:
