@@ -29,7 +29,7 @@ from gateway.config import EngineConfig  # noqa: E402
 from gateway.engine.routing import Engines  # noqa: E402
 from tests.conftest import MODEL, Gateway, Process, emulator_stats, free_port, gateway_config, start_emulator  # noqa: E402
 from tests.servers import HAProxy  # noqa: E402
-from tests.stream_checker import check_response_stream, parse_sse  # noqa: E402
+from tests.stream_checker import check_response_stream, sse_as_it_arrives  # noqa: E402
 
 INPUT = "tell [long 200] [slow 20] [chunk 1]"
 
@@ -46,22 +46,17 @@ def one_kill(gateway_url: str, instances: list[Process], kill_at: int) -> tuple[
     killed_after = -1
     body = {"model": MODEL, "input": INPUT, "stream": True, "store": False}
     with httpx.stream("POST", gateway_url + "/v1/responses", json=body, timeout=60) as answer:
-        buffer = b""
-        for data in answer.iter_bytes():
-            buffer += data
-            while b"\n\n" in buffer:
-                frame, buffer = buffer.split(b"\n\n", 1)
-                events += parse_sse(frame + b"\n\n")
-                if events[-1]["type"] != "response.output_text.delta":
-                    continue
-                arrivals.append(time.perf_counter())
-                if len(arrivals) == kill_at:
-                    active = [emulator_stats(instance)["active"] for instance in instances]
-                    serving = instances[active.index(1)]
-                    assert serving.proc is not None
-                    serving.proc.kill()
-                    killed_after = len(arrivals)
-                    killed = serving
+        for event in sse_as_it_arrives(answer.iter_bytes()):
+            events.append(event)
+            if event["type"] != "response.output_text.delta":
+                continue
+            arrivals.append(time.perf_counter())
+            if len(arrivals) == kill_at:
+                active = [emulator_stats(instance)["active"] for instance in instances]
+                killed = instances[active.index(1)]
+                assert killed.proc is not None
+                killed.proc.kill()
+                killed_after = len(arrivals)
     final = check_response_stream(events)
     assert final.status == "completed", final.error
     gaps = [b - a for a, b in zip(arrivals, arrivals[1:])]

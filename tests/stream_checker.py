@@ -7,7 +7,7 @@ AssertionError naming the first violation. Every streaming test runs it.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Iterable, Iterator
 
 from openai.types.responses import Response, ResponseStreamEvent
 from pydantic import TypeAdapter
@@ -370,3 +370,13 @@ def parse_sse(raw: bytes) -> list[dict[str, Any]]:
         assert names == [event["type"]], f"event name {names} != data.type {event['type']}"
         events.append(event)
     return events
+
+
+def sse_as_it_arrives(body: Iterable[bytes]) -> Iterator[dict[str, Any]]:
+    """A Responses SSE body's events, each as soon as its frame is whole (for a test that acts mid-stream)."""
+    buffer = b""
+    for data in body:
+        buffer += data
+        while b"\n\n" in buffer:
+            frame, buffer = buffer.split(b"\n\n", 1)
+            yield from parse_sse(frame + b"\n\n")

@@ -21,7 +21,7 @@ import pytest
 from .chat_checker import check_chat_stream, parse_chat_sse
 from .conftest import MODEL, Gateway, Process, emulator_stats, free_port, gateway_config, metric, start_emulator, stream_raw
 from .servers import HAProxy
-from .stream_checker import check_response_stream, parse_sse
+from .stream_checker import check_response_stream, parse_sse, sse_as_it_arrives
 from .test_function_tools import LONG_ARGS, WEATHER
 from .test_mcp import MCPProcess
 from .test_websocket import until_end
@@ -284,18 +284,15 @@ def test_an_engine_killed_mid_answer_is_invisible_behind_a_router(routed: Simple
         point = rng.randrange(2, 60)
         events: list[dict[str, Any]] = []
         body = {"model": MODEL, "input": "tell [long 120] [slow 15]", "stream": True}
+        deltas = 0
         with httpx.stream("POST", routed.gateway.url + "/v1/responses", json=body, timeout=60) as answer:
-            buffer = b""
-            for data in answer.iter_bytes():
-                buffer += data
-                while b"\n\n" in buffer:
-                    frame, buffer = buffer.split(b"\n\n", 1)
-                    events += parse_sse(frame + b"\n\n")
-                    deltas = sum(1 for event in events if event["type"] == "response.output_text.delta")
-                    if deltas == point:
-                        killed = _serving(instances)
-                        assert instances[killed].proc is not None
-                        instances[killed].proc.kill()
+            for event in sse_as_it_arrives(answer.iter_bytes()):
+                events.append(event)
+                deltas += event["type"] == "response.output_text.delta"
+                if deltas == point and event["type"] == "response.output_text.delta":
+                    killed = _serving(instances)
+                    assert instances[killed].proc is not None
+                    instances[killed].proc.kill()
         final = check_response_stream(events)
         assert final.status == "completed" and final.output_text == WORDS, (seed, run, point)
         instances[killed].start()  # back, for the next run
