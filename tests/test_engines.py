@@ -24,6 +24,7 @@ from .servers import HAProxy
 from .stream_checker import check_response_stream, parse_sse, sse_as_it_arrives
 from .test_function_tools import LONG_ARGS, WEATHER
 from .test_mcp import MCPProcess
+from .test_structured_outputs import CITY
 from .test_websocket import until_end
 
 BIG = "openai/gpt-oss-120b"
@@ -101,6 +102,10 @@ def test_an_unknown_model_is_openais_404(two_models: SimpleNamespace) -> None:
     assert err.value.code == "model_not_found"
     with pytest.raises(openai.NotFoundError):
         client.models.retrieve("gpt-4o")
+    with pytest.raises(openai.NotFoundError):
+        client.responses.input_tokens.count(model="gpt-4o", input="hi")
+    with pytest.raises(openai.NotFoundError):
+        client.responses.compact(model="gpt-4o", input="hi")
     with client.responses.connect() as connection:
         connection.response.create(model="gpt-4o", input="hi")
         (error,) = until_end(connection)
@@ -223,6 +228,22 @@ def test_chat_websocket_and_background_go_on_too(gateway: Gateway) -> None:
     assert done.status == "completed" and done.output_text == WORDS
     replayed = parse_sse(httpx.get(f"{gateway.url}/v1/responses/{background.id}?stream=true", timeout=30).content)
     assert check_response_stream(replayed).output_text == WORDS
+
+
+def test_an_answer_written_on_without_the_grammar_is_checked(gateway: Gateway) -> None:
+    """A continuation is generated without the call's grammar: a strict `text.format` answer is checked once
+    whole, and one that breaks the format fails the response instead of completing it."""
+    text = {"format": {"type": "json_schema", "name": "city", "schema": CITY, "strict": True}}
+    fits = stream_raw(
+        gateway, {"input": '[[raw <|channel|>final<|message|>{"city": "Paris", "population": 2100000}<|return|>]] [crash 8]', "text": text}
+    )
+    assert fits[-1]["type"] == "response.completed" and _resumes(gateway, "resumed") > 0
+    assert json.loads(fits[-1]["response"]["output"][-1]["content"][0]["text"])["city"] == "Paris"
+    breaks = stream_raw(
+        gateway, {"input": '[[raw <|channel|>final<|message|>{"city": "Paris", "population": "many"} and more<|return|>]] [crash 8]', "text": text}
+    )
+    assert breaks[-1]["type"] == "response.failed", breaks[-1]
+    assert "does not fit the response's text.format" in breaks[-1]["response"]["error"]["message"]
 
 
 def test_an_engine_that_keeps_failing_fails_the_response_after_its_attempts(make_gateway: Any, emulator: Process) -> None:

@@ -235,6 +235,9 @@ class Chunks(Protocol):
     @property
     def usage(self) -> EngineUsage: ...  # what the engine counted, once the call ended
 
+    @property
+    def resumed(self) -> bool: ...  # part of it was generated on from a break, without the call's grammar
+
     def __aiter__(self) -> AsyncIterator[EngineChunk]: ...
 
     async def aclose(self) -> None: ...
@@ -245,6 +248,7 @@ class Resumer(Protocol):
     engine request, which continues the prompt that ends with them."""
 
     received: list[int]  # every token of the call received so far, in order
+    resumes: int  # how many times it went on
 
     def room_left(self) -> bool: ...  # tokens the call may still generate
 
@@ -263,6 +267,10 @@ class EngineStream:
         self._url = url
         self._resumer = resumer
         self.usage = EngineUsage()
+
+    @property
+    def resumed(self) -> bool:
+        return self._resumer is not None and self._resumer.resumes > 0
 
     async def aclose(self) -> None:
         await self._response.aclose()

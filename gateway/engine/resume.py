@@ -10,8 +10,8 @@ loop reads on from the new request (client.py's `EngineStream`); this module dec
 
 What is retried is the engine's failure only (`EngineBroke`): a request the engine refuses (a 400, the
 context's length) or a timeout fails as before. The continuation is generated without the call's
-grammar, which starts at the beginning of an answer (the reader checks what it must when whole, as for
-an adopted call). Both are bounded: how many times one call may be broken off and go on
+grammar, which starts at the beginning of an answer: the reader checks what it must when whole
+(`EngineStream.resumed`; responses/loop/engine_calls.py). Both are bounded: how many times one call may be broken off and go on
 (`engine.resume_attempts`), and the time all its continuations may take to open
 (`engine.resume_within_s`): the first try goes at once, and while none opens (an engine restarting),
 tries follow after a backoff with jitter.

@@ -41,6 +41,11 @@ class ReplayStream:
         # The engine's, read when the call ends (EngineStream replaces it as the usage chunk arrives).
         return self._engine.usage if self._engine is not None else EngineUsage()
 
+    @property
+    def resumed(self) -> bool:
+        # The engine goes on from the checkpoint's tokens without the call's grammar.
+        return self._engine is not None
+
     async def __aiter__(self) -> AsyncIterator[EngineChunk]:
         checkpoint = self._checkpoint
         yield EngineChunk(list(checkpoint.generated), checkpoint.finish_reason)

@@ -123,6 +123,8 @@ class EngineCalls:
         written = usage.output
         try:
             outcome = await self._streamed(turn, output)
+            if output.enforced and self.current.resumed:  # the grammar held its start only
+                await self._backstop.check_unheld(self._state.dialog.messages[-1] if self._state.dialog.messages else None)
         except BaseException as exc:
             self._trace.engine_done(usage.output - written, None, failure_text(exc))
             raise
