@@ -2,7 +2,7 @@
 
 Each configured URL is an `EngineClient` with its own connections, limits and health; the URLs naming
 one model make a `ModelEngine`. Several instances of a model are meant to sit behind one URL served by
-a router (vLLM's production stack, llm-d, SGLang's router, HAProxy): the gateway does not schedule
+a router (vLLM's production stack, llm-d, HAProxy; README: "Several models and engines"): the gateway does not schedule
 across GPUs, it sends each conversation's stable key in `engine.session_header` for the router to keep
 a chain on the instance holding its prefix cache. Where a model has several URLs, a conversation keeps
 to one of those that answer (by its key), and a generation broken off goes on at the next (resume.py).
@@ -139,14 +139,17 @@ class ModelEngine:
 async def _check(client: EngineClient) -> None:
     up = await client.healthy()
     if up:
-        try:
-            before = client.known
-            now = await client.refresh()
-            if before is not None and (before.id, before.max_model_len) != (now.id, now.max_model_len):
-                logger.warning("the engine at %s now serves %s (max_model_len %s)", client.url, now.id, now.max_model_len)
-        except APIError as exc:
-            logger.warning("the engine at %s answers /health but not /v1/models: %s", client.url, exc.message)
-            up = False
+        before = client.known
+        # Bounded as a whole: an engine that holds /v1/models open does not hold up the next round.
+        with anyio.move_on_after(client.config.connect_timeout_s) as waited:
+            try:
+                now = await client.refresh()
+                if before is not None and (before.id, before.max_model_len) != (now.id, now.max_model_len):
+                    logger.warning("the engine at %s now serves %s (max_model_len %s)", client.url, now.id, now.max_model_len)
+            except APIError as exc:
+                logger.warning("the engine at %s answers /health but not /v1/models: %s", client.url, exc.message)
+                up = False
+        up = up and not waited.cancelled_caught
     if up != client.up:
         logger.warning("the engine at %s is %s", client.url, "back" if up else "down")
     client.up = up
