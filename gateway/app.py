@@ -76,7 +76,7 @@ async def ready(request: Request) -> Response:
     configured tool server is connected."""
     services: Services = request.app.state.services
     engines = services.engines.health()
-    engine = all(any(client.up for client in model.clients) for model in services.engines.models)
+    engine = all(model.answers for model in services.engines.models)
     servers = services.mcp.health()
     draining = services.drain.draining
     ok = engine and all(servers.values()) and not draining

@@ -55,9 +55,19 @@ class ModelEngine:
         name = self.name
         return [*([name] if name is not None else []), *self.config.aliases]
 
+    @property
+    def known(self) -> ModelInfo | None:
+        """The served model as an engine last described it (an answering one first), if one did."""
+        return next((client.known for client in [*self._answering(), *self.clients] if client.known is not None), None)
+
+    @property
+    def answers(self) -> bool:
+        """Whether one of its URLs answers, as the last health check (or connection) found."""
+        return any(client.up for client in self.clients)
+
     async def model(self) -> ModelInfo:
         """The served model as an answering engine reports it (asked once, then read by the health checks)."""
-        known = next((client.known for client in [*self._answering(), *self.clients] if client.known is not None), None)
+        known = self.known
         if known is not None:  # also while its engines restart: a run between two turns waits for them (generate)
             return known
         failure: APIError | None = None
@@ -189,7 +199,7 @@ class Engines:
         """Each model whose name is known, as its engine describes it (configured, while it does not answer)."""
         listed, failure = [], None
         for engine in self.models:
-            known = next((client.known for client in engine.clients if client.known is not None), None)
+            known = engine.known
             if known is None and engine.name is None:
                 try:
                     known = await engine.model()
