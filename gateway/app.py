@@ -58,10 +58,16 @@ from .storage.file_store import FileStore
 from .storage.key_store import KeyStore
 from .storage.response_store import ResponseStore, expire_responses
 from .storage.skill_store import SkillStore
+from .storage.webhook_outbox import WebhookOutbox
+from .storage.webhook_store import WebhookStore
 from .tracing import Tracing
 from .vector_stores.routes import routes as vector_store_routes
 from .vector_stores.setup import open_vector_stores
 from .web.middleware import GatewayMiddleware
+from .webhooks.deliverer import Deliverer
+from .webhooks.outbox import ResponseEvents
+from .webhooks.routes import routes as webhook_routes
+from .webhooks.sender import Sender
 
 log = logging.getLogger("gateway")
 
@@ -168,7 +174,8 @@ def create_app(config: GatewayConfig, drain: Drain | None = None) -> Starlette:
         except KeysDoNotOpen as exc:
             log.critical("cannot start: %s", exc)
             raise
-        store, conversations = ResponseStore(database), ConversationStore(database)
+        outbox = WebhookOutbox(database)  # a background response's end writes its webhooks with its final record
+        store, conversations = ResponseStore(database, ResponseEvents(outbox)), ConversationStore(database)
         replicas = Replicas(database, store, storage)
         await replicas.join()
         renderer = PromptRenderer()
@@ -191,6 +198,10 @@ def create_app(config: GatewayConfig, drain: Drain | None = None) -> Starlette:
             tasks.start_soon(ingestor.run)
             tasks.start_soon(app_metrics.watch_event_loop, config.server.loop_monitor_interval_s)
             tasks.start_soon(database.keep_listening)
+            hooks = config.webhooks
+            webhook_sender = Sender(hooks.allowed_urls, hooks.timeout_s, hooks.max_concurrent)
+            deliverer = Deliverer(hooks, outbox, webhook_sender, sealer, app_metrics, replicas.id, replicas.lease_s)
+            tasks.start_soon(deliverer.run, database.dialect is Dialect.SQLITE)
             await engines.check()  # an engine down does not stop the start: its model answers 503 until it is back
             tasks.start_soon(engines.watch)
             runs = Runs(tasks, Admission(config.limits.max_concurrent_per_tenant, config.limits.max_concurrent))
@@ -215,6 +226,8 @@ def create_app(config: GatewayConfig, drain: Drain | None = None) -> Starlette:
                 vector_stores=vector_stores,
                 skills=SkillService(SkillStore(database), files.blobs),
                 sockets=TenantSockets(),
+                webhooks=WebhookStore(database),
+                webhook_sender=webhook_sender,
             )
             replicas.on_adopt(lambda orphan: ResponseRun.adopt(app.state.services, orphan))
             shared = database.dialect is Dialect.POSTGRESQL
@@ -236,6 +249,7 @@ def create_app(config: GatewayConfig, drain: Drain | None = None) -> Starlette:
                 if sandbox is not None:
                     await sandbox.close()
                 await engines.aclose()
+                await webhook_sender.aclose()
                 await vector_stores.close()
                 renderer.close()
                 await replicas.leave()
@@ -257,6 +271,7 @@ def create_app(config: GatewayConfig, drain: Drain | None = None) -> Starlette:
             *skill_routes,
             *container_routes,
             *vector_store_routes,
+            *webhook_routes,
         ],
         exception_handlers={
             APIError: handle_api_error,

@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from sandbox.config import SandboxConfig
 from tools.browser.config import BrowserConfig, FetchConfig, SearchConfig
 from tools.config import Approval, ApprovalFilter, MCPConfig, ToolNames, ToolServerConfig
+from tools.urls import plain_urls
 
 from .errors import param_path
 from .web.body import BodyLimits
@@ -328,6 +329,30 @@ class TracingConfig(_Section):
     export_delay_s: float = Field(2.0, gt=0, le=60, description="How long finished spans wait to be sent in a batch")
 
 
+class WebhooksConfig(_Section):
+    """Webhook endpoints (gateway/webhooks/): where background responses report that they ended."""
+
+    # URLs endpoints may name beyond the public internet, matched by scheme, host, port and path segment
+    # (tools/urls.py): self-hosted receivers usually live on private networks, and allowing one is the
+    # operator's choice. Every other URL must be https and resolve to public addresses only.
+    allowed_urls: list[str] = []
+    timeout_s: float = Field(10.0, gt=0, le=300, description="One attempt: connect, send, and read the answer's head")
+    # Failed attempts are tried again after first_retry_s, doubling up to max_retry_interval_s, each wait
+    # jittered; an event not delivered within retry_for_s of its response ending is given up (OpenAI: 72 h).
+    first_retry_s: float = Field(5.0, gt=0)
+    max_retry_interval_s: float = Field(3600.0, gt=0)
+    retry_for_s: float = Field(72 * 3600.0, gt=0)
+    max_concurrent: int = Field(32, gt=0, le=1024, description="Attempts one replica makes at once")
+    poll_interval_s: float = Field(1.0, gt=0, le=60, description="How often retries due, and other replicas' stalled deliveries, are looked for")
+    max_endpoints_per_tenant: int = Field(20, gt=0, le=1000)
+    keep_s: float = Field(7 * 24 * 3600.0, gt=0, description="Delivered and given-up events (and their attempts) are kept this long")
+
+    @field_validator("allowed_urls")
+    @classmethod
+    def _plain_urls(cls, value: list[str]) -> list[str]:
+        return plain_urls(value)
+
+
 class GatewayConfig(_Section):
     # One engine (`engine:`), or several by model (`engines:`); exactly one of the two.
     engine: EngineConfig | None = None
@@ -349,6 +374,7 @@ class GatewayConfig(_Section):
     # No section: the web_search tools are refused with a 400.
     browser: BrowserConfig | None = None
     tracing: TracingConfig = TracingConfig()
+    webhooks: WebhooksConfig = WebhooksConfig()
 
     def files_directory(self) -> str:
         return self.files.directory or str(Path(self.storage.path).parent / "files")

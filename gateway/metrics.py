@@ -96,6 +96,18 @@ class Metrics:
             buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 120),
             registry=registry,
         )
+        self.webhook_deliveries = Counter(
+            "gateway_webhook_deliveries",
+            "Webhook attempts by what followed: delivered, to be tried again (retried), or given up",
+            ["outcome"],
+            registry=registry,
+        )
+        self.webhook_delivery_latency = Histogram(
+            "gateway_webhook_delivery_seconds",
+            "From a webhook's event (a background response ending) to the receiver accepting it",
+            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5, 30, 300, 3600, 86400),
+            registry=registry,
+        )
         self.sandbox_sessions = Gauge("gateway_sandbox_sessions", "Live Python sandbox sessions", registry=registry)
         self.loop_lag = Histogram(
             "gateway_event_loop_lag_seconds",
@@ -119,6 +131,11 @@ class Metrics:
 
     def engine_resumed(self, model: str, outcome: str) -> None:
         self.engine_resumes.labels(model, outcome).inc()
+
+    def webhook_attempt(self, outcome: str, since_event_s: float | None) -> None:
+        self.webhook_deliveries.labels(outcome).inc()
+        if since_event_s is not None:
+            self.webhook_delivery_latency.observe(since_event_s)
 
     def prompt_tokens(self, source: str, count: int) -> None:
         self.prompt_tokens_built.labels(source).inc(count)

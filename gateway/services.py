@@ -25,7 +25,9 @@ from .shutdown import Drain
 from .skills.service import SkillService
 from .storage.conversation_store import ConversationStore
 from .storage.response_store import ResponseStore
+from .storage.webhook_store import WebhookStore
 from .vector_stores.service import VectorStoreService
+from .webhooks.sender import Sender
 
 
 @dataclass
@@ -45,5 +47,7 @@ class Services:
     vector_stores: VectorStoreService
     skills: SkillService
     sockets: TenantSockets  # open Responses WebSockets, per tenant
+    webhooks: WebhookStore  # webhook endpoints (their deliveries: webhooks/deliverer.py)
+    webhook_sender: Sender
     sandbox: SandboxManager | None = None  # None: no code_interpreter on this gateway
     browser: BrowserBackends | None = None  # None: no web_search on this gateway

@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from .namespaces import reserved_problem
+from .urls import plain_urls
 
 
 class _Section(BaseModel):
@@ -67,9 +68,4 @@ class MCPConfig(_Section):
     @field_validator("allowed_urls")
     @classmethod
     def _plain_urls(cls, value: list[str]) -> list[str]:
-        from tools.urls import parse
-
-        for url in value:
-            if parse(url) is None:
-                raise ValueError(f"{url!r} is not a plain http(s) URL (no user info, fragment or dot segments)")
-        return value
+        return plain_urls(value)

@@ -48,6 +48,14 @@ def parse(url: str) -> Origin | None:
     return Origin(scheme, parts.hostname.lower(), port or _DEFAULT_PORTS[scheme], parts.path.rstrip("/"))
 
 
+def plain_urls(allowed: list[str]) -> list[str]:
+    """An allow-list as a config validator checks it: every entry a plain http(s) URL, else ValueError."""
+    for url in allowed:
+        if parse(url) is None:
+            raise ValueError(f"{url!r} is not a plain http(s) URL (no user info, fragment or dot segments)")
+    return allowed
+
+
 def is_allowed(url: str, allowed: list[str]) -> bool:
     target = parse(url)
     if target is None:

@@ -67,6 +67,11 @@ class Database(abc.ABC):
         transaction ends; empty where a write transaction holds the whole database already (SQLite)."""
         return ""
 
+    def skip_locked(self) -> str:
+        """The clause that makes a SELECT lock the rows it reads, passing over those another transaction
+        holds: replicas claiming work from one queue each take different rows, none waiting on another."""
+        return ""
+
     def for_share(self) -> str:
         """The clause that keeps the rows a SELECT reads from being changed until its transaction ends."""
         return ""

@@ -299,6 +299,59 @@ _V9_POSTGRES = (
     "CREATE INDEX IF NOT EXISTS vector_store_chunks_words ON vector_store_chunks USING gin (words)",
 )
 
+# Version 10: webhooks (gateway/webhooks/). Endpoints with their signing secrets (sealed), and the outbox:
+# one delivery per endpoint and event, written in the transaction that ends the background response, kept
+# until delivered or given up, each attempt recorded.
+_V10 = _both(
+    """
+    CREATE TABLE IF NOT EXISTS webhook_endpoints (
+        id TEXT PRIMARY KEY,
+        tenant TEXT NOT NULL,
+        name TEXT NOT NULL,
+        url TEXT NOT NULL,
+        event_types TEXT NOT NULL,             -- a JSON list
+        secret TEXT NOT NULL,                  -- sealed
+        secret_hint TEXT NOT NULL,             -- what listings show of it
+        previous_secret TEXT,                  -- sealed; still signs until previous_until (a rotation that keeps it)
+        previous_until DOUBLE PRECISION,
+        created_at BIGINT NOT NULL,
+        updated_at BIGINT NOT NULL
+    )
+    """,
+    "CREATE INDEX IF NOT EXISTS webhook_endpoints_tenant ON webhook_endpoints (tenant, created_at)",
+    """
+    CREATE TABLE IF NOT EXISTS webhook_deliveries (
+        id TEXT PRIMARY KEY,                   -- the webhook-id header, the same on every attempt
+        endpoint_id TEXT NOT NULL REFERENCES webhook_endpoints(id) ON DELETE CASCADE,
+        tenant TEXT NOT NULL,
+        event_type TEXT NOT NULL,
+        payload TEXT NOT NULL,                 -- the body, as every attempt sends it
+        created_at DOUBLE PRECISION NOT NULL,  -- when the event happened (the response ended)
+        status TEXT NOT NULL,                  -- pending | delivered | failed
+        attempts INTEGER NOT NULL DEFAULT 0,
+        next_attempt_at DOUBLE PRECISION NOT NULL,
+        claimed_by TEXT,                       -- the replica sending it now, until claimed_until
+        claimed_until DOUBLE PRECISION,
+        ended_at DOUBLE PRECISION
+    )
+    """,
+    "CREATE INDEX IF NOT EXISTS webhook_deliveries_due ON webhook_deliveries (next_attempt_at) WHERE status = 'pending'",
+    "CREATE INDEX IF NOT EXISTS webhook_deliveries_ended ON webhook_deliveries (ended_at) WHERE status <> 'pending'",
+    "CREATE INDEX IF NOT EXISTS webhook_deliveries_endpoint ON webhook_deliveries (endpoint_id)",
+    """
+    CREATE TABLE IF NOT EXISTS webhook_attempts (
+        delivery_id TEXT NOT NULL REFERENCES webhook_deliveries(id) ON DELETE CASCADE,
+        number INTEGER NOT NULL,
+        at DOUBLE PRECISION NOT NULL,
+        replica TEXT NOT NULL,
+        status_code INTEGER,                   -- the receiver's answer; NULL: none (timeout, refused, blocked)
+        error TEXT,
+        duration_ms DOUBLE PRECISION NOT NULL,
+        PRIMARY KEY (delivery_id, number)
+    )
+    """,
+)
+
 MIGRATIONS = (
     Migration(1, tuple(s.format(**_SQLITE_TYPES) for s in _V1), tuple(s.format(**_POSTGRES_TYPES) for s in _V1)),
     Migration(2, _V2, _V2),
@@ -309,6 +362,7 @@ MIGRATIONS = (
     Migration(7, _V7, _V7),
     Migration(8, _V8, _V8),
     Migration(9, _V9_SQLITE, _V9_POSTGRES),
+    Migration(10, _V10, _V10),
 )
 
 VERSION_TABLE = "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)"

@@ -64,6 +64,9 @@ class PostgreSQL(Database):
     def for_update(self, of: str | None = None) -> str:
         return f" FOR UPDATE OF {of}" if of else " FOR UPDATE"
 
+    def skip_locked(self) -> str:
+        return " FOR UPDATE SKIP LOCKED"
+
     def for_share(self) -> str:
         return " FOR SHARE"
 

@@ -13,7 +13,7 @@ import json
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Protocol
 
 import anyio
 
@@ -75,9 +75,21 @@ class Orphan:
     next_sequence_number: int
 
 
+class EndedResponses(Protocol):
+    """What a background response's end writes besides its final record, in the same transaction: the
+    webhook outbox (gateway/webhooks/outbox.py), so the event is never lost nor sent for an end that did not land."""
+
+    async def write(self, tx: Tx, response: Mapping[str, Any], tenant: str) -> bool:
+        """Within `tx`; whether anything was written."""
+
+    def committed(self) -> None:
+        """What `write` wrote has landed."""
+
+
 class ResponseStore:
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, ended: EndedResponses | None = None) -> None:
         self._db = db
+        self._ended = ended
         self._lock_row = db.for_share()
         self._lock_rows = db.for_update()
 
@@ -132,9 +144,21 @@ class ResponseStore:
             if changed and encoded["item_ids"]:  # where `item_reference` finds them; an id held before stays where it was
                 rows = [(item_id, record.response["id"], record.tenant) for item_id in encoded["item_ids"]]
                 await tx.executemany("INSERT INTO response_items (id, response_id, tenant) VALUES (?,?,?) ON CONFLICT (id) DO NOTHING", rows)
+            if changed and owner is not None:  # a background response's final record
+                announced[0] = await self._announce(tx, record.response, record.tenant)
             return bool(changed)
 
-        return await self._db.transaction(work)
+        announced = [False]
+        stored = await self._db.transaction(work)
+        self._landed(announced[0])
+        return stored
+
+    async def _announce(self, tx: Tx, response: Mapping[str, Any], tenant: str) -> bool:
+        return self._ended is not None and await self._ended.write(tx, response, tenant)
+
+    def _landed(self, announced: bool) -> None:
+        if announced and self._ended is not None:
+            self._ended.committed()
 
     @staticmethod
     async def _insert_events(tx: Tx, response_id: str, frames: list[tuple[int, bytes]]) -> None:
@@ -339,9 +363,14 @@ class ResponseStore:
                 return False
             number = await _next_sequence_number(tx, stalled.id)
             await tx.execute("INSERT INTO response_events (response_id, sequence_number, frame) VALUES (?,?,?)", stalled.id, number, event(number))
+            tenant = await tx.fetch("SELECT tenant FROM responses WHERE id = ?", stalled.id)
+            announced[0] = await self._announce(tx, response, tenant[0][0])
             return True
 
-        return await self._db.transaction(work)
+        announced = [False]
+        taken = await self._db.transaction(work)
+        self._landed(announced[0])
+        return taken
 
 
 async def _next_sequence_number(tx: Tx, response_id: str) -> int:

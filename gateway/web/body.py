@@ -37,8 +37,11 @@ class BodyLimits:
     read_timeout_s: float
 
 
-async def parse_body(request: Request, model: type[ModelT], limits: BodyLimits) -> ModelT:
-    return await parse_json(await _read_bounded(request, limits), model, limits)
+async def parse_body(request: Request, model: type[ModelT], limits: BodyLimits, allow_empty: bool = False) -> ModelT:
+    """The request's body as a valid `model`; with `allow_empty`, no body at all reads as `{}` (a POST whose
+    every parameter is optional)."""
+    body = await _read_bounded(request, limits)
+    return await parse_json(b"{}" if allow_empty and not body.strip() else body, model, limits)
 
 
 async def parse_json(

@@ -4,7 +4,8 @@ sealed for.
 With `store: false` the gateway keeps nothing, yet gpt-oss needs its analysis from earlier in the turn
 (between tool calls) to go on. The client asks for `include: ["reasoning.encrypted_content"]`, gets each
 reasoning item sealed with AES-256-GCM, and sends the items back in the next request's input. Compaction
-items come back the same way, and a background run's request is stored sealed (it may hold MCP credentials).
+items come back the same way; a background run's request (it may hold MCP credentials) and webhook endpoints'
+signing secrets are stored sealed.
 
 Each blob names its purpose and its tenant in the AEAD's associated data, under a key derived for that
 purpose alone (HKDF from `server.reasoning_key`), and carries the id of the key that sealed it: a blob of
@@ -50,6 +51,7 @@ class Purpose(Enum):
     REASONING = "reasoning"  # a reasoning item's encrypted_content
     COMPACTION = "compaction"  # a compaction item's encrypted_content
     RUN_REQUEST = "run-request"  # a background run's request, kept in the store for the replica adopting it
+    WEBHOOK_SECRET = "webhook-secret"  # a webhook endpoint's signing secret, kept in the store
 
 
 class Unsealable(ValueError):

@@ -1,0 +1,25 @@
+"""What the webhook routes use of the app: a part of gateway/services.py's `Services`."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from starlette.requests import HTTPConnection
+
+from ..config import GatewayConfig
+from ..core.requests import services_of
+from ..responses.loop.sealed import Sealer
+from ..storage.webhook_store import WebhookStore
+from .sender import Sender
+
+
+class WebhooksNeeds(Protocol):
+    config: GatewayConfig
+    sealer: Sealer
+    webhooks: WebhookStore
+    webhook_sender: Sender
+
+
+def needs_of(request: HTTPConnection) -> WebhooksNeeds:
+    needs: WebhooksNeeds = services_of(request)
+    return needs
