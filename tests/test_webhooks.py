@@ -4,6 +4,8 @@ webhook-id; rotation; tenants; the URL guard; and delivery that survives the gat
 
 from __future__ import annotations
 
+import asyncio
+import json
 import sqlite3
 import sys
 import time
@@ -18,6 +20,7 @@ from openai.types.webhooks import WebhookEndpoint, WebhookEndpointWithSecret
 
 from .conftest import MODEL, ROOT, Gateway, Process, free_port, gateway_config
 from .test_background import poll
+from .test_postgres import postgres  # noqa: F401  (the session's PostgreSQL server)
 from .webhook_receiver import Receiver
 
 RESPONSE_EVENTS = ["response.completed", "response.failed", "response.cancelled", "response.incomplete"]
@@ -286,3 +289,161 @@ def test_a_gateway_without_the_allow_list_refuses_loopback(emulator: Process, ma
     with pytest.raises(openai.BadRequestError) as error:
         gateway.client().webhooks.create(name="x", url=receiver.url(), event_types=["response.completed"])
     assert error.value.body["param"] == "url" and "webhooks.allowed_urls" in error.value.body["message"]  # type: ignore[index]
+
+
+# -- delivery that outlives the process sending it -----------------------------------------------------
+
+
+def _held_delivery(gateway: Gateway, receiver: Receiver) -> tuple[WebhookEndpointWithSecret, str]:
+    """An endpoint, and a background response whose delivery the receiver holds (unanswered) when this returns."""
+    client = gateway.client()
+    endpoint = client.webhooks.create(name="held", url=receiver.url(), event_types=["response.completed"])
+    response = client.responses.create(model=MODEL, input="hi", background=True)
+    receiver.wait_for(1)
+    return endpoint, response.id
+
+
+def test_a_delivery_cut_off_by_sigkill_is_made_after_a_restart(emulator: Process, tmp_path: Path) -> None:
+    receiver = Receiver(hold=1)
+    config = gateway_config(emulator.url, tmp_path, webhooks=webhooks_section(receiver))
+    first = Gateway(config, tmp_path).start()
+    again = None
+    try:
+        endpoint, response_id = _held_delivery(first, receiver)
+        assert first.proc is not None
+        first.proc.kill()  # between the response's end (stored, its delivery with it) and the receiver's answer
+        first.proc.wait()
+        again = Gateway(config, tmp_path).start()
+        # Sooner than the dead process's claim runs out (timeout_s + 10 s): the restart lets its claims go.
+        cut_off, delivered = receiver.wait_for(2, timeout=5)
+        assert cut_off.webhook_id == delivered.webhook_id and cut_off.body == delivered.body
+        assert delivered.unwrap(endpoint.signing_secret).data.id == response_id
+        time.sleep(0.8)
+        assert len(receiver.deliveries) == 2
+    finally:
+        receiver.stop()
+        first.stop()
+        if again is not None:
+            again.stop()
+
+
+def test_another_replica_takes_over_the_delivery_of_one_killed(emulator: Process, postgres: Any, tmp_path: Path) -> None:  # noqa: F811
+    receiver = Receiver(hold=1)
+    database = postgres.new_database()
+    replicas = []
+    try:
+        for name in ("r0", "r1"):
+            storage = {"url": database, "lease_s": 2.0, "replica_id": name}
+            replicas.append(Gateway(gateway_config(emulator.url, tmp_path, storage=storage, webhooks=webhooks_section(receiver)), tmp_path).start())
+        endpoint, response_id = _held_delivery(replicas[0], receiver)
+        ((claimer,),) = pg_rows(database, "SELECT claimed_by FROM webhook_deliveries")  # the one killed
+        killed = replicas[0] if claimer == "r0" else replicas[1]
+        assert killed.proc is not None
+        killed.proc.kill()
+        killed.proc.wait()
+        # Sooner than its claim runs out (timeout_s + 10 s): once its lease has (2 s), the claim is void.
+        cut_off, delivered = receiver.wait_for(2, timeout=8)
+        assert cut_off.webhook_id == delivered.webhook_id
+        assert delivered.unwrap(endpoint.signing_secret).data.id == response_id
+        assert pg_rows(database, "SELECT status, attempts FROM webhook_deliveries") == [("delivered", 1)]
+        survivor = "r1" if claimer == "r0" else "r0"
+        assert pg_rows(database, "SELECT replica, status_code FROM webhook_attempts") == [(survivor, 200)]  # the killed one's never ended
+    finally:
+        receiver.stop()
+        for replica in replicas:
+            replica.stop()
+
+
+def pg_rows(url: str, sql: str) -> list[tuple[Any, ...]]:
+    import asyncpg
+
+    async def fetch() -> list[tuple[Any, ...]]:
+        connection = await asyncpg.connect(url)
+        try:
+            return [tuple(row) for row in await connection.fetch(sql)]
+        finally:
+            await connection.close()
+
+    return asyncio.run(fetch())
+
+
+def test_a_slow_receiver_never_slows_a_run(emulator: Process, tmp_path: Path) -> None:
+    receiver = Receiver(delay_s=1.5)
+    gateway = Gateway(gateway_config(emulator.url, tmp_path, webhooks=webhooks_section(receiver, timeout_s=5)), tmp_path).start()
+    try:
+        client = gateway.client()
+        client.webhooks.create(name="slow", url=receiver.url(), event_types=["response.completed"])
+        started = time.monotonic()
+        ids = [client.responses.create(model=MODEL, input=f"hi {n}", background=True).id for n in range(6)]
+        assert all(poll(client, response_id).status == "completed" for response_id in ids)
+        assert time.monotonic() - started < 1.5  # all ended before the receiver answered the first
+        assert sorted(json.loads(d.body)["data"]["id"] for d in receiver.wait_for(6)) == sorted(ids)
+    finally:
+        receiver.stop()
+        gateway.stop()
+
+
+# -- the outbox's own guarantees, alone --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dialect", ["sqlite", "postgresql"])
+def test_the_outbox_is_written_with_the_end_and_each_delivery_claimed_once(dialect: str, postgres: Any, tmp_path: Path) -> None:  # noqa: F811
+    """Deliveries are written in the transaction that ends a background response (its final record, or a
+    take-over of a dead replica's run), only when that write lands, only for the tenant's endpoints that want
+    the event; and replicas claiming at once never claim one delivery twice (each claim locks what it takes)."""
+    from gateway.storage import open_database
+    from gateway.storage.response_store import ResponseStore, Stalled, StoredResponse
+    from gateway.storage.webhook_outbox import WebhookOutbox
+    from gateway.storage.webhook_store import Endpoint, SigningSecrets, WebhookStore
+    from gateway.webhooks.outbox import ResponseEvents
+
+    url = f"sqlite:///{tmp_path}/outbox.sqlite3" if dialect == "sqlite" else postgres.new_database()
+
+    async def check() -> None:
+        db = open_database(url, retry_s=1, pool_size=8)
+        await db.start()
+        try:
+            outbox = WebhookOutbox(db)
+            woken: list[int] = []
+            outbox.on_written(lambda: woken.append(1))
+            store, endpoints = ResponseStore(db, ResponseEvents(outbox)), WebhookStore(db)
+            secrets = SigningSecrets("sealed", "whsec_****abcd")
+            await endpoints.create(Endpoint("we_t", "t", "n", "https://x/", ["response.failed", "response.cancelled"], secrets, 1, 1), 10)
+            await endpoints.create(Endpoint("we_other", "other", "n", "https://x/", ["response.failed"], secrets, 1, 1), 10)
+            for name in ("r1", "r2", "r3", "r4"):  # live replicas: their claims hold
+                await db.execute("INSERT INTO replicas (id, heartbeat_at) VALUES (?, ?)", name, time.time() + 60)
+            running = {"created_at": 1, "status": "in_progress", "background": True, "output": []}
+            for response_id in ("resp_taken", "resp_ended"):
+                await store.begin(running | {"id": response_id}, [], "t", "a", max_running=4, request="sealed")
+            failed = running | {"id": "resp_taken", "status": "failed"}
+            assert not await store.take_over(Stalled("resp_taken", "not-its-owner"), failed, lambda n: b"x")
+            assert woken == [] and await outbox.claim("r1", 10, 30, 0) == []
+            assert await store.take_over(Stalled("resp_taken", "a"), failed, lambda n: b"x")
+            assert woken == [1]
+            (due,) = await outbox.claim("r1", 10, 30, 0)
+            assert (due.endpoint_id, due.event_type, json.loads(due.payload)["data"]["id"]) == ("we_t", "response.failed", "resp_taken")
+            ended = StoredResponse(running | {"id": "resp_ended", "status": "cancelled"}, [], [], {}, {}, "t")
+            assert not await store.put(ended, owner="not-its-owner")
+            completed = StoredResponse(running | {"id": "resp_ended", "status": "completed"}, [], [], {}, {}, "t")
+            assert await store.put(completed, owner="a")  # stored; no endpoint wants response.completed
+            assert woken == [1] and await outbox.claim("r1", 10, 30, 0) == []
+            # Many deliveries, four replicas claiming small batches at once: each taken exactly once.
+            await db.transaction(lambda tx: _enqueue_many(outbox, tx, 200))
+            taken: list[list[str]] = [[], [], [], []]
+
+            async def claimer(index: int) -> None:
+                while batch := await outbox.claim(f"r{index + 1}", 7, 30, time.time() - 10):
+                    taken[index] += [delivery.id for delivery in batch]
+
+            await asyncio.gather(*(claimer(index) for index in range(4)))
+            everything = [delivery_id for batch in taken for delivery_id in batch]
+            assert len(everything) == len(set(everything)) == 200
+        finally:
+            await db.close()
+
+    asyncio.run(check())
+
+
+async def _enqueue_many(outbox: Any, tx: Any, count: int) -> None:
+    for n in range(count):
+        await outbox.enqueue(tx, "t", "response.failed", b"{}", time.time(), lambda n=n: f"wh_{n}")
