@@ -9,6 +9,7 @@ import json
 import sqlite3
 import sys
 import time
+import typing
 import uuid
 from pathlib import Path
 from typing import Any, Iterator
@@ -18,7 +19,7 @@ import openai
 import pytest
 from openai.types.webhooks import WebhookEndpoint, WebhookEndpointWithSecret
 
-from .conftest import MODEL, ROOT, Gateway, Process, free_port, gateway_config
+from .conftest import MODEL, ROOT, Gateway, Process, free_port, gateway_config, metric
 from .test_background import poll
 from .test_postgres import postgres  # noqa: F401  (the session's PostgreSQL server)
 from .webhook_receiver import Receiver
@@ -91,12 +92,25 @@ def test_the_endpoints_api_as_the_sdk_defines_it(hooked: Gateway, receiver: Rece
     assert [endpoint.id for endpoint in page.data] == [second.id] and page.has_more  # newest first
     assert [endpoint.id for endpoint in client.webhooks.list(limit=1, after=second.id).data] == [created.id]
     assert client.webhooks.event_types.list().data == RESPONSE_EVENTS
+    # Every type the SDK names is accepted (this gateway emits the four above).
+    every = client.webhooks.create(name="all", url=receiver.url("all"), event_types=sdk_event_types())  # type: ignore[arg-type]
+    assert sorted(every.event_types) == sorted(sdk_event_types()) and len(every.event_types) > 20
+    client.webhooks.delete(every.id)
     deleted = client.webhooks.delete(created.id)
     assert deleted.deleted and deleted.id == created.id and deleted.object == "webhook_endpoint.deleted"
     with pytest.raises(openai.NotFoundError) as missing:
         client.webhooks.retrieve(created.id)
     assert missing.value.body["param"] == "webhook_endpoint_id"  # type: ignore[index]
     client.webhooks.delete(second.id)
+
+
+def sdk_event_types() -> list[str]:
+    """The `event_types` literals of the SDK's create parameters."""
+    from openai.types.webhooks.webhook_create_params import WebhookCreateParams
+
+    (listed,) = typing.get_args(typing.get_type_hints(WebhookCreateParams, include_extras=True)["event_types"])
+    (literal,) = typing.get_args(listed)
+    return list(typing.get_args(literal))
 
 
 def test_bad_endpoint_requests_are_400s_naming_the_field(hooked: Gateway, receiver: Receiver) -> None:
@@ -354,6 +368,31 @@ def test_another_replica_takes_over_the_delivery_of_one_killed(emulator: Process
             replica.stop()
 
 
+def test_a_run_adopted_from_a_killed_replica_reports_its_end_once(emulator: Process, postgres: Any, tmp_path: Path) -> None:  # noqa: F811
+    receiver = Receiver()
+    database = postgres.new_database()
+    replicas = []
+    try:
+        for name in ("r0", "r1"):
+            storage = {"url": database, "lease_s": 2.0, "replica_id": name}
+            replicas.append(Gateway(gateway_config(emulator.url, tmp_path, storage=storage, webhooks=webhooks_section(receiver)), tmp_path).start())
+        endpoint = replicas[0].client().webhooks.create(name="adopted", url=receiver.url(), event_types=["response.completed"])
+        response = replicas[0].client().responses.create(model=MODEL, input="[long 200] [slow 10]", background=True)
+        time.sleep(0.8)
+        assert replicas[0].proc is not None
+        replicas[0].proc.kill()  # mid-answer: r1 adopts the run and ends it
+        (delivery,) = receiver.wait_for(1, timeout=30)
+        assert delivery.unwrap(endpoint.signing_secret).data.id == response.id
+        assert replicas[1].client().responses.retrieve(response.id).status == "completed"
+        time.sleep(1.0)
+        assert len(receiver.deliveries) == 1
+        assert pg_rows(database, "SELECT replica, status_code FROM webhook_attempts") == [("r1", 200)]
+    finally:
+        receiver.stop()
+        for replica in replicas:
+            replica.stop()
+
+
 def pg_rows(url: str, sql: str) -> list[tuple[Any, ...]]:
     import asyncpg
 
@@ -447,3 +486,26 @@ def test_the_outbox_is_written_with_the_end_and_each_delivery_claimed_once(diale
 async def _enqueue_many(outbox: Any, tx: Any, count: int) -> None:
     for n in range(count):
         await outbox.enqueue(tx, "t", "response.failed", b"{}", time.time(), lambda n=n: f"wh_{n}")
+
+
+def test_a_receiver_that_never_accepts_is_given_up_after_the_retry_window(emulator: Process, tmp_path: Path) -> None:
+    receiver = Receiver(answers=[500] * 1000)
+    gateway = Gateway(gateway_config(emulator.url, tmp_path, webhooks=webhooks_section(receiver, retry_for_s=1.5)), tmp_path).start()
+    try:
+        client = gateway.client()
+        client.webhooks.create(name="down", url=receiver.url(), event_types=["response.completed"])
+        response = client.responses.create(model=MODEL, input="hi", background=True)
+        assert poll(client, response.id).status == "completed"
+        time.sleep(3.5)
+        tried = len(receiver.deliveries)
+        assert 2 <= tried <= 12 and len({delivery.webhook_id for delivery in receiver.deliveries}) == 1
+        time.sleep(1.0)
+        assert len(receiver.deliveries) == tried  # given up: no more attempts
+        with sqlite3.connect(gateway_storage(gateway)) as db:
+            assert db.execute("SELECT status, attempts FROM webhook_deliveries").fetchall() == [("given_up", tried)]
+        metrics = httpx.get(f"{gateway.url}/metrics").text
+        assert metric(metrics, "gateway_webhook_deliveries_total", outcome="given_up") == 1
+        assert metric(metrics, "gateway_webhook_deliveries_total", outcome="retried") == tried - 1
+    finally:
+        receiver.stop()
+        gateway.stop()

@@ -327,7 +327,7 @@ _V10 = _both(
         event_type TEXT NOT NULL,
         payload TEXT NOT NULL,                 -- the body, as every attempt sends it
         created_at DOUBLE PRECISION NOT NULL,  -- when the event happened (the response ended)
-        status TEXT NOT NULL,                  -- pending | delivered | failed
+        status TEXT NOT NULL,                  -- pending | delivered | given_up
         attempts INTEGER NOT NULL DEFAULT 0,
         next_attempt_at DOUBLE PRECISION NOT NULL,
         claimed_by TEXT,                       -- the replica sending it now, until claimed_until

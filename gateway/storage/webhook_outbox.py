@@ -24,7 +24,7 @@ class Outcome(enum.StrEnum):
 
     DELIVERED = "delivered"
     RETRY = "pending"
-    GIVEN_UP = "failed"
+    GIVEN_UP = "given_up"
 
 
 @dataclass(frozen=True)

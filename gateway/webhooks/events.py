@@ -9,32 +9,41 @@ from __future__ import annotations
 
 import secrets
 import time
-from typing import Any, Literal, Mapping
+from typing import Annotated, Any, Mapping
 
 import orjson
+from pydantic import AfterValidator
 
-EventType = Literal[
+from ..protocol import ResponseStatus
+
+# The event a background response sends as it ends: `response.` and its status, as OpenAI names them.
+_ENDED = (ResponseStatus.COMPLETED, ResponseStatus.FAILED, ResponseStatus.CANCELLED, ResponseStatus.INCOMPLETE)
+RESPONSE_ENDED: dict[str, str] = {status.value: f"response.{status.value}" for status in _ENDED}
+EMITTED: list[str] = list(RESPONSE_ENDED.values())
+
+# Every other type OpenAI's API names (the SDK's `event_types` literals): accepted, never emitted here.
+_OTHERS = (
     "batch.completed", "batch.failed", "batch.expired", "batch.cancelled",
-    "response.completed", "response.failed", "response.cancelled", "response.incomplete",
     "eval.run.succeeded", "eval.run.failed", "eval.run.canceled",
     "fine_tuning.job.succeeded", "fine_tuning.job.failed", "fine_tuning.job.cancelled",
     "realtime.call.incoming", "video.completed", "video.failed",
     "agent.environment.ready", "agent.environment.failed", "agent.environment.suspended", "agent.environment.expired",
     "agent.session.created", "agent.session.action_required", "agent.session.in_progress", "agent.session.idle",
     "agent.session.failed", "safety.alert.created",
-]  # fmt: skip
-
-# A background response's status as it ended, and the event that says so.
-RESPONSE_ENDED: dict[str, EventType] = {
-    "completed": "response.completed",
-    "failed": "response.failed",
-    "cancelled": "response.cancelled",
-    "incomplete": "response.incomplete",
-}
-EMITTED: list[str] = list(RESPONSE_ENDED.values())
+)  # fmt: skip
+KNOWN = frozenset((*EMITTED, *_OTHERS))
 
 
-def response_event(response: Mapping[str, Any]) -> tuple[EventType, bytes] | None:
+def _known(event_type: str) -> str:
+    if event_type not in KNOWN:
+        raise ValueError(f"'{event_type[:100]}' is not a webhook event type")
+    return event_type
+
+
+EventType = Annotated[str, AfterValidator(_known)]
+
+
+def response_event(response: Mapping[str, Any]) -> tuple[str, bytes] | None:
     """A background response that ended: its event's type and body; None for any other response."""
     event_type = RESPONSE_ENDED.get(str(response.get("status")))
     if event_type is None or not response.get("background"):
@@ -43,13 +52,13 @@ def response_event(response: Mapping[str, Any]) -> tuple[EventType, bytes] | Non
     return event_type, event_body(event_type, str(response["id"]), int(ended_at))
 
 
-def sample_event(event_type: EventType) -> bytes:
+def sample_event(event_type: str) -> bytes:
     """What `test` sends: an event of the type asked for, about an object that does not exist."""
     subject = event_type.split(".")[0].replace("fine_tuning", "ftjob").replace("realtime", "rtc").replace("agent", "sess")
     return event_body(event_type, random_id(f"{subject}_test"), int(time.time()))
 
 
-def event_body(event_type: EventType, subject_id: str, created_at: int) -> bytes:
+def event_body(event_type: str, subject_id: str, created_at: int) -> bytes:
     return orjson.dumps({"id": random_id("evt"), "object": "event", "created_at": created_at, "type": event_type, "data": {"id": subject_id}})
 
 
