@@ -249,6 +249,7 @@ def create_app(config: GatewayConfig, drain: Drain | None = None) -> Starlette:
                 if sandbox is not None:
                     await sandbox.close()
                 await engines.aclose()
+                deliverer.stop()
                 await webhook_sender.aclose()
                 await vector_stores.close()
                 renderer.close()

@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # Lowest first. A package may import those before it, never those after it. The composition root (the
 # app's services, the app) stands above them all.
 ORDER = [
-    "runtime", "sandbox", "tools", "gateway.storage", "gateway.engine", "gateway.web", "gateway.core", "gateway.files", "gateway.skills", "gateway.vector_stores", "gateway.responses", "gateway.conversations",
+    "runtime", "sandbox", "tools", "gateway.storage", "gateway.engine", "gateway.web", "gateway.core", "gateway.files", "gateway.skills", "gateway.vector_stores", "gateway.responses", "gateway.webhooks", "gateway.conversations",
     "gateway.chat", "gateway.services", "gateway.app",
 ]  # fmt: skip
 PACKAGES = ["gateway", "tools", "sandbox", "runtime"]

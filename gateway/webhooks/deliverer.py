@@ -46,16 +46,29 @@ class Deliverer:
         self.claim_s = config.timeout_s + 10.0
         self._in_flight = 0
         self._wake = anyio.Event()
+        self._scope = anyio.CancelScope()
         outbox.on_written(self.wake)
 
     def wake(self) -> None:
         self._wake.set()
 
+    def stop(self) -> None:
+        """Stop claiming and sending (shutdown, before the sender closes): what was claimed and not answered
+        is sent again by the next claimer (the same webhook-id)."""
+        self._scope.cancel()
+
     async def run(self, release_claims: bool) -> None:
         """For the app's lifetime. `release_claims`: this process is the only one on the database (SQLite),
         so claims left there are a previous process's, and are let go at once."""
-        if release_claims:
-            await self.outbox.release_claims()
+        with self._scope:
+            if release_claims:
+                try:
+                    await self.outbox.release_claims()
+                except StorageError as exc:  # they run out on their own (timeout_s + 10 s)
+                    log.warning("earlier webhook claims not let go: %s", exc)
+            await self._deliver()
+
+    async def _deliver(self) -> None:
         pruned_at = 0.0
         async with anyio.create_task_group() as attempts:
             while True:
