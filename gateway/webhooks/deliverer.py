@@ -72,6 +72,7 @@ class Deliverer:
         pruned_at = 0.0
         async with anyio.create_task_group() as attempts:
             while True:
+                self._wake = anyio.Event()  # before the claim: a wake-up during it is not lost
                 free = self.config.max_concurrent - self._in_flight
                 due: list[Due] = []
                 if free > 0:
@@ -89,7 +90,6 @@ class Deliverer:
                     continue  # more may be due: claim again once a slot frees (the loop waits on it below)
                 with anyio.move_on_after(self.config.poll_interval_s):
                     await self._wake.wait()
-                self._wake = anyio.Event()
 
     async def _attempt(self, due: Due) -> None:
         try:
@@ -113,6 +113,9 @@ class Deliverer:
             error = str(exc)
         except Unsealable:
             error = "the endpoint's signing secret cannot be opened with this gateway's keys"
+        except Exception:  # a fault of the gateway's own fails this attempt, never the deliverer
+            log.exception("webhook %s: the attempt failed", due.id)
+            error = "the gateway failed while sending it"
         attempt = Attempt(self.replica, at, (time.monotonic() - started) * 1000, status, error)
         where = shown(due.url)
         if status is not None and 200 <= status < 300:
