@@ -5,6 +5,7 @@ webhook-id; rotation; tenants; the URL guard; and delivery that survives the gat
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import sqlite3
 import sys
@@ -341,14 +342,26 @@ def test_a_delivery_cut_off_by_sigkill_is_made_after_a_restart(emulator: Process
             again.stop()
 
 
-def test_another_replica_takes_over_the_delivery_of_one_killed(emulator: Process, postgres: Any, tmp_path: Path) -> None:  # noqa: F811
-    receiver = Receiver(hold=1)
-    database = postgres.new_database()
-    replicas = []
+@contextlib.contextmanager
+def two_replicas(emulator: Process, database: str, receiver: Receiver, tmp_path: Path) -> Iterator[list[Gateway]]:
+    """Replicas `r0` and `r1` on one PostgreSQL database (a lease of 2 s), sending webhooks to `receiver`;
+    all three stopped after."""
+    replicas: list[Gateway] = []
     try:
         for name in ("r0", "r1"):
             storage = {"url": database, "lease_s": 2.0, "replica_id": name}
             replicas.append(Gateway(gateway_config(emulator.url, tmp_path, storage=storage, webhooks=webhooks_section(receiver)), tmp_path).start())
+        yield replicas
+    finally:
+        receiver.stop()
+        for replica in replicas:
+            replica.stop()
+
+
+def test_another_replica_takes_over_the_delivery_of_one_killed(emulator: Process, postgres: Any, tmp_path: Path) -> None:  # noqa: F811
+    receiver = Receiver(hold=1)
+    database = postgres.new_database()
+    with two_replicas(emulator, database, receiver, tmp_path) as replicas:
         endpoint, response_id = _held_delivery(replicas[0], receiver)
         ((claimer,),) = pg_rows(database, "SELECT claimed_by FROM webhook_deliveries")  # the one killed
         killed = replicas[0] if claimer == "r0" else replicas[1]
@@ -362,20 +375,12 @@ def test_another_replica_takes_over_the_delivery_of_one_killed(emulator: Process
         assert pg_rows(database, "SELECT status, attempts FROM webhook_deliveries") == [("delivered", 1)]
         survivor = "r1" if claimer == "r0" else "r0"
         assert pg_rows(database, "SELECT replica, status_code FROM webhook_attempts") == [(survivor, 200)]  # the killed one's never ended
-    finally:
-        receiver.stop()
-        for replica in replicas:
-            replica.stop()
 
 
 def test_a_run_adopted_from_a_killed_replica_reports_its_end_once(emulator: Process, postgres: Any, tmp_path: Path) -> None:  # noqa: F811
     receiver = Receiver()
     database = postgres.new_database()
-    replicas = []
-    try:
-        for name in ("r0", "r1"):
-            storage = {"url": database, "lease_s": 2.0, "replica_id": name}
-            replicas.append(Gateway(gateway_config(emulator.url, tmp_path, storage=storage, webhooks=webhooks_section(receiver)), tmp_path).start())
+    with two_replicas(emulator, database, receiver, tmp_path) as replicas:
         endpoint = replicas[0].client().webhooks.create(name="adopted", url=receiver.url(), event_types=["response.completed"])
         response = replicas[0].client().responses.create(model=MODEL, input="[long 200] [slow 10]", background=True)
         time.sleep(0.8)
@@ -387,10 +392,6 @@ def test_a_run_adopted_from_a_killed_replica_reports_its_end_once(emulator: Proc
         time.sleep(1.0)
         assert len(receiver.deliveries) == 1
         assert pg_rows(database, "SELECT replica, status_code FROM webhook_attempts") == [("r1", 200)]
-    finally:
-        receiver.stop()
-        for replica in replicas:
-            replica.stop()
 
 
 def pg_rows(url: str, sql: str) -> list[tuple[Any, ...]]:
