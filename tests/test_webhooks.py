@@ -13,7 +13,7 @@ import time
 import typing
 import uuid
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import httpx
 import openai
@@ -182,19 +182,19 @@ def test_an_endpoint_gets_only_the_events_it_wants(hooked: Gateway, receiver: Re
 def test_a_failing_receiver_gets_the_same_webhook_id_until_it_accepts(
     hooked: Gateway, receiver: Receiver, endpoint: WebhookEndpointWithSecret
 ) -> None:
-    receiver.answers[:] = [500, 302]  # an error, then a redirect (not followed: a failure too), then 200
+    receiver.answers[:] = [500, 500, 302]  # errors, then a redirect (not followed: a failure too), then 200
     client = client_of(hooked)
     response = client.responses.create(model=MODEL, input="hi", background=True)
-    deliveries = receiver.wait_for(3, path_of(endpoint))
+    deliveries = receiver.wait_for(4, path_of(endpoint))
     assert len({delivery.webhook_id for delivery in deliveries}) == 1
     assert len({delivery.body for delivery in deliveries}) == 1  # the same event every time
     for delivery in deliveries:  # each attempt signed afresh, with its own timestamp
         assert delivery.unwrap(endpoint.signing_secret).data.id == response.id
     assert deliveries[1].at - deliveries[0].at >= 0.1 and deliveries[2].at - deliveries[1].at >= 0.2  # backing off
     time.sleep(1.0)
-    assert len(receiver.to(path_of(endpoint))) == 3
+    assert len(receiver.to(path_of(endpoint))) == 4
     attempts = _attempts(hooked, deliveries[0].webhook_id)
-    assert [status for status, _ in attempts] == [500, 302, 200]
+    assert [status for status, _ in attempts] == [500, 500, 302, 200]
 
 
 def _attempts(gateway: Gateway, webhook_id: str) -> list[tuple[int | None, str | None]]:
@@ -372,7 +372,8 @@ def test_another_replica_takes_over_the_delivery_of_one_killed(emulator: Process
         cut_off, delivered = receiver.wait_for(2, timeout=8)
         assert cut_off.webhook_id == delivered.webhook_id
         assert delivered.unwrap(endpoint.signing_secret).data.id == response_id
-        assert pg_rows(database, "SELECT status, attempts FROM webhook_deliveries") == [("delivered", 1)]
+        # Recorded once the receiver's answer is in: looked at until then.
+        assert _pg_until(database, "SELECT status, attempts FROM webhook_deliveries", [("delivered", 1)]) == [("delivered", 1)]
         survivor = "r1" if claimer == "r0" else "r0"
         assert pg_rows(database, "SELECT replica, status_code FROM webhook_attempts") == [(survivor, 200)]  # the killed one's never ended
 
@@ -405,6 +406,13 @@ def pg_rows(url: str, sql: str) -> list[tuple[Any, ...]]:
             await connection.close()
 
     return asyncio.run(fetch())
+
+
+def _pg_until(url: str, sql: str, expected: list[tuple[Any, ...]], timeout: float = 5) -> list[tuple[Any, ...]]:
+    deadline = time.monotonic() + timeout
+    while (rows := pg_rows(url, sql)) != expected and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return rows
 
 
 def test_a_slow_receiver_never_slows_a_run(emulator: Process, tmp_path: Path) -> None:
@@ -478,15 +486,21 @@ def test_the_outbox_is_written_with_the_end_and_each_delivery_claimed_once(diale
             await asyncio.gather(*(claimer(index) for index in range(4)))
             everything = [delivery_id for batch in taken for delivery_id in batch]
             assert len(everything) == len(set(everything)) == 200
+            # A claim of a live replica holds until it runs out (an attempt whose outcome was never written).
+            await db.transaction(lambda tx: _enqueue_many(outbox, tx, 1, "late"))
+            assert len(await outbox.claim("r1", 10, 0.3, time.time() - 10)) == 1
+            assert await outbox.claim("r2", 10, 30, time.time() - 10) == []
+            await asyncio.sleep(0.4)
+            assert [due.id for due in await outbox.claim("r2", 10, 30, time.time() - 10)] == ["wh_late0"]
         finally:
             await db.close()
 
     asyncio.run(check())
 
 
-async def _enqueue_many(outbox: Any, tx: Any, count: int) -> None:
+async def _enqueue_many(outbox: Any, tx: Any, count: int, prefix: str = "") -> None:
     for n in range(count):
-        await outbox.enqueue(tx, "t", "response.failed", b"{}", time.time(), lambda n=n: f"wh_{n}")
+        await outbox.enqueue(tx, "t", "response.failed", b"{}", time.time(), lambda n=n: f"wh_{prefix}{n}")
 
 
 def test_a_receiver_that_never_accepts_is_given_up_after_the_retry_window(emulator: Process, tmp_path: Path) -> None:
@@ -510,3 +524,32 @@ def test_a_receiver_that_never_accepts_is_given_up_after_the_retry_window(emulat
     finally:
         receiver.stop()
         gateway.stop()
+
+
+def test_ended_deliveries_are_pruned_after_keep_s(emulator: Process, tmp_path: Path) -> None:
+    receiver = Receiver()
+    gateway = Gateway(gateway_config(emulator.url, tmp_path, webhooks=webhooks_section(receiver, keep_s=1)), tmp_path).start()
+    try:
+        client = gateway.client()
+        client.webhooks.create(name="kept", url=receiver.url(), event_types=["response.completed"])
+        client.responses.create(model=MODEL, input="hi", background=True)
+        receiver.wait_for(1)
+        recorded = _count_until(gateway, "SELECT COUNT(*) FROM webhook_attempts", lambda count: count == 1)  # after the answer
+        assert recorded == 1
+        time.sleep(3.0)
+        with sqlite3.connect(gateway_storage(gateway)) as db:
+            assert db.execute("SELECT COUNT(*) FROM webhook_deliveries").fetchone()[0] == 0
+            assert db.execute("SELECT COUNT(*) FROM webhook_attempts").fetchone()[0] == 0
+    finally:
+        receiver.stop()
+        gateway.stop()
+
+
+def _count_until(gateway: Gateway, sql: str, done: Callable[[int], bool], timeout: float = 5) -> int:
+    deadline = time.monotonic() + timeout
+    while True:
+        with sqlite3.connect(gateway_storage(gateway)) as db:
+            count = int(db.execute(sql).fetchone()[0])
+        if done(count) or time.monotonic() > deadline:
+            return count
+        time.sleep(0.05)

@@ -83,7 +83,7 @@ class Deliverer:
                 for delivery in due:
                     self._in_flight += 1
                     attempts.start_soon(self._attempt, delivery)
-                if time.monotonic() - pruned_at > _PRUNE_EVERY_S:
+                if time.monotonic() - pruned_at > min(_PRUNE_EVERY_S, self.config.keep_s):
                     pruned_at = time.monotonic()
                     attempts.start_soon(self._prune)
                 if due and len(due) == free:
