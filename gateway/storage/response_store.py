@@ -108,7 +108,7 @@ class ResponseStore:
         encoded = await run_cpu(_encode, record)
         only_if_owned = " WHERE responses.owner = ?" if owner is not None else ""
 
-        async def work(tx: Tx) -> bool:
+        async def work(tx: Tx) -> tuple[bool, bool]:
             parent_id, dialog, tokens = record.parent_id, encoded["dialog"], encoded["tokens"]
             if parent_id is not None:
                 # Locked so that removing the parent waits for this child, and then sees it.
@@ -144,13 +144,12 @@ class ResponseStore:
             if changed and encoded["item_ids"]:  # where `item_reference` finds them; an id held before stays where it was
                 rows = [(item_id, record.response["id"], record.tenant) for item_id in encoded["item_ids"]]
                 await tx.executemany("INSERT INTO response_items (id, response_id, tenant) VALUES (?,?,?) ON CONFLICT (id) DO NOTHING", rows)
-            if changed and owner is not None:  # a background response's final record
-                announced[0] = await self._announce(tx, record.response, record.tenant)
-            return bool(changed)
+            final_record = bool(changed) and owner is not None  # a background response's, written by its replica
+            announced = final_record and await self._announce(tx, record.response, record.tenant)
+            return bool(changed), announced
 
-        announced = [False]
-        stored = await self._db.transaction(work)
-        self._landed(announced[0])
+        stored, announced = await self._db.transaction(work)
+        self._landed(announced)
         return stored
 
     async def _announce(self, tx: Tx, response: Mapping[str, Any], tenant: str) -> bool:
@@ -351,7 +350,7 @@ class ResponseStore:
         """End a stalled response as `response` says, with `event(sequence_number)` as its last event;
         False if its replica finished it, or another replica took it over, first."""
 
-        async def work(tx: Tx) -> bool:
+        async def work(tx: Tx) -> tuple[bool, bool]:
             changed = await tx.execute(
                 "UPDATE responses SET response = ?, status = ?, owner = NULL WHERE id = ? AND owner = ?",
                 json.dumps(response),
@@ -360,16 +359,14 @@ class ResponseStore:
                 stalled.owner,
             )
             if not changed:
-                return False
+                return False, False
             number = await _next_sequence_number(tx, stalled.id)
             await tx.execute("INSERT INTO response_events (response_id, sequence_number, frame) VALUES (?,?,?)", stalled.id, number, event(number))
             tenant = await tx.fetch("SELECT tenant FROM responses WHERE id = ?", stalled.id)
-            announced[0] = await self._announce(tx, response, tenant[0][0])
-            return True
+            return True, await self._announce(tx, response, tenant[0][0])
 
-        announced = [False]
-        taken = await self._db.transaction(work)
-        self._landed(announced[0])
+        taken, announced = await self._db.transaction(work)
+        self._landed(announced)
         return taken
 
 
