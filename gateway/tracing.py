@@ -1,6 +1,6 @@
 """OpenTelemetry traces of every agent step, with the GenAI semantic conventions: a span per response
-(`invoke_agent`), a child per engine call (`text_completion`) and per tool call (`execute_tool`), and one
-for a sandbox's start-up. W3C trace context comes in with a request's `traceparent` and goes on to vLLM
+(`invoke_agent`), a child per engine call (`text_completion`) and per tool call (`execute_tool`), one
+for a sandbox's start-up, and one per webhook attempt (`deliver_webhook`, a trace of its own). W3C trace context comes in with a request's `traceparent` and goes on to vLLM
 (headers), to MCP servers (the mcp SDK puts it in each request's `_meta`, and HTTP transports' headers).
 
 Off unless configured (config.py `TracingConfig`): then no provider is installed, OpenTelemetry's API

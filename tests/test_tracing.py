@@ -20,6 +20,7 @@ from gateway.tracing import Tracing
 
 from .conftest import MODEL, ROOT, Process, emulator_stats, sandbox_section
 from .test_mcp import MCPProcess
+from .webhook_receiver import Receiver as WebhookReceiver
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 PARENT_ID = "00f067aa0ba902b7"
@@ -134,6 +135,37 @@ def _check_the_tree(gateway: Any, emulator: Process, receiver: Receiver) -> None
     assert f"traceparent=00-{TRACE_ID}-" in calls["remote"] and f"header=00-{TRACE_ID}-" in calls["remote"]  # HTTP: headers too
     # No prompt or output text in any span, unless content capture is on.
     assert not any("6 * 7" in str(value) or "done" == value for span in ours for value in span["attributes"].values())
+
+
+def test_each_webhook_attempt_is_a_span_naming_no_secret(make_gateway: Any, emulator: Process, receiver: Receiver) -> None:
+    hooks = WebhookReceiver(answers=[500])
+    try:
+        gateway = make_gateway(
+            emulator.url, tracing={"enabled": True, "endpoint": receiver.url, "export_delay_s": 0.2},
+            webhooks={"allowed_urls": [hooks.origin], "first_retry_s": 0.2, "poll_interval_s": 0.1},
+        )  # fmt: skip
+        client = gateway.client()
+        endpoint = client.webhooks.create(name="traced", url=hooks.url("hook?token=s3cr3t"), event_types=["response.completed"])
+        response = client.responses.create(model=MODEL, input="hi", background=True)
+        deliveries = hooks.wait_for(2, "hook?token=s3cr3t")
+        deadline = time.monotonic() + 15
+        while len(receiver.named("deliver_webhook")) < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        spans = receiver.named("deliver_webhook")
+        assert [span["attributes"]["http.response.status_code"] for span in spans] == [500, 200]
+        assert [span["status"] for span in spans] == [2, 0]  # STATUS_CODE_ERROR, then unset
+        for number, span in enumerate(spans, 1):
+            attributes = span["attributes"]
+            assert attributes["webhook.id"] == deliveries[0].webhook_id and attributes["webhook.attempt"] == number
+            assert attributes["webhook.event_type"] == "response.completed" and attributes["webhook.endpoint_id"] == endpoint.id
+            assert attributes["server.address"] == "127.0.0.1" and span["parent_id"] == ""
+        assert not any(
+            "s3cr3t" in str(value) or endpoint.signing_secret in str(value) for span in receiver.spans for value in span["attributes"].values()
+        )
+        assert client.responses.retrieve(response.id).status == "completed"
+        assert "s3cr3t" not in gateway.log.read_text() and "127.0.0.1" in gateway.log.read_text()  # logged without its query
+    finally:
+        hooks.stop()
 
 
 def test_tracing_is_on_as_opentelemetry_configures_it(monkeypatch: pytest.MonkeyPatch) -> None:

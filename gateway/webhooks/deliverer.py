@@ -14,8 +14,11 @@ from __future__ import annotations
 import logging
 import random
 import time
+from urllib.parse import urlsplit
 
 import anyio
+from opentelemetry.context import Context
+from opentelemetry.trace import SpanKind
 
 from tools.urls import shown
 
@@ -24,6 +27,7 @@ from ..metrics import Metrics
 from ..responses.loop.sealed import Purpose, Sealer, Unsealable
 from ..storage import StorageError
 from ..storage.webhook_outbox import Attempt, Due, Outcome, WebhookOutbox
+from ..tracing import child_span, failed
 from .sender import NotSent, Sender
 
 log = logging.getLogger("gateway.webhooks")
@@ -106,16 +110,27 @@ class Deliverer:
         started, at = time.monotonic(), time.time()
         status: int | None = None
         error: str | None = None
-        try:
-            secrets = [self.sealer.open(sealed, Purpose.WEBHOOK_SECRET, due.tenant) for sealed in due.secrets.valid(at)]
-            status = await self.sender.send(due.url, due.id, due.payload, secrets)
-        except NotSent as exc:
-            error = str(exc)
-        except Unsealable:
-            error = "the endpoint's signing secret cannot be opened with this gateway's keys"
-        except Exception:  # a fault of the gateway's own fails this attempt, never the deliverer
-            log.exception("webhook %s: the attempt failed", due.id)
-            error = "the gateway failed while sending it"
+        # A span of its own per attempt (no parent: the run it reports on ended), naming the host, never the
+        # URL's path or query (they may carry a token), nor anything of the secret.
+        attributes = {
+            "webhook.id": due.id, "webhook.event_type": due.event_type, "webhook.endpoint_id": due.endpoint_id,
+            "webhook.attempt": due.attempts + 1, "server.address": urlsplit(due.url).hostname or "",
+        }  # fmt: skip
+        with child_span("deliver_webhook", Context(), attributes, SpanKind.CLIENT) as span:
+            try:
+                secrets = [self.sealer.open(sealed, Purpose.WEBHOOK_SECRET, due.tenant) for sealed in due.secrets.valid(at)]
+                status = await self.sender.send(due.url, due.id, due.payload, secrets)
+            except NotSent as exc:
+                error = str(exc)
+            except Unsealable:
+                error = "the endpoint's signing secret cannot be opened with this gateway's keys"
+            except Exception:  # a fault of the gateway's own fails this attempt, never the deliverer
+                log.exception("webhook %s: the attempt failed", due.id)
+                error = "the gateway failed while sending it"
+            if status is not None:
+                span.set_attribute("http.response.status_code", status)
+            if status is None or not 200 <= status < 300:
+                failed(span, error or f"HTTP {status}")
         attempt = Attempt(self.replica, at, (time.monotonic() - started) * 1000, status, error)
         where = shown(due.url)
         if status is not None and 200 <= status < 300:
