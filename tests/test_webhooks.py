@@ -195,6 +195,7 @@ def test_a_failing_receiver_gets_the_same_webhook_id_until_it_accepts(
     assert len(receiver.to(path_of(endpoint))) == 4
     attempts = _attempts(hooked, deliveries[0].webhook_id)
     assert [status for status, _ in attempts] == [500, 500, 302, 200]
+    assert receiver.to("redirected") == []  # the redirect was not followed
 
 
 def _attempts(gateway: Gateway, webhook_id: str) -> list[tuple[int | None, str | None]]:

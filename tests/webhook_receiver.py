@@ -56,7 +56,7 @@ class Receiver:
                 time.sleep(receiver.delay_s)
                 try:
                     self.send_response(status)
-                    self.send_header("Location", "http://127.0.0.1:1/elsewhere")  # never followed
+                    self.send_header("Location", f"{receiver.origin}redirected")  # answered 200 there, if it were followed
                     self.send_header("Content-Length", "2")
                     self.end_headers()
                     self.wfile.write(b"ok")
