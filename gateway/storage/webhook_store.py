@@ -25,8 +25,9 @@ class SigningSecrets:
 
     def valid(self, now: float) -> list[str]:
         """The sealed secrets that sign an attempt made at `now`."""
-        kept = self.previous is not None and self.previous_until is not None and self.previous_until > now
-        return [self.current, *([self.previous] if kept and self.previous is not None else [])]
+        if self.previous is not None and self.previous_until is not None and self.previous_until > now:
+            return [self.current, self.previous]
+        return [self.current]
 
 
 @dataclass(frozen=True)

@@ -24,11 +24,12 @@ from tools.urls import shown
 
 from ..config import WebhooksConfig
 from ..metrics import Metrics
-from ..responses.loop.sealed import Purpose, Sealer, Unsealable
+from ..responses.loop.sealed import Sealer, Unsealable
 from ..storage import StorageError
 from ..storage.webhook_outbox import Attempt, Due, Outcome, WebhookOutbox
 from ..tracing import child_span, failed
 from .sender import NotSent, Sender
+from .signing import opened
 
 log = logging.getLogger("gateway.webhooks")
 
@@ -118,8 +119,7 @@ class Deliverer:
         }  # fmt: skip
         with child_span("deliver_webhook", Context(), attributes, SpanKind.CLIENT) as span:
             try:
-                secrets = [self.sealer.open(sealed, Purpose.WEBHOOK_SECRET, due.tenant) for sealed in due.secrets.valid(at)]
-                status = await self.sender.send(due.url, due.id, due.payload, secrets)
+                status = await self.sender.send(due.url, due.id, due.payload, opened(self.sealer, due.secrets, due.tenant, at))
             except NotSent as exc:
                 error = str(exc)
             except Unsealable:

@@ -54,8 +54,7 @@ def response_event(response: Mapping[str, Any]) -> tuple[str, bytes] | None:
 
 def sample_event(event_type: str) -> bytes:
     """What `test` sends: an event of the type asked for, about an object that does not exist."""
-    subject = event_type.split(".")[0].replace("fine_tuning", "ftjob").replace("realtime", "rtc").replace("agent", "sess")
-    return event_body(event_type, random_id(f"{subject}_test"), int(time.time()))
+    return event_body(event_type, random_id(f"{event_type.split('.')[0]}_test"), int(time.time()))
 
 
 def event_body(event_type: str, subject_id: str, created_at: int) -> bytes:

@@ -17,7 +17,6 @@ from ..core.models import StrictModel
 from ..core.requests import tenant_of
 from ..errors import APIError, bad_request, not_found
 from ..jsontext import JSONResponse
-from ..responses.loop.sealed import Purpose
 from ..storage.file_store import TooMany
 from ..storage.paging import page_of, page_query
 from ..storage.webhook_store import Endpoint, SigningSecrets
@@ -25,7 +24,7 @@ from ..web.body import parse_body
 from .events import EMITTED, KNOWN, EventType, random_id, sample_event
 from .needs import needs_of
 from .sender import NotSent
-from .signing import hint, new_secret
+from .signing import hint, made, opened
 
 KEEP_OLD_SECRET_S = 24 * 3600.0
 
@@ -55,8 +54,9 @@ async def create_endpoint(request: Request) -> Response:
     services = needs_of(request)
     body = await parse_body(request, CreateEndpoint, services.config.server.body_limits())
     await _check_url(request, body.url)
-    tenant, secret, now = tenant_of(request), new_secret(), int(time.time())
-    secrets = SigningSecrets(services.sealer.seal(secret, Purpose.WEBHOOK_SECRET, tenant), hint(secret))
+    tenant, now = tenant_of(request), int(time.time())
+    secret, sealed = made(services.sealer, tenant)
+    secrets = SigningSecrets(sealed, hint(secret))
     endpoint = Endpoint(random_id("we"), tenant, body.name, body.url, _distinct(body.event_types), secrets, now, now)
     try:
         await services.webhooks.create(endpoint, services.config.webhooks.max_endpoints_per_tenant)
@@ -97,8 +97,8 @@ async def rotate_secret(request: Request) -> Response:
     """A new signing secret, shown once; the old one stops signing at once, or signs too for 24 hours."""
     services = needs_of(request)
     body = await parse_body(request, RotateSecret, services.config.server.body_limits(), allow_empty=True)
-    tenant, secret = tenant_of(request), new_secret()
-    sealed = services.sealer.seal(secret, Purpose.WEBHOOK_SECRET, tenant)
+    tenant = tenant_of(request)
+    secret, sealed = made(services.sealer, tenant)
 
     def rotated(before: SigningSecrets) -> SigningSecrets:
         if body.keep_old_secret_active_for_24_hours:
@@ -116,8 +116,7 @@ async def test_endpoint(request: Request) -> Response:
     services = needs_of(request)
     body = await parse_body(request, TestEndpoint, services.config.server.body_limits())
     endpoint = await _endpoint(request)
-    now = time.time()
-    secrets = [services.sealer.open(sealed, Purpose.WEBHOOK_SECRET, endpoint.tenant) for sealed in endpoint.secrets.valid(now)]
+    secrets = opened(services.sealer, endpoint.secrets, endpoint.tenant, time.time())
     try:
         status = await services.webhook_sender.send(endpoint.url, random_id("wh"), sample_event(body.event_type), secrets)
     except NotSent as exc:

@@ -49,7 +49,7 @@ class Sender:
         await self._http.aclose()
 
     async def destination(self, url: str) -> Destination:
-        """Where `url` may be sent to; raises BlockedURL, saying why."""
+        """Where `url` may be sent to, found within `timeout_s`; raises BlockedURL, saying why."""
         if is_allowed(url, self.allowed_urls):
             return Destination(url)
         parts = parse(url)
@@ -58,7 +58,10 @@ class Sender:
         if parts.scheme != "https":
             raise BlockedURL("the URL must be https (an http receiver must be listed in the gateway's webhooks.allowed_urls)")
         try:
-            target = await self._policy.check(url)
+            with anyio.fail_after(self.timeout_s):  # a name server the URL's owner runs may never answer
+                target = await self._policy.check(url)
+        except TimeoutError:
+            raise BlockedURL(f"its host did not resolve within {self.timeout_s:g} s") from None
         except BlockedURL as exc:
             raise BlockedURL(f"{exc}; allowing it is the operator's choice (webhooks.allowed_urls)") from None
         return Destination(target.connect_url, {"Host": target.host_header}, {"sni_hostname": target.host})

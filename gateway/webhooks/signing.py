@@ -9,11 +9,25 @@ import hashlib
 import hmac
 import secrets
 
+from ..responses.loop.sealed import Purpose, Sealer
+from ..storage.webhook_store import SigningSecrets
+
 _PREFIX = "whsec_"
 
 
 def new_secret() -> str:
     return _PREFIX + base64.b64encode(secrets.token_bytes(32)).decode()
+
+
+def made(sealer: Sealer, tenant: str) -> tuple[str, str]:
+    """A new secret: in the clear (shown once) and sealed (kept)."""
+    secret = new_secret()
+    return secret, sealer.seal(secret, Purpose.WEBHOOK_SECRET, tenant)
+
+
+def opened(sealer: Sealer, sealed: SigningSecrets, tenant: str, at: float) -> list[str]:
+    """The secrets that sign an attempt made at `at`, in the clear; raises Unsealable."""
+    return [sealer.open(secret, Purpose.WEBHOOK_SECRET, tenant) for secret in sealed.valid(at)]
 
 
 def hint(secret: str) -> str:
