@@ -30,6 +30,7 @@ from gateway.replicas import Replicas  # noqa: E402
 from gateway.sandbox_sessions import SessionDirectory  # noqa: E402
 from gateway.storage import open_database  # noqa: E402
 from gateway.storage.response_store import ResponseStore  # noqa: E402
+from runtime.supervision import Supervisor  # noqa: E402
 from sandbox.docker_backend import Owner  # noqa: E402
 from sandbox.manager import SandboxManager  # noqa: E402
 
@@ -44,7 +45,7 @@ async def measure(image: str, runs: int) -> None:
     config = SandboxConfig(image=image, pool_size=4, instance="bench", max_sessions=runs + 8)
     manager = SandboxManager(config)
     async with anyio.create_task_group() as tasks:
-        await manager.start(tasks)
+        await manager.start(Supervisor(tasks))
         while manager.pooled < config.pool_size:  # let the pool fill before measuring
             await anyio.sleep(0.05)
 
@@ -100,7 +101,7 @@ async def measure_shared(image: str, runs: int) -> tuple[list[float], list[float
                 config = SandboxConfig(image=image, pool_size=1, instance="bench")
                 owner = Owner(replicas.id, replicas.live, sweep_s=3600)
                 managers.append(SandboxManager(config, owner, SessionDirectory(db, replicas)))
-                await managers[-1].start(tasks)
+                await managers[-1].start(Supervisor(tasks))
             first, second = managers
             await first.execute("cntr_bench", "x = 0", resumed=False, tenant="bench")
             warm, takeover = [], []

@@ -25,6 +25,7 @@ import anyio.to_thread
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from runtime.supervision import Supervisor  # noqa: E402
 from sandbox.config import SandboxConfig  # noqa: E402
 from sandbox.manager import SandboxManager, ShellCommand  # noqa: E402
 from sandbox.transfer import FilesState, listing  # noqa: E402
@@ -60,7 +61,7 @@ class ListFiles:
 async def backend(name: str, image: str, runs: int) -> None:
     manager = SandboxManager(SandboxConfig(backend=name, image=image, pool_size=1, instance="bench-shell"))  # type: ignore[arg-type]
     async with anyio.create_task_group() as tasks:
-        await manager.start(tasks)
+        await manager.start(Supervisor(tasks))
         print(f"{name} backend:")
         bash = await timed(runs, lambda: anyio.to_thread.run_sync(lambda: subprocess.run(["/bin/bash", "-c", "true"], check=True)))
         itself = figures("bash -c true (the command)", bash)

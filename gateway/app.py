@@ -8,7 +8,6 @@ import logging
 from typing import Any, AsyncIterator
 
 import anyio
-from anyio.abc import TaskGroup
 from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
@@ -18,6 +17,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from runtime import isolation
+from runtime.supervision import Supervisor
 from sandbox.docker_backend import Owner
 from sandbox.local_backend import memory_bytes
 from sandbox.manager import SandboxManager, SandboxUnavailable
@@ -29,7 +29,7 @@ from .config import GatewayConfig
 from .conversations.routes import routes as conversation_routes
 from .engine import harmony
 from .engine.client import ModelInfo
-from .engine.harmony import PromptRenderer
+from .engine.renderer import PromptRenderer
 from .engine.routing import Engines
 from .errors import APIError, handle_api_error, handle_storage_error, handle_unexpected, handle_unstorable_value
 from .files.blobs import Blobs
@@ -78,16 +78,18 @@ async def health(request: Request) -> Response:
 
 
 async def ready(request: Request) -> Response:
-    """Readiness: every model has an engine that answers (as the last health check found), and every
-    configured tool server is connected."""
+    """Readiness: every model has an engine that answers (as the last health check found), every
+    configured tool server is connected, and none of the app's own tasks was left stopped."""
     services: Services = request.app.state.services
     engines = services.engines.health()
     engine = all(model.answers for model in services.engines.models)
     servers = services.mcp.health()
     draining = services.drain.draining
-    ok = engine and all(servers.values()) and not draining
+    stopped = services.supervisor.stopped()  # a task of the app's that kept failing: only a restart helps
+    ok = engine and all(servers.values()) and not draining and not stopped
     body: dict[str, Any] = {
         "status": "ready" if ok else "not_ready", "engine": engine, "engines": engines, "tool_servers": servers, "draining": draining,
+        "tasks": services.supervisor.health(),
     }  # fmt: skip
     if services.sandbox is not None:
         body["sandbox_sessions"] = services.sandbox.live_sessions
@@ -128,7 +130,7 @@ async def handle_http_exception(request: Request, exc: Exception) -> Response:
     return APIError(exc.status_code, message, code=kind).response()
 
 
-async def _start_sandbox(config: GatewayConfig, tasks: TaskGroup, replicas: Replicas, database: Database) -> SandboxManager | None:
+async def _start_sandbox(config: GatewayConfig, tasks: Supervisor, replicas: Replicas, database: Database) -> SandboxManager | None:
     if config.sandbox is None:
         return None
     # Containers carry this replica's id; at start-up and from time to time, those of replicas whose lease
@@ -178,7 +180,7 @@ def create_app(config: GatewayConfig, drain: Drain | None = None) -> Starlette:
         store, conversations = ResponseStore(database, ResponseEvents(outbox)), ConversationStore(database)
         replicas = Replicas(database, store, storage)
         await replicas.join()
-        renderer = PromptRenderer()
+        renderer = PromptRenderer(config.server.render_processes)
         files = FileService(config.files, FileStore(database), Blobs(config.files_directory()))
         await files.blobs.start()
         try:
@@ -186,24 +188,26 @@ def create_app(config: GatewayConfig, drain: Drain | None = None) -> Starlette:
         except VectorsUnavailable as exc:
             log.critical("cannot start: vector_stores.embeddings is configured, but %s", exc)
             raise
-        async with anyio.create_task_group() as tasks:
+        async with anyio.create_task_group() as group:
+            # Nothing is started in the group itself: one child's fault would end every other (supervision.py).
+            tasks = Supervisor(group, app_metrics.task_faulted)
             sandbox = await _start_sandbox(config, tasks, replicas, database)
             mcp = MCPServers(config.tool_servers, config.mcp)
             await mcp.start(tasks)
             drain.bind()
             if config.storage.ttl_s is not None:
-                tasks.start_soon(expire_responses, store, config.storage.ttl_s, config.storage.sweep_interval_s)
-            tasks.start_soon(replicas.run)
-            tasks.start_soon(files.sweep)
-            tasks.start_soon(ingestor.run)
-            tasks.start_soon(app_metrics.watch_event_loop, config.server.loop_monitor_interval_s)
-            tasks.start_soon(database.keep_listening)
+                tasks.keep("expire_responses", expire_responses, store, config.storage.ttl_s, config.storage.sweep_interval_s)
+            tasks.keep("replicas", replicas.run)
+            tasks.keep("files_sweep", files.sweep)
+            tasks.keep("ingestion", ingestor.run)
+            tasks.keep("loop_monitor", app_metrics.watch_event_loop, config.server.loop_monitor_interval_s)
+            tasks.keep("database_listener", database.keep_listening)
             hooks = config.webhooks
             webhook_sender = Sender(hooks.allowed_urls, hooks.timeout_s, hooks.max_concurrent)
             deliverer = Deliverer(hooks, outbox, webhook_sender, sealer, app_metrics, replicas.id, replicas.lease_s)
-            tasks.start_soon(deliverer.run, database.dialect is Dialect.SQLITE)
+            tasks.keep("webhook_deliverer", deliverer.run, database.dialect is Dialect.SQLITE)
             await engines.check()  # an engine down does not stop the start: its model answers 503 until it is back
-            tasks.start_soon(engines.watch)
+            tasks.keep("engine_health", engines.watch)
             runs = Runs(tasks, Admission(config.limits.max_concurrent_per_tenant, config.limits.max_concurrent))
             replicas.on_cancel(runs.cancel)
             app_metrics.watch((lambda: sandbox.live_sessions) if sandbox is not None else None, mcp.health, engines.health)
@@ -217,6 +221,7 @@ def create_app(config: GatewayConfig, drain: Drain | None = None) -> Starlette:
                 metrics=app_metrics,
                 renderer=renderer,
                 runs=runs,
+                supervisor=tasks,
                 replicas=replicas,
                 sealer=sealer,
                 sandbox=sandbox,
@@ -256,7 +261,7 @@ def create_app(config: GatewayConfig, drain: Drain | None = None) -> Starlette:
                 await replicas.leave()
                 await database.close()
                 tracing.shutdown()
-                tasks.cancel_scope.cancel()
+                group.cancel_scope.cancel()
 
     return Starlette(
         routes=[

@@ -133,6 +133,8 @@ class ServerConfig(_Section):
     reasoning_summaries: Literal["on", "off"] = "on"
     reasoning_summary_timeout_s: float = Field(30.0, gt=0)  # past this, the item ends without a summary
     reasoning_summary_max_tokens: int = Field(512, ge=16)
+    reasoning_summaries_per_call: int = Field(4, ge=0, description="Reasoning items summarised per engine call; those past it end without one")
+    render_processes: int = Field(2, ge=1, le=64, description="Processes that tokenise large prompts, shared by the tenants in turn")
     retired_reasoning_keys: list[str] = Field([], max_length=16)
     websocket: SocketConfig = SocketConfig()
 

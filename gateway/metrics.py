@@ -108,6 +108,12 @@ class Metrics:
             buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5, 30, 300, 3600, 86400),
             registry=registry,
         )
+        self.task_faults = Counter(
+            "gateway_task_faults",
+            "Faults contained where they happened: a unit of work (a response's run) failed alone, or a loop was started again",
+            ["task"],
+            registry=registry,
+        )
         self.sandbox_sessions = Gauge("gateway_sandbox_sessions", "Live Python sandbox sessions", registry=registry)
         self.loop_lag = Histogram(
             "gateway_event_loop_lag_seconds",
@@ -136,6 +142,9 @@ class Metrics:
         self.webhook_deliveries.labels(outcome).inc()
         if since_event_s is not None:
             self.webhook_delivery_latency.observe(since_event_s)
+
+    def task_faulted(self, task: str) -> None:
+        self.task_faults.labels(task).inc()
 
     def prompt_tokens(self, source: str, count: int) -> None:
         self.prompt_tokens_built.labels(source).inc(count)

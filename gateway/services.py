@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from runtime.supervision import Supervisor
 from sandbox.manager import SandboxManager
 from tools.browser import BrowserBackends
 from tools.servers import MCPServers
 
 from .config import GatewayConfig
-from .engine.harmony import PromptRenderer
+from .engine.renderer import PromptRenderer
 from .engine.routing import Engines
 from .files.service import FileService
 from .metrics import Metrics
@@ -40,6 +41,7 @@ class Services:
     metrics: Metrics
     renderer: PromptRenderer
     runs: Runs
+    supervisor: Supervisor  # the app's tasks, each contained; /ready reports those left stopped
     replicas: Replicas
     sealer: Sealer
     mcp: MCPServers

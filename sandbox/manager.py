@@ -20,10 +20,10 @@ from typing import Any, Awaitable, Callable, Coroutine, Protocol, TypeVar
 
 import anyio
 import docker.errors
-from anyio.abc import TaskGroup
 from opentelemetry import trace
 
 from runtime.quota import AllBusy, to_evict
+from runtime.supervision import Supervisor
 
 from .channel import KernelChannel, KernelDied, KernelProtocolError, ShellEnd, ShellOutput
 from .config import SandboxConfig
@@ -165,7 +165,7 @@ class SandboxManager:
         self._filling = 0
         self._refill = anyio.Event()
         self._closed = False
-        self._tasks: TaskGroup | None = None
+        self._tasks: Supervisor | None = None
 
     @property
     def live_sessions(self) -> int:
@@ -176,8 +176,9 @@ class SandboxManager:
         """Kernels started and waiting for a new session."""
         return len(self._pool)
 
-    async def start(self, tasks: TaskGroup) -> None:
-        """Check the backend (raises SandboxUnavailable), then keep the pool full and reap idle sessions."""
+    async def start(self, tasks: Supervisor) -> None:
+        """Check the backend (raises SandboxUnavailable), then keep the pool full and reap idle sessions
+        (loops started again after a fault; each session's own work contained: supervision.py)."""
         await self.backend.start()
         config = self.config
         log.info(
@@ -191,10 +192,10 @@ class SandboxManager:
         )
         self._refill.set()
         self._tasks = tasks
-        tasks.start_soon(self._keep_pool_full)
-        tasks.start_soon(self._reap_idle)
+        tasks.keep("sandbox_pool", self._keep_pool_full)
+        tasks.keep("sandbox_reaper", self._reap_idle)
         for task in self.backend.maintenance():
-            tasks.start_soon(task)
+            tasks.keep("sandbox_maintenance", task)
 
     async def execute(
         self,

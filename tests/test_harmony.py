@@ -10,7 +10,8 @@ import anyio
 import pytest
 from openai_harmony import Author, Conversation, DeveloperContent, Message, Role
 
-from gateway.engine.harmony import GrowingPrompt, Preamble, PromptRenderer, ToolDescription, dropped_analysis, encoding, render_message
+from gateway.engine.harmony import GrowingPrompt, Preamble, ToolDescription, dropped_analysis, encoding, render_message
+from gateway.engine.renderer import PromptRenderer
 
 
 def _assistant(channel: str, text: str, recipient: str | None = None) -> Message:

@@ -16,6 +16,7 @@ import docker.errors
 import pytest
 
 from gateway.config import SandboxConfig
+from runtime.supervision import Supervisor
 from sandbox.manager import SandboxManager
 
 from .conftest import ROOT, free_port, wait_for_port
@@ -43,7 +44,7 @@ def test_the_sandbox_works_through_the_proxy(proxy: str, sandbox_image: str, mon
         manager = SandboxManager(config)
         outputs = []
         async with anyio.create_task_group() as tasks:
-            await manager.start(tasks)
+            await manager.start(Supervisor(tasks))
             for code in ["pow(123, 456, 1000000007)", "x = 5", "x * 2"]:
                 outputs.append((await manager.execute("session", code, resumed=False, tenant="t")).output)
             await manager.close()

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from typing import Any, Literal, Protocol, Union
 
 import anyio
-from anyio.abc import TaskGroup
 from mcp_types import Tool
 
 from runtime.quota import AllBusy, to_evict
+from runtime.supervision import Supervisor
 
 from .config import MCPConfig, ToolServerConfig
 from .connection import MCPConnection, ServerSpec
@@ -134,17 +134,17 @@ class MCPServers:
         self.configured = {server.label: server for server in tool_servers}
         self.connections = {label: MCPConnection(_spec(server)) for label, server in self.configured.items()}
         self._requested: dict[str, _RequestServer] = {}
-        self._tasks: TaskGroup | None = None
+        self._tasks: Supervisor | None = None
 
-    async def start(self, tasks: TaskGroup) -> None:
+    async def start(self, tasks: Supervisor) -> None:
         """Connect every configured server at once; wait a little for them, never fail on one that is down."""
         self._tasks = tasks
-        for connection in self.connections.values():
-            tasks.start_soon(connection.run)
+        for label, connection in self.connections.items():
+            tasks.keep(f"mcp_server {label}", connection.run)
         async with anyio.create_task_group() as waiting:
             for connection in self.connections.values():
                 waiting.start_soon(connection.wait_attempt, self.config.connect_wait_s)
-        tasks.start_soon(self._close_idle)
+        tasks.keep("mcp_idle_sessions", self._close_idle)
 
     def health(self) -> dict[str, bool]:
         return {label: connection.connected for label, connection in self.connections.items()}
@@ -194,7 +194,7 @@ class MCPServers:
             entry = _RequestServer(MCPConnection(spec), tenant, time.monotonic())
             self._requested[key] = entry
             assert self._tasks is not None, "start() first"
-            self._tasks.start_soon(entry.connection.run)
+            self._tasks.start_soon(entry.connection.run, name=f"mcp_session {tool.server_label}")
         entry.last_used = time.monotonic()
         return entry.connection
 

@@ -2,17 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
 import datetime
 import functools
-import hashlib
 import json
-import multiprocessing
-from collections import OrderedDict
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, Protocol
 
 from openai_harmony import (
     Author,
@@ -30,7 +24,8 @@ from openai_harmony import (
     load_harmony_encoding,
 )
 
-from ..errors import APIError
+from runtime.text_runs import has_long_run, pieces
+
 from .vocab import ensure_vocabulary
 
 # Special tokens of the gpt-oss vocabulary (checked against the encoding in tests).
@@ -48,8 +43,6 @@ _EFFORTS = {
     "medium": ReasoningEffort.MEDIUM,
     "high": ReasoningEffort.HIGH,
 }
-
-ResultT = TypeVar("ResultT")
 
 
 @functools.cache
@@ -121,12 +114,11 @@ def render_prompt(preamble: Preamble, dialog: list[Message]) -> list[int]:
     Harmony's renderer drops the analysis of turns that ended in a final answer and keeps the chain of
     thought of the turn in progress.
     """
-    return _render(preamble.messages() + dialog)
+    return render_messages(preamble.messages() + dialog)
 
 
 # Prompts with more text than this are tokenised in the renderer's process (see PromptRenderer).
 INLINE_RENDER_CHARS = 16 * 1024
-CACHED_PREAMBLES = 64
 
 
 ASSISTANT_START = (START, 173781)  # `<|start|>assistant`, where every prompt ends (checked in tests)
@@ -170,74 +162,12 @@ class Prompt:
         return [int(token) for token in self.json.split(",")] if self.json else []
 
 
-class PromptRenderer:
-    """Renders prompts to token ids without holding up the event loop.
+class MessageRenderer(Protocol):
+    """What a GrowingPrompt renders with (renderer.py's PromptRenderer, bound to a tenant)."""
 
-    openai-harmony's tokenizer holds the GIL, and byte-pair encoding is quadratic in the length of an
-    unbroken piece of text, so a large prompt rendered on the event loop (or in a thread) stalls every
-    other request. Small prompts, the common case, are rendered inline; larger ones in a separate process
-    that loaded the vocabulary once, which also writes their JSON.
-    """
+    async def each(self, messages: list[Message]) -> list[Prompt]: ...
 
-    def __init__(self) -> None:
-        self._pool: ProcessPoolExecutor | None = None
-        # Rendered preambles by a digest of their messages: an application sends the same instructions and
-        # tools on every request, and rendering them costs 0.3-0.5 ms of every first token (openai-harmony
-        # renders each formatting token with a BPE encode). Small ones only, and few: bounded memory.
-        self._heads: OrderedDict[bytes, Prompt] = OrderedDict()
-
-    def _executor(self) -> ProcessPoolExecutor:
-        if self._pool is None:
-            context = multiprocessing.get_context("spawn")
-            self._pool = ProcessPoolExecutor(max_workers=1, mp_context=context, initializer=encoding)
-        return self._pool
-
-    async def render(self, preamble: Preamble, dialog: list[Message]) -> list[int]:
-        return (await self.prompt(preamble, dialog)).ids()
-
-    async def prompt(self, preamble: Preamble, dialog: list[Message]) -> Prompt:
-        """The whole conversation, ending with `<|start|>assistant`."""
-        messages = preamble.messages() + dialog
-        if _text_size(messages) <= INLINE_RENDER_CHARS:
-            return Prompt.of(_render(messages))
-        return await self._in_process(_render_dicts, messages)
-
-    async def each(self, messages: list[Message]) -> list[Prompt]:
-        """Each message as Harmony renders it within a conversation (past the system and developer
-        messages, a conversation renders as its messages one after the other, less the analysis that
-        `dropped_analysis` names)."""
-        if _text_size(messages) <= INLINE_RENDER_CHARS:
-            return _render_each(messages)
-        return await self._in_process(_render_each_dicts, messages)
-
-    async def preamble(self, preamble: Preamble) -> Prompt:
-        """The system and developer messages (rendered together: the system message names the channel
-        of the developer message's functions)."""
-        messages = preamble.messages()
-        if _text_size(messages) > INLINE_RENDER_CHARS:
-            return await self._in_process(_render_head_dicts, messages)
-        key = hashlib.sha256(json.dumps([message.to_dict() for message in messages], default=str).encode()).digest()
-        head = self._heads.get(key)
-        if head is None:
-            head = self._heads[key] = _render_head(messages)
-            if len(self._heads) > CACHED_PREAMBLES:
-                self._heads.popitem(last=False)
-        else:
-            self._heads.move_to_end(key)
-        return head
-
-    async def _in_process(self, work: Callable[[list[dict[str, Any]]], ResultT], messages: list[Message]) -> ResultT:
-        payload = [message.to_dict() for message in messages]
-        try:
-            return await asyncio.get_running_loop().run_in_executor(self._executor(), work, payload)
-        except BrokenProcessPool:  # the tokenizer crashed on this prompt: a new process for the next one
-            self._pool = None
-            raise APIError(400, "The conversation could not be tokenised.", param="input", code="invalid_value") from None
-
-    def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
-            self._pool = None
+    async def preamble(self, preamble: Preamble) -> Prompt: ...
 
 
 def dropped_analysis(dialog: list[Message]) -> set[int]:
@@ -280,7 +210,7 @@ class GrowingPrompt:
     decided once per run, as the first turn saw it.
     """
 
-    def __init__(self, renderer: PromptRenderer, counted: Callable[[str, int], None] | None = None) -> None:
+    def __init__(self, renderer: MessageRenderer, counted: Callable[[str, int], None] | None = None) -> None:
         self._renderer = renderer
         self._counted = counted or (lambda source, tokens: None)  # tokens "rendered" or "reused", for the metrics
         self._pieces: list[Prompt | None] = []  # each dialog message's tokens, where known
@@ -364,7 +294,7 @@ class GrowingPrompt:
             self._pieces[index] = piece
 
 
-def _text_size(messages: list[Message]) -> int:
+def text_size(messages: list[Message]) -> int:
     size = 0
     for message in messages:
         for part in message.content:
@@ -372,16 +302,58 @@ def _text_size(messages: list[Message]) -> int:
     return size
 
 
-def _render(messages: list[Message]) -> list[int]:
+def render_messages(messages: list[Message]) -> list[int]:
+    if any(_has_long_run(message) for message in messages):
+        return _render_in_pieces(messages)
     tokens: list[int] = encoding().render_conversation_for_completion(Conversation.from_messages(messages), Role.ASSISTANT)
     return tokens
 
 
-def _render_dicts(messages: list[dict[str, Any]]) -> Prompt:
-    return Prompt.of(_render([Message.from_dict(message) for message in messages]))
+# Runs of one character class longer than this are cut before the tokenizer sees them (runtime/text_runs.py),
+# every CUT_EVERY characters (a multiple of 128: a run of one repeated character keeps its tokens).
+MAX_RUN_CHARS = 4096
+CUT_EVERY = 2048
 
 
-def _render_each(messages: list[Message]) -> list[Prompt]:
+class UnrenderableText(Exception):
+    """A system or developer message, or one of several parts, has a run the tokenizer cannot take."""
+
+
+def encode_text(text: str) -> list[int]:
+    """A text's tokens, its long runs cut first: linear in the text, where BPE alone is quadratic in a run."""
+    encode = encoding().encode
+    parts = pieces(text, MAX_RUN_CHARS, CUT_EVERY)
+    if len(parts) == 1:
+        whole: list[int] = encode(text, allowed_special=(), disallowed_special=())
+        return whole
+    return [token for part in parts for token in encode(part, allowed_special=(), disallowed_special=())]
+
+
+def _has_long_run(message: Message) -> bool:
+    return any(has_long_run(getattr(part, "text", None) or getattr(part, "instructions", None) or "", MAX_RUN_CHARS) for part in message.content)
+
+
+def _render_in_pieces(messages: list[Message]) -> list[int]:
+    """The conversation as its head (the system and developer messages, rendered together) and each later
+    message on its own, less the analysis Harmony drops: the tokens Harmony's whole render gives (as
+    GrowingPrompt builds every prompt), with each message's long runs cut."""
+    split = next((index for index, message in enumerate(messages) if message.author.role not in (Role.SYSTEM, Role.DEVELOPER)), len(messages))
+    head, dialog = messages[:split], messages[split:]
+    if any(_has_long_run(message) for message in head):
+        raise UnrenderableText("the instructions or tools have a run of one kind of character too long to tokenise")
+    dropped = dropped_analysis(dialog)
+    tokens = render_messages(head)[: -len(ASSISTANT_START)] if head else []
+    for index, message in enumerate(dialog):
+        if index not in dropped:
+            tokens += render_message(message)
+    return [*tokens, *ASSISTANT_START]
+
+
+def render_dicts(messages: list[dict[str, Any]]) -> Prompt:
+    return Prompt.of(render_messages([Message.from_dict(message) for message in messages]))
+
+
+def render_each(messages: list[Message]) -> list[Prompt]:
     return [Prompt.of(render_message(message)) for message in messages]
 
 
@@ -393,14 +365,16 @@ def render_message(message: Message) -> list[int]:
     ~150 µs a message: openai/harmony#142), and its `encode` rebuilds the set of disallowed special
     tokens on every call (~1.6 ms). A message of one text part renders as the tokens of its header (Harmony's
     own render of the same message with no text, once per kind of header) around its text's tokens,
-    which start and end at special tokens and so are encoded on their own. tests/test_harmony.py checks
+    which start and end at special tokens and so are encoded on their own (long runs cut: encode_text). tests/test_harmony.py checks
     this against `render` on random messages; anything else goes to `render`."""
     content = message.content
     if len(content) != 1 or not isinstance(content[0], TextContent) or message.author.role in (Role.SYSTEM, Role.DEVELOPER):
+        if _has_long_run(message):
+            raise UnrenderableText("a message of several parts has a run of one kind of character too long to tokenise")
         rendered: list[int] = encoding().render(message)
         return rendered
     head, tail = _frame(message.author.role, message.author.name, message.channel, message.recipient, message.content_type)
-    return [*head, *encoding().encode(content[0].text, allowed_special=(), disallowed_special=()), *tail]
+    return [*head, *encode_text(content[0].text), *tail]
 
 
 @functools.lru_cache(maxsize=1024)  # headers name model-written recipients: bounded
@@ -416,16 +390,16 @@ def _frame(
     return tuple(tokens[:split]), tuple(tokens[split:])
 
 
-def _render_each_dicts(messages: list[dict[str, Any]]) -> list[Prompt]:
-    return _render_each([Message.from_dict(message) for message in messages])
+def render_each_dicts(messages: list[dict[str, Any]]) -> list[Prompt]:
+    return render_each([Message.from_dict(message) for message in messages])
 
 
-def _render_head(messages: list[Message]) -> Prompt:
-    return Prompt.of(_render(messages)[: -len(ASSISTANT_START)])
+def render_head(messages: list[Message]) -> Prompt:
+    return Prompt.of(render_messages(messages)[: -len(ASSISTANT_START)])
 
 
-def _render_head_dicts(messages: list[dict[str, Any]]) -> Prompt:
-    return _render_head([Message.from_dict(message) for message in messages])
+def render_head_dicts(messages: list[dict[str, Any]]) -> Prompt:
+    return render_head([Message.from_dict(message) for message in messages])
 
 
 __all__ = [
@@ -434,7 +408,7 @@ __all__ = [
     "Message",
     "Preamble",
     "Prompt",
-    "PromptRenderer",
+    "MessageRenderer",
     "dropped_analysis",
     "Role",
     "ToolDescription",

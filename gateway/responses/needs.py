@@ -8,7 +8,7 @@ from typing import Protocol
 from starlette.requests import HTTPConnection
 
 from ..core.requests import services_of
-from ..engine.harmony import PromptRenderer
+from ..engine.renderer import PromptRenderer
 from ..engine.routing import Engines
 from ..replicas import Replicas
 from ..shutdown import Drain

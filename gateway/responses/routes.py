@@ -61,7 +61,9 @@ async def compact(request: Request) -> Response:
         messages = plan.dialog.messages
         if not messages:
             raise bad_request("There is nothing to compact: give input, or a previous_response_id.", param="input")
-        summary = await summarize(services, services.engines.route(body.model), messages, plan.dialog.session_key, instructions=body.instructions)
+        summary = await summarize(
+            services, services.engines.route(body.model), messages, plan.dialog.session_key, instructions=body.instructions, tenant=tenant
+        )
     finally:
         slot.release()
     return JSONResponse(compacted_response(messages, summary, services.sealer.seal(summary.text, Purpose.COMPACTION, tenant)))

@@ -8,7 +8,6 @@ worker thread, so the event loop never does work proportional to a body's size.
 
 from __future__ import annotations
 
-import functools
 import re
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, TypeVar
@@ -20,6 +19,7 @@ from starlette.requests import Request
 
 from runtime.cpu import run_cpu
 from runtime.numbers import decimal
+from runtime.text_runs import has_long_run
 
 from ..errors import APIError, bad_request, from_validation_error
 
@@ -102,7 +102,8 @@ def _decode(body: bytes | str, limits: BodyLimits) -> dict[str, Any]:
 
 
 def check_text(data: dict[str, Any], limits: BodyLimits) -> None:
-    """Bound the text a request brings before it is tokenised: in all, and in unbroken runs."""
+    """Bound the text a request brings before it is tokenised: in all, and in runs of one character class
+    (whitespace included: byte-pair encoding is quadratic in any of them)."""
     total = 0
     for key, value in data.items():
         for text in _strings(value):
@@ -113,10 +114,10 @@ def check_text(data: dict[str, Any], limits: BodyLimits) -> None:
                     param=str(key),
                     code="input_too_large",
                 )
-            if len(text) > limits.max_unbroken_chars and _has_unbroken_run(text, limits.max_unbroken_chars):
+            if len(text) > limits.max_unbroken_chars and has_long_run(text, limits.max_unbroken_chars):
                 raise bad_request(
-                    f"'{key}' has a run of more than {limits.max_unbroken_chars} characters without a space or "
-                    "a change of character class, which the tokenizer cannot handle efficiently.",
+                    f"'{key}' has a run of more than {limits.max_unbroken_chars} characters of one kind (letters, "
+                    "punctuation or whitespace), which the tokenizer cannot handle efficiently.",
                     param=str(key),
                     code="input_too_large",
                 )
@@ -134,49 +135,3 @@ def _strings(value: Any) -> Iterator[str]:
             stack.extend(item.keys())
         elif isinstance(item, list):
             stack.extend(item)
-
-
-def _has_unbroken_run(text: str, limit: int) -> bool:
-    """Whether `text` has a run longer than `limit`. Such a run lies within a run of non-space characters
-    longer than `limit`, which a simple pattern finds several times faster than the exact one: only
-    those are searched with the exact pattern. Searches go in overlapping windows: `re` holds the GIL for
-    a whole search, and a window is short enough for the event loop's thread to get its turn."""
-    candidates = _long_nonspace(limit)
-    start, end = 0, len(text)
-    while start < end - limit:
-        found = candidates.search(text, start, start + _WINDOW)
-        if found is None:
-            start += _WINDOW - limit - 1  # a run longer than limit lies whole in some window
-            continue
-        after = _NONSPACE.match(text, found.end())
-        run_end = after.end() if after is not None else found.end()
-        if _search_windows(_unbroken_run(limit), text, found.start(), run_end, limit):
-            return True
-        start = run_end
-    return False
-
-
-_WINDOW = 32 * 1024
-_NONSPACE = re.compile(r"\S*")
-
-
-def _search_windows(pattern: re.Pattern[str], text: str, start: int, end: int, limit: int) -> bool:
-    window = max(_WINDOW, 4 * (limit + 1))
-    step = window - limit - 1
-    return any(pattern.search(text, at, min(at + window, end)) for at in range(start, max(end - limit, start + 1), step))
-
-
-@functools.cache
-def _long_nonspace(limit: int) -> re.Pattern[str]:
-    """Runs of more than `limit` non-space characters, each tried once from its start (the lookbehind)."""
-    return re.compile(rf"(?<!\S)\S{{{limit + 1}}}")
-
-
-@functools.cache
-def _unbroken_run(limit: int) -> re.Pattern[str]:
-    """Runs the tokenizer's pre-tokenizer keeps in one piece (letters; punctuation), longer than `limit`:
-    byte-pair encoding is quadratic in a piece's length. Each alternative is anchored at the start of a
-    run (the lookbehind), so a run is tried once: an unanchored `{n,}` would retry from every position
-    inside a long run, which is quadratic too."""
-    letters, symbols = r"[^\W\d_]", r"[^\w\s]"
-    return re.compile(rf"(?<!{letters}){letters}{{{limit + 1}}}|(?<!{symbols}){symbols}{{{limit + 1}}}")

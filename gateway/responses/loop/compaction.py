@@ -74,10 +74,11 @@ async def summarize(
     session_key: str,
     effort: str | None = None,
     instructions: str | None = None,
+    tenant: str = "",
 ) -> Summary:
     """The model's summary of `messages`: one engine call, its final answer (or, cut off, what it wrote)."""
     preamble = Preamble(effort=effort or "low", instructions=instructions)
-    prompt = await services.renderer.prompt(preamble, [*messages, Message.from_role_and_content(Role.USER, INSTRUCTION)])
+    prompt = await services.renderer.prompt(preamble, [*messages, Message.from_role_and_content(Role.USER, INSTRUCTION)], tenant)
     room = (await engine.model()).max_model_len
     room = MAX_SUMMARY_TOKENS if room is None else min(MAX_SUMMARY_TOKENS, room - len(prompt))
     if room < MIN_SUMMARY_TOKENS:

@@ -60,7 +60,7 @@ class DurableRun:
         self.journal = Journal(
             services.store, response_id, services.replicas.id, self._state.output.log, self._ending.snapshot, self._state.checkpoint, on_taken_over
         )
-        services.runs.start(self.journal.run)
+        services.runs.start(self.journal.run, f"{response_id} journal")
 
     @asynccontextmanager
     async def tool_call(self, call: ToolCall) -> AsyncIterator[None]:

@@ -47,6 +47,7 @@ class RunEnding:
         self.response: ResponseObject  # made by the run's launch (or resume)
         self.failure: APIError | None = None
         self._tokens_counted = False
+        self.announced = False  # the terminal event went out (or, cancelled in the foreground, none will)
 
     def snapshot(self) -> ResponseObject:
         snapshot = self.response.copy()
@@ -108,6 +109,8 @@ class RunEnding:
         output = self._state.output
         if status in (ResponseStatus.FAILED, ResponseStatus.CANCELLED):  # what was still being written ends too
             output.emit([event for item in output.unfinished() for event in item.closed(output.events, ItemStatus.INCOMPLETE)])
+        with anyio.CancelScope(shield=True):
+            status = await self._rendered_or_failed(status)
         error = {"code": "server_error", "message": self.failure.message} if self.failure is not None else None
         self.finish(status, error, incomplete)
         with anyio.CancelScope(shield=True):
@@ -121,11 +124,37 @@ class RunEnding:
                     await self._save_or_fail()
                 self._state.output.emit(self._terminal_events(background=False))
 
+    async def _rendered_or_failed(self, status: ResponseStatus) -> ResponseStatus:
+        """Tokenise what the run added (its answer, its tools' output) before anything is stored or
+        announced: text that cannot be tokenised (the renderer refused it or failed on it) fails this
+        response, before its terminal event, instead of failing its storing after it."""
+        plan = self._state.plan
+        start = plan.parent_length if plan.parent_id is not None else 0
+        try:
+            await self._prompts.growing.complete(plan.dialog.messages, start)
+        except Exception as exc:
+            logger.error("response %s: its messages could not be tokenised", self.response["id"], exc_info=not isinstance(exc, APIError))
+            unrenderable = APIError(500, "The response's messages could not be tokenised.", type="server_error", code="internal_error")
+            self.failed(exc if isinstance(exc, APIError) else unrenderable)
+            return ResponseStatus.FAILED
+        return status
+
+    def last_resort(self, exc: BaseException) -> None:
+        """A fault after the run's own error handling (storing it, its conversation): logged with the
+        response's id, and the stream still gets its one terminal event if it had none yet."""
+        logger.error("response %s failed while ending", self.response["id"], exc_info=exc)
+        if self.announced:
+            return
+        self.failure = APIError(500, "The gateway failed while ending the response.", type="server_error", code="internal_error")
+        self.finish(ResponseStatus.FAILED, {"code": "server_error", "message": self.failure.message}, None)
+        self._state.output.emit(self._terminal_events(background=False))
+
     def _terminal_events(self, background: bool) -> list[Event]:
         """The stream's last event, as the response ended. A cancelled response's stream has readers only
         in the background (a foreground one was cancelled because its reader left): it ends with an
         error event, since OpenAI's stream has no cancelled event."""
         status = self.response["status"]
+        self.announced = True
         if status == ResponseStatus.CANCELLED and not background:
             return []
         kind, fields = terminal_event(status, self.response)
@@ -149,6 +178,10 @@ class RunEnding:
         except StorageError as exc:
             logger.error("response %s could not be stored: %s", self.response["id"], exc)
             self.failure = APIError(503, "The response could not be stored.", type="server_error", code="storage_unavailable")
+            self.finish(ResponseStatus.FAILED, {"code": "server_error", "message": self.failure.message}, None)
+        except Exception:  # a fault of the gateway's own: this response fails, with its terminal event
+            logger.exception("response %s could not be stored", self.response["id"])
+            self.failure = APIError(500, "The response could not be stored.", type="server_error", code="internal_error")
             self.finish(ResponseStatus.FAILED, {"code": "server_error", "message": self.failure.message}, None)
 
     async def save(self, frames: Frames | None = None, owner: str | None = None) -> bool:

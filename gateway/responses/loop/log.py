@@ -17,7 +17,8 @@ import asyncio
 from typing import Any, AsyncIterator, Callable, Coroutine, Sequence
 
 import anyio
-from anyio.abc import TaskGroup
+
+from runtime.supervision import Supervisor
 
 from ...protocol import event_frame
 from ..shapes.items import Delta, Event
@@ -102,16 +103,17 @@ class EventLog:
 
 class Runs:
     """The running responses of this process, each executing as a task of the app's task group (not of
-    the request that started it), so that no client, fast, slow or gone, runs or stalls the loop."""
+    the request that started it), so that no client, fast, slow or gone, runs or stalls the loop. Each is
+    a contained unit of work (runtime/supervision.py): whatever one run raises fails it alone."""
 
-    def __init__(self, tasks: TaskGroup, admission: Admission) -> None:
+    def __init__(self, tasks: Supervisor, admission: Admission) -> None:
         self._tasks = tasks
         self.admission = admission  # foreground runs, counted per tenant and in all
         # Background responses running here, by response id: what polling, resuming and cancelling find.
         self.background: dict[str, Any] = {}
 
-    def start(self, execute: Callable[[], Coroutine[Any, Any, None]]) -> None:
-        self._tasks.start_soon(execute)
+    def start(self, execute: Callable[[], Coroutine[Any, Any, None]], response_id: str) -> None:
+        self._tasks.start_soon(execute, name=f"response {response_id}")
 
     def hand_over(self) -> None:
         """This replica shuts down: each background run stops at its next clean point, for another to adopt."""

@@ -69,7 +69,7 @@ class PromptBuilder:
         self._state = state
         self._toolset = toolset
         self._logprobs = logprobs
-        self.growing = GrowingPrompt(services.renderer, services.metrics.prompt_tokens)  # this run's prompt, turn after turn
+        self.growing = GrowingPrompt(services.renderer.for_tenant(tenant), services.metrics.prompt_tokens)  # this run's prompt, turn after turn
         self.preamble = Preamble()
         self.prefill: list[int] = []  # a forced call's header, which the model's tokens go on from
         self.header = ""  # that header's text
@@ -125,7 +125,7 @@ class PromptBuilder:
         return Prompt.of(await self._truncated(max_model_len, prompt.ids()))
 
     async def _truncated(self, max_model_len: int, whole: list[int]) -> list[int]:
-        render, messages = self._services.renderer.render, self._state.dialog.messages
+        render, messages = self._services.renderer.for_tenant(self._tenant).render, self._state.dialog.messages
         # Turns start at user messages; cutting at the last one keeps only the turn in progress. The
         # fewest turns to drop is found by bisection, so the prompt is rendered a few times, not per turn.
         cuts = [index for index, message in enumerate(messages) if message.author.role == Role.USER and index > 0]
@@ -204,13 +204,13 @@ class PromptBuilder:
         item = output.add(CompactionOutput)
         output.emit(item.compacting(output.events))
         effort = self._request.reasoning.effort if self._request.reasoning else None
-        summary = await summarize(services, self._engine, dialog.messages, self.affinity_key, effort)
+        summary = await summarize(services, self._engine, dialog.messages, self.affinity_key, effort, tenant=self._tenant)
         state.usage.input += summary.input_tokens
         state.usage.output += summary.output_tokens
         dialog.owner = item.id
         dialog.compact(summary.text)
         state.compacted_at = len(dialog.messages)
         output.emit(item.sealed(output.events, services.sealer.seal(summary.text, Purpose.COMPACTION, self._tenant)))
-        self.growing = GrowingPrompt(services.renderer, services.metrics.prompt_tokens)
+        self.growing = GrowingPrompt(services.renderer.for_tenant(self._tenant), services.metrics.prompt_tokens)
         state.forget_parent()
         state.mark_turn(state.turns - 1)

@@ -90,7 +90,9 @@ class ResponseRun:
         self.backstop = AnswerBackstop(request, services.config.isolation.schema_timeout_s)
         options = AnswerOptions(chat.stops, self.logprob_count, seal)
         style = (request.reasoning.summary or request.reasoning.generate_summary) if request.reasoning else None
-        summaries = Summaries(services, self.served, style or "", self.state) if wanted(style, services.config.server.reasoning_summaries) else None
+        summaries = (
+            Summaries(services, self.served, style or "", self.state, tenant) if wanted(style, services.config.server.reasoning_summaries) else None
+        )
         self.engine = EngineCalls(services, self.served, self.state, self.prompts, self.toolset, options, self.trace, self.backstop, summaries)
         self.ending = RunEnding(services, request, tenant, self.state, self.prompts, self.trace)
         self._cancel = anyio.CancelScope()
@@ -169,7 +171,7 @@ class ResponseRun:
     def _start(self) -> None:
         if self.journal is not None:
             self.services.runs.background[self.response["id"]] = self
-        self.services.runs.start(self.execute)
+        self.services.runs.start(self.execute, self.response["id"])
 
     def _release_slot(self) -> None:
         if self._slot is not None:
@@ -221,6 +223,8 @@ class ResponseRun:
         (unless the run was cancelled, when nobody is left to read it)."""
         try:
             await self._execute()
+        except Exception as exc:  # past the run's own handling (ending it): it fails alone, with its terminal event
+            self.ending.last_resort(exc)
         finally:
             self._release_slot()
             self.ending.count_tokens()  # also when the app cancels the task at a hard shutdown

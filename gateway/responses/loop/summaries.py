@@ -7,7 +7,9 @@ closes at once; its summary part and its end follow when the summary is written,
 (`reasoning_summary_part.added`, `reasoning_summary_text.delta` and `.done`, `reasoning_summary_part.done`,
 then `output_item.done`), while the next items already stream. An engine call's summaries all end before
 the call counts as ended. A summary that fails or runs past `server.reasoning_summary_timeout_s` never fails
-the response: its item ends without one. Its tokens count in the response's usage.
+the response: its item ends without one. Its tokens count in the response's usage. An engine call begins
+at most `server.reasoning_summaries_per_call` summaries: the reasoning items past them end without one (a
+model that writes hundreds of analysis messages costs no more engine calls than that).
 
 A background run's checkpoint holds the summaries whose events are out (`ResponseOutput.summaries`): a
 replica that adopts the run gives those again, silently, and writes only the ones never shown.
@@ -50,8 +52,10 @@ def wanted(style: str | None, setting: str) -> bool:
 class Summaries:
     """The summaries of one run's reasoning items."""
 
-    def __init__(self, services: ResponsesNeeds, engine: ModelEngine, style: str, state: RunState) -> None:
+    def __init__(self, services: ResponsesNeeds, engine: ModelEngine, style: str, state: RunState, tenant: str) -> None:
         self._services = services
+        self._tenant = tenant
+        self._begun = 0  # summaries begun in this engine call: at most `reasoning_summaries_per_call`
         self._engine = engine  # the run's model
         self._instruction = INSTRUCTION.format(length=LENGTHS.get(style, LENGTHS["auto"]))
         self._state = state
@@ -62,7 +66,7 @@ class Summaries:
     async def during_call(self) -> AsyncIterator[None]:
         """One engine call: the summaries its reasoning items begin are all ended when it exits."""
         async with anyio.create_task_group() as tasks:
-            self._tasks = tasks
+            self._tasks, self._begun = tasks, 0
             try:
                 yield
             finally:
@@ -80,6 +84,10 @@ class Summaries:
         if given is not None and self._output.muted:  # an adopted call, parsed again: its summary was shown
             return [*batch, *summarized(self._output.events, item, given)]
         assert self._tasks is not None, "a reasoning item ended outside an engine call"
+        if self._begun >= self._services.config.server.reasoning_summaries_per_call:  # a model that writes hundreds
+            self._output.when_unmuted(lambda: self._show(item, ""))  # ends without one, as a failed summary does
+            return batch
+        self._begun += 1
         self._tasks.start_soon(self._summarize, item)
         return batch
 
@@ -101,7 +109,7 @@ class Summaries:
     async def _write(self, reasoning: str) -> str:
         services = self._services
         ask = Message.from_role_and_content(Role.USER, f"{self._instruction}\n\nThe reasoning:\n\n{reasoning}")
-        prompt = await services.renderer.prompt(Preamble(effort="low"), [ask])
+        prompt = await services.renderer.prompt(Preamble(effort="low"), [ask], self._tenant)
         sampling = Sampling(max_tokens=services.config.server.reasoning_summary_max_tokens)
         answer = await final_answer(self._engine, prompt, sampling, self._state.dialog.session_key)
         usage = self._state.usage  # read now: an adopted run's is put back after this was made
