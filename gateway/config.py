@@ -48,8 +48,11 @@ class EngineConfig(_Section):
     aliases: list[Annotated[str, Field(min_length=1, max_length=256)]] = Field(default_factory=list, max_length=64)
     api_key: str | None = None
     connect_timeout_s: float = Field(5.0, gt=0)
-    # The longest silence tolerated between two chunks of a stream before the response fails.
+    # The longest silence tolerated between two chunks of a stream before the response fails: chunks with
+    # data, so that an engine (or a proxy) writing only SSE comments does not keep a call alive.
     read_timeout_s: float = Field(300.0, gt=0)
+    # The longest one engine call may stream, however steadily it writes.
+    call_timeout_s: float = Field(1800.0, gt=0)
     # When the engine does not report max_model_len and a request gives no max_output_tokens.
     default_max_tokens: int = Field(4096, gt=0)
     max_connections: int = Field(512, gt=0)

@@ -78,6 +78,13 @@ class Plan:
     # HARMONY]]`, in order), and whether breaking it is the test's point (`[misbehave]`, and the faults).
     alternatives: list[str] = field(default_factory=list)
     misbehaves: bool = False
+    # Hostile engine output: `[repeat ID N]` writes the final answer as N copies of token ID (whitespace a
+    # model loops on); `[garbage KIND]` sends token ids out of the vocabulary (oov) or not integers (text);
+    # `[comments]` sends SSE comment lines forever after the first chunk; `[overflow]` ignores max_tokens.
+    repeat: tuple[int, int] | None = None
+    garbage: str | None = None
+    comments: bool = False
+    overflow: bool = False
 
 
 class Script:
@@ -203,6 +210,8 @@ class Script:
             final = "Héllo 你好世界 🎉🎉 — ok"
         if "[empty-final]" in said:
             final = ""
+        if m := re.search(r"\[repeat (\d+) (\d+)\]", said):
+            final = REPEAT_MARK
 
         body = ""
         if "[noanalysis]" not in said:
@@ -233,6 +242,12 @@ class Script:
         user_index = max(i for i, m in enumerate(self.messages) if m.author.role == Role.USER)
         said = self._text_of(self.messages[user_index])
         call = 1 + sum(1 for m in self.messages[user_index:] if m.author.role == Role.TOOL)
+        if m := re.search(r"\[repeat (\d+) (\d+)\]", said):
+            plan.repeat = (int(m.group(1)), int(m.group(2)))
+        if m := re.search(r"\[garbage (oov|text)\]", said):
+            plan.garbage = m.group(1)
+        plan.comments = "[comments]" in said
+        plan.overflow = "[overflow]" in said
         for name, at, count in re.findall(
             r"\[(stall|drop|midstream-error|error500|malformed|slow|chunk|crash-error|crash)(?:@(\d+))?(?: (\d+))?\]", said
         ):
@@ -307,6 +322,7 @@ def _continues(encoding, prompt: list[int], start: int) -> bool:
 
 
 TAG_REFUSED = "Invalid structured_outputs structural_tag specification."
+REPEAT_MARK = "\u2063REPEAT\u2063"  # where `[repeat ID N]` puts its tokens in the plan's text
 
 
 def constrained(tag: str, plan: Plan, generated: list[int], encoding, stats: Stats) -> list[int]:
@@ -356,7 +372,7 @@ def embedding(text: str, dimensions: int = EMBEDDING_DIMENSIONS) -> list[float]:
     return [value / norm for value in vector] if norm else vector
 
 
-def create_emulator(max_model_len: int = 131072, chunk_delay: float = 0.0, model: str = MODEL) -> Starlette:
+def create_emulator(max_model_len: int = 131072, chunk_delay: float = 0.0, model: str = MODEL, listed_length: str | None = None) -> Starlette:
     stats = Stats()
     threading.Thread(target=grammar_check.warm, daemon=True).start()  # xgrammar loads while the first requests come
     encoding = harmony.encoding()
@@ -372,7 +388,7 @@ def create_emulator(max_model_len: int = 131072, chunk_delay: float = 0.0, model
                         "created": 1763000000,
                         "owned_by": "vllm",
                         "root": model,
-                        "max_model_len": max_model_len,
+                        "max_model_len": max_model_len if listed_length is None else listed_length,
                     }
                 ],
             }
@@ -438,7 +454,12 @@ def create_emulator(max_model_len: int = 131072, chunk_delay: float = 0.0, model
         plan = Script(messages, encoding.decode(prefill) if prefill else "").plan()
         if plan.status:
             return vllm_error(plan.status, "EngineCore encountered an issue.")
-        generated = encoding.encode(plan.text, allowed_special="all")
+        if plan.repeat is not None and REPEAT_MARK in plan.text:  # made as ids: the tokenizer never sees the run
+            before, after = plan.text.split(REPEAT_MARK, 1)
+            token, count = plan.repeat
+            generated = [*encoding.encode(before, allowed_special="all"), *[token] * count, *encoding.encode(after, allowed_special="all")]
+        else:
+            generated = encoding.encode(plan.text, allowed_special="all")
         tag = (body.get("structured_outputs") or {}).get("structural_tag") if isinstance(body.get("structured_outputs"), dict) else None
         if "structured_outputs" in body:
             # An engine without structured outputs (no xgrammar here), told so by the script, or a tag it cannot read.
@@ -451,7 +472,7 @@ def create_emulator(max_model_len: int = 131072, chunk_delay: float = 0.0, model
         stops = set(body.get("stop_token_ids") or []) | {harmony.RETURN}
         cut = next((i + 1 for i, t in enumerate(generated) if t in stops), len(generated))
         finish = "stop"
-        if cut > max_tokens:
+        if cut > max_tokens and not plan.overflow:
             cut, finish = max_tokens, "length"
         generated = generated[:cut]
         stop_reason = generated[-1] if finish == "stop" and generated and generated[-1] != harmony.RETURN else None
@@ -463,7 +484,7 @@ def create_emulator(max_model_len: int = 131072, chunk_delay: float = 0.0, model
 
         def text_of(ids: list[int]) -> str:
             ids = [t for t in ids if t not in (harmony.RETURN,)]
-            return encoding.decode(ids) if ids else ""
+            return encoding.decode(ids) if ids and not plan.garbage else ""
 
         wanted_logprobs = body.get("logprobs")
         by_id = bool(body.get("return_tokens_as_token_ids"))
@@ -524,6 +545,8 @@ def create_emulator(max_model_len: int = 131072, chunk_delay: float = 0.0, model
                     }
                     if return_ids:
                         choice["token_ids"] = ids
+                        if plan.garbage and sent > 8:
+                            choice["token_ids"] = [300000] if plan.garbage == "oov" else ["7"]
                         if first:
                             choice["prompt_token_ids"] = prompt
                     first = False
@@ -531,6 +554,9 @@ def create_emulator(max_model_len: int = 131072, chunk_delay: float = 0.0, model
                     yield f"data: {raw_json(chunk)}\n\n"
                     if plan.stall_after is not None and sent >= plan.stall_after:
                         await asyncio.sleep(3600)
+                    while plan.comments and sent > 8:  # alive, but never another token
+                        yield ": keep-alive\n\n"
+                        await asyncio.sleep(0.05)
                     written = len(prefill) + sent  # of the assistant's writing, the prompt's part of it included
                     if plan.crash_at is not None and len(prefill) < plan.crash_at <= written:
                         raise ConnectionAbortedError("emulated engine crash, once")
@@ -603,8 +629,9 @@ def main() -> None:
     parser.add_argument("--max-model-len", type=int, default=131072)
     parser.add_argument("--chunk-delay-ms", type=float, default=0.0)
     parser.add_argument("--model", default=MODEL, help="the served model name")
+    parser.add_argument("--listed-max-model-len", default=None, help="what /v1/models says max_model_len is, as text (garbage)")
     args = parser.parse_args()
-    app = create_emulator(args.max_model_len, args.chunk_delay_ms / 1000, args.model)
+    app = create_emulator(args.max_model_len, args.chunk_delay_ms / 1000, args.model, args.listed_max_model_len)
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
 
 

@@ -18,7 +18,7 @@ import orjson
 
 from ..config import EngineConfig
 from ..errors import APIError, server_error
-from .harmony import STOP_TOKEN_IDS, Prompt
+from .harmony import STOP_TOKEN_IDS, VOCAB_SIZE, Prompt
 from .transport import ConnectFailed, EngineHTTPError, EnginePool, EngineResponse, ProtocolFault, TimedOut
 
 MAX_LINE_BYTES = 16 * 1024 * 1024  # one stream chunk; real ones are a few hundred bytes
@@ -148,14 +148,14 @@ class EngineClient:
             data = json.loads(body)["data"]
             return [
                 ModelInfo(
-                    id=m["id"],
-                    max_model_len=m.get("max_model_len"),
+                    id=_text(m["id"]),
+                    max_model_len=_length(m.get("max_model_len")),
                     created=int(m.get("created") or 0),
-                    owned_by=m.get("owned_by") or "vllm",
+                    owned_by=_text(m.get("owned_by") or "vllm"),
                 )
                 for m in data
             ]
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, AttributeError):
             raise server_error(502, "The engine answered /v1/models with an unexpected body.", "engine_error") from None
 
     async def healthy(self) -> bool:
@@ -173,7 +173,7 @@ class EngineClient:
         """Start a streamed completion; engine errors before the first chunk raise here. `session_key`
         names the conversation to a session-aware router (`engine.session_header`); `trace` is the
         trace context's headers (`traceparent`), which vLLM continues when it traces."""
-        return EngineStream(await self.open(prompt, sampling, session_key, trace), self.config.url)
+        return EngineStream(await self.open(prompt, sampling, session_key, trace), self.config.url, Bounds.of(self.config, sampling))
 
     async def open(
         self, prompt: Prompt, sampling: Sampling, session_key: str | None = None, trace: Mapping[str, str] | None = None
@@ -229,6 +229,32 @@ class EngineClient:
         return body
 
 
+def _text(value: Any) -> str:
+    if not isinstance(value, str) or not value or len(value) > 256:
+        raise ValueError("not a name")
+    return value
+
+
+def _length(value: Any) -> int | None:
+    """A model's context length as the engine gives it: a positive integer, or none given."""
+    if value is None:
+        return None
+    if type(value) is not int or value <= 0:
+        raise ValueError("not a length")
+    return value
+
+
+def checked_ids(ids: Any) -> list[int]:
+    """A chunk's token ids, each an id of the vocabulary (an engine's garbage is its error, a 502, not a
+    fault of the parser's): a type check and a comparison a token."""
+    if type(ids) is not list:
+        raise ValueError("token_ids is not a list")
+    for token in ids:
+        if type(token) is not int or not 0 <= token < VOCAB_SIZE:
+            raise ValueError("a token id outside the vocabulary")
+    return ids
+
+
 class Chunks(Protocol):
     """What a turn reads: an engine call's chunks (EngineStream), or chunks parsed again (adoption.py)."""
 
@@ -257,15 +283,33 @@ class Resumer(Protocol):
     def usage(self, last: EngineUsage) -> EngineUsage: ...  # the whole call's, from the last request's
 
 
+@dataclass(frozen=True)
+class Bounds:
+    """What one engine call may take, whatever the engine does: tokens, the silence between two chunks of
+    data, and its whole time."""
+
+    max_tokens: int
+    read_timeout_s: float
+    call_timeout_s: float
+
+    @classmethod
+    def of(cls, config: EngineConfig, sampling: Sampling) -> "Bounds":
+        return cls(sampling.max_tokens, config.read_timeout_s, config.call_timeout_s)
+
+
 class EngineStream:
     """The chunks of one streamed completion. Iterate it once; `aclose()` aborts it in the engine. With a
     `resumer`, a generation the engine breaks off goes on through another request, in the same loop: the
     reader sees one stream, and the per-token path no extra step."""
 
-    def __init__(self, response: EngineResponse, url: str, resumer: Resumer | None = None) -> None:
+    def __init__(self, response: EngineResponse, url: str, bounds: Bounds, resumer: Resumer | None = None) -> None:
         self._response = response
         self._url = url
         self._resumer = resumer
+        # Tokens the call may still be sent: an engine that writes past `max_tokens` is cut off here and
+        # its request aborted, so the gateway's own bound holds whatever the engine does.
+        self._left = bounds.max_tokens
+        self._bounds = bounds
         self.usage = EngineUsage()
 
     @property
@@ -278,6 +322,10 @@ class EngineStream:
     async def __aiter__(self) -> AsyncIterator[EngineChunk]:
         resumer = self._resumer
         received = resumer.received if resumer is not None else None
+        clock = asyncio.get_running_loop().time
+        silence_s = self._bounds.read_timeout_s
+        last_data = clock()
+        deadline = last_data + self._bounds.call_timeout_s
         while True:
             lines = Lines()
             done = False
@@ -285,6 +333,15 @@ class EngineStream:
             try:
                 while True:
                     data = await self._response.read_some()
+                    # The transport times out a silent connection; bytes that bring no chunk (SSE comments,
+                    # blank lines) are silence too, and no call streams past its deadline.
+                    now = clock()
+                    if b"data: " in data:
+                        last_data = now
+                    elif now - last_data > silence_s:
+                        raise TimedOut(f"no data for {silence_s:g} s")
+                    if now > deadline:
+                        raise TimedOut(f"the call took longer than {self._bounds.call_timeout_s:g} s")
                     for line in lines.feed(data) if data else lines.rest():
                         if not line.startswith(b"data: "):
                             continue
@@ -299,6 +356,17 @@ class EngineStream:
                         chunk = self._chunk(orjson.loads(payload))  # one a token: a third of the standard parser's time
                         if chunk is None:
                             continue
+                        self._left -= len(chunk.token_ids)
+                        if self._left < 0:  # more than was asked for: the call ends at the limit
+                            del chunk.token_ids[len(chunk.token_ids) + self._left :]
+                            chunk.finish_reason = FinishReason.LENGTH
+                            if received is not None:
+                                received += chunk.token_ids
+                            yield chunk
+                            await self._response.aclose()  # aborts the request in the engine
+                            if resumer is not None:
+                                self.usage = resumer.usage(self.usage)
+                            return
                         if received is not None:
                             received += chunk.token_ids  # before the reader has it: a turn puts a prefill before the first
                             if chunk.finish_reason is FinishReason.ABORT:  # the engine gave the request up: go on elsewhere
@@ -338,7 +406,7 @@ class EngineStream:
             logprobs = choice.get("logprobs")
             reason = choice.get("finish_reason")  # None on every chunk but the last: read only when there is one
             finish = None if reason is None else FinishReason.read(reason)
-            chunk = EngineChunk(choice.get("token_ids") or [], finish, None if logprobs is None else _logprobs(logprobs))
+            chunk = EngineChunk(checked_ids(choice.get("token_ids") or []), finish, None if logprobs is None else _logprobs(logprobs))
         elif "error" in data:
             error = data["error"] if isinstance(data["error"], dict) else {}
             raise EngineBroke(502, f"The engine failed: {str(error.get('message', 'unknown error'))[:500]}")

@@ -37,6 +37,7 @@ END = 200007
 MESSAGE = 200008  # <|message|>: the header is complete, content follows
 CALL = 200012  # <|call|>: a tool call waits for its result
 STOP_TOKEN_IDS = (RETURN, CALL)
+VOCAB_SIZE = 201088  # gpt-oss's vocabulary (its config's vocab_size): a token id the engine sends is below it
 
 _EFFORTS = {
     "low": ReasoningEffort.LOW,

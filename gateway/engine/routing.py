@@ -24,7 +24,7 @@ import anyio
 
 from ..config import EngineConfig
 from ..errors import APIError, server_error
-from .client import EngineBroke, EngineClient, EngineStream, ModelInfo, Sampling
+from .client import Bounds, EngineBroke, EngineClient, EngineStream, ModelInfo, Sampling
 from .harmony import Prompt
 from .resume import Continuation, backoff
 from .transport import EngineResponse
@@ -115,7 +115,9 @@ class ModelEngine:
         response, url = await self._first(prompt, sampling, session_key, trace, patient)
         hook = self._on_resume
         told = (lambda outcome: hook(self.name or "", outcome)) if hook is not None else None
-        return EngineStream(response, url, Continuation(prompt, sampling, open_on, config.resume_attempts, config.resume_within_s, told))
+        return EngineStream(
+            response, url, Bounds.of(config, sampling), Continuation(prompt, sampling, open_on, config.resume_attempts, config.resume_within_s, told)
+        )
 
     async def _first(
         self, prompt: Prompt, sampling: Sampling, session_key: str | None, trace: Mapping[str, str] | None, patient: bool

@@ -17,6 +17,9 @@ from ..storage.vector_store_store import AttributeRow, Attributes
 
 MAX_COMPARISONS = 64  # in one filter, compound filters' included
 MAX_LIST = 100  # values of one `in` / `nin`
+# Values in one filter, every list's counted: each is a subquery of the search's statement (and two of its
+# parameters), so 64 lists of 100 would hold the database for seconds and pass PostgreSQL's parameter limit.
+MAX_VALUES = 256
 MAX_DEPTH = 8
 MAX_ATTRIBUTES, MAX_KEY, MAX_VALUE = 16, 64, 512
 
@@ -54,7 +57,7 @@ def filter_sql(filter_: Filter | None) -> tuple[str, list[Any]]:
     if filter_ is None:
         return "", []
     params: list[Any] = []
-    count = [0]
+    count = [0, 0]  # comparisons, values
     return _sql(filter_, params, count, 0), params
 
 
@@ -70,6 +73,9 @@ def _sql(filter_: Filter, params: list[Any], count: list[int], depth: int) -> st
     kind, value = filter_.type, filter_.value
     if kind in ("in", "nin"):
         values = value if isinstance(value, list) else [value]
+        count[1] += len(values)
+        if count[1] > MAX_VALUES:
+            raise FilterError(f"a filter compares with {MAX_VALUES} values at most, every list's counted")
         sql = "(" + " OR ".join(_match(filter_.key, "=", each, params) for each in values) + ")" if values else "0 = 1"
         return f"NOT {sql}" if kind == "nin" else sql
     if isinstance(value, list):

@@ -81,19 +81,35 @@ def _pattern_properties_keyword(validator: Any, patterns: dict[str, Any], instan
 _Validator = validators.extend(Draft202012Validator, {"pattern": _pattern_keyword, "patternProperties": _pattern_properties_keyword})
 
 
+# RE2 compiles a pattern in time linear in its program, which a bounded repetition multiplies
+# (`[a-z]{0,999}` takes about 3 ms): a schema's patterns are counted and measured before any is compiled.
+MAX_PATTERNS, MAX_PATTERN_CHARS = 32, 1000
+
+
 def _check_patterns(schema: Any) -> None:
-    """Compile every pattern now, so that an unsupported one is the client's 400, not a failed call."""
+    """Compile every pattern now, so that an unsupported one is the client's 400, not a failed call; a
+    schema with more distinct patterns than the budget, or a longer one, is refused before any compiles."""
+    found: set[str] = set()
+    _collect_patterns(schema, found)
+    if len(found) > MAX_PATTERNS:
+        raise InvalidSchema(f"it has more than {MAX_PATTERNS} distinct patterns")
+    if any(len(regex) > MAX_PATTERN_CHARS for regex in found):
+        raise InvalidSchema(f"a pattern is longer than {MAX_PATTERN_CHARS} characters")
+    for regex in found:
+        _pattern(regex)
+
+
+def _collect_patterns(schema: Any, found: set[str]) -> None:
     if isinstance(schema, dict):
         for key, value in schema.items():
             if key == "pattern" and isinstance(value, str):
-                _pattern(value)
+                found.add(value)
             elif key == "patternProperties" and isinstance(value, dict):
-                for regex in value:
-                    _pattern(regex)
-            _check_patterns(value)
+                found.update(value)
+            _collect_patterns(value, found)
     elif isinstance(schema, list):
         for value in schema:
-            _check_patterns(value)
+            _collect_patterns(value, found)
 
 
 def _subschemas(schema: dict[str, Any]) -> Iterator[tuple[Any, bool]]:
