@@ -48,6 +48,7 @@ class RunEnding:
         self.failure: APIError | None = None
         self._tokens_counted = False
         self.announced = False  # the terminal event went out (or, cancelled in the foreground, none will)
+        self._unrendered = False  # what the run added could not be tokenised
 
     def snapshot(self) -> ResponseObject:
         snapshot = self.response.copy()
@@ -136,6 +137,7 @@ class RunEnding:
             logger.error("response %s: its messages could not be tokenised", self.response["id"], exc_info=not isinstance(exc, APIError))
             unrenderable = APIError(500, "The response's messages could not be tokenised.", type="server_error", code="internal_error")
             self.failed(exc if isinstance(exc, APIError) else unrenderable)
+            self._unrendered = True  # stored without the tokens of what it added
             return ResponseStatus.FAILED
         return status
 
@@ -189,7 +191,8 @@ class RunEnding:
         plan, growing = self._state.plan, self._prompts.growing
         dialog, parent_id = plan.dialog, plan.parent_id
         start = plan.parent_length if parent_id is not None else 0
-        await growing.complete(dialog.messages, start)
+        if not self._unrendered:
+            await growing.complete(dialog.messages, start)
         record = StoredResponse(
             self.response, plan.input_items, dialog.to_json(start), dialog.open_calls, dialog.state(), self._tenant,
             parent_id=parent_id, tokens=growing.pieces(start),
