@@ -203,7 +203,7 @@ def create_app(config: GatewayConfig, drain: Drain | None = None) -> Starlette:
             tasks.keep("loop_monitor", app_metrics.watch_event_loop, config.server.loop_monitor_interval_s)
             tasks.keep("database_listener", database.keep_listening)
             hooks = config.webhooks
-            webhook_sender = Sender(hooks.allowed_urls, hooks.timeout_s, hooks.max_concurrent)
+            webhook_sender = Sender(hooks.allowed_urls, hooks.timeout_s, hooks.max_concurrent, hooks.max_tests_per_tenant)
             deliverer = Deliverer(hooks, outbox, webhook_sender, sealer, app_metrics, replicas.id, replicas.lease_s)
             tasks.keep("webhook_deliverer", deliverer.run, database.dialect is Dialect.SQLITE)
             await engines.check()  # an engine down does not stop the start: its model answers 503 until it is back

@@ -348,6 +348,12 @@ class WebhooksConfig(_Section):
     max_retry_interval_s: float = Field(3600.0, gt=0)
     retry_for_s: float = Field(72 * 3600.0, gt=0)
     max_concurrent: int = Field(32, gt=0, le=1024, description="Attempts one replica makes at once")
+    max_in_flight_per_tenant: int = Field(8, gt=0, le=1024, description="Attempts one replica makes at once for one tenant")
+    max_in_flight_per_endpoint: int = Field(4, gt=0, le=1024, description="Attempts one replica makes at once to one endpoint")
+    # An endpoint that failed this many attempts in a row is left alone for breaker_open_s, then tried once.
+    breaker_failures: int = Field(5, gt=0, le=1000)
+    breaker_open_s: float = Field(30.0, gt=0)
+    max_tests_per_tenant: int = Field(2, gt=0, le=64, description="`/test` calls of one tenant sent at once; more wait their turn")
     poll_interval_s: float = Field(1.0, gt=0, le=60, description="How often retries due, and other replicas' stalled deliveries, are looked for")
     max_endpoints_per_tenant: int = Field(20, gt=0, le=1000)
     keep_s: float = Field(7 * 24 * 3600.0, gt=0, description="Delivered and given-up events (and their attempts) are kept this long")

@@ -11,24 +11,34 @@ so a worker that had to be started, or to import the work's modules, first does 
 worker then goes on serving. The caller waits `STARTUP_ALLOWANCE_S` longer as a backstop, for work stuck
 where a signal cannot reach it, and kills that worker. Workers are anyio's process pool (kept warm
 between calls), at most `workers` busy at once.
+
+The workers are shared fairly: each tenant's work queues on its own and a free worker goes to the tenant
+served longest ago (runtime/fair.py), and a caller's time limit starts once it has a worker, not while it
+waits its turn. Background work nobody waits on (a vector store's ingestion) takes at most `workers - 1`
+at once, so a request's PDF or schema check always finds a worker within one piece of work.
 """
 
 from __future__ import annotations
 
 import resource
 import signal
+from contextlib import AsyncExitStack
 from typing import Callable, TypeVar, TypeVarTuple, Unpack
 
 import anyio
 import anyio.to_process
 from anyio.lowlevel import RunVar
 
+from .fair import FairLimiter
+
 T = TypeVar("T")
 Args = TypeVarTuple("Args")
 
 _settings = {"workers": 2, "memory_bytes": 1024**3}
 STARTUP_ALLOWANCE_S = 15.0  # beyond a call's own limit: a worker started and its modules imported, a wait for a free one
-_slots: RunVar[anyio.CapacityLimiter] = RunVar("isolation_slots")
+# Per event loop (tests run several): the workers in turn by tenant, the pool's own limiter (never the one
+# that waits: a caller holds a turn first), and the background share.
+_turns: RunVar[tuple[FairLimiter, anyio.CapacityLimiter, anyio.CapacityLimiter]] = RunVar("isolation_turns")
 
 
 class TooCostly(Exception):
@@ -45,18 +55,31 @@ def configure(workers: int, memory_bytes: int) -> None:
     _settings.update(workers=workers, memory_bytes=memory_bytes)
 
 
-async def run_isolated(timeout_s: float, function: Callable[[Unpack[Args]], T], *args: Unpack[Args]) -> T:
-    """`function(*args)` in a worker process, within `timeout_s` (waiting for a free worker included);
-    raises TooCostly past its limits. `function` must be importable by name, its arguments and its
-    result picklable (exceptions too: return a refusal rather than raise one with extra fields)."""
+def _limiters() -> tuple[FairLimiter, anyio.CapacityLimiter, anyio.CapacityLimiter]:
     try:
-        slots = _slots.get()
+        return _turns.get()
     except LookupError:
-        slots = anyio.CapacityLimiter(_settings["workers"])
-        _slots.set(slots)
+        workers = _settings["workers"]
+        limiters = FairLimiter(workers), anyio.CapacityLimiter(workers), anyio.CapacityLimiter(max(1, workers - 1))
+        _turns.set(limiters)
+        return limiters
+
+
+async def run_isolated(timeout_s: float, function: Callable[[Unpack[Args]], T], *args: Unpack[Args], tenant: str = "", background: bool = False) -> T:
+    """`function(*args)` in a worker process, within `timeout_s` from when it has a worker (its tenant's
+    turn, and with `background`, the background share); raises TooCostly past its limits. `function`
+    must be importable by name, its arguments and its result picklable (exceptions too: return a
+    refusal rather than raise one with extra fields)."""
+    turns, pool, background_share = _limiters()
     try:
-        with anyio.fail_after(timeout_s + STARTUP_ALLOWANCE_S):
-            return await anyio.to_process.run_sync(_limited, _settings["memory_bytes"], timeout_s, function, *args, cancellable=True, limiter=slots)
+        async with AsyncExitStack() as held:
+            if background:
+                await held.enter_async_context(background_share)
+            await held.enter_async_context(turns.slot(tenant))
+            with anyio.fail_after(timeout_s + STARTUP_ALLOWANCE_S):
+                return await anyio.to_process.run_sync(
+                    _limited, _settings["memory_bytes"], timeout_s, function, *args, cancellable=True, limiter=pool
+                )
     except (OutOfTime, TimeoutError):
         raise TooCostly(f"it took longer than {timeout_s:g} s") from None
     except MemoryError:

@@ -442,3 +442,15 @@ def test_the_address_guard_refuses_embedded_private_ipv4(address: str) -> None:
 def test_the_address_guard_still_allows_public_forms() -> None:
     for address in ["8.8.8.8", "2606:4700::1111", "64:ff9b::808:808", "2002:808:808::1"]:
         assert AddressPolicy().permits(ipaddress.ip_address(address))
+
+
+def test_an_item_id_another_tenant_stored_first_is_still_ones_own(emulator: Process, make_gateway: Any) -> None:
+    gateway = make_gateway(emulator.url, auth={"api_keys": KEYS})
+    item = {"type": "message", "role": "user", "id": "msg_squatted", "content": [{"type": "input_text", "text": "%s's words"}]}
+    for key, name in [("sk-a", "alpha"), ("sk-b", "beta")]:
+        mine = {**item, "content": [{"type": "input_text", "text": f"{name}'s words"}]}
+        assert _post(gateway, key, {"input": [mine]}).status_code == 200
+    for key, name in [("sk-a", "alpha"), ("sk-b", "beta")]:
+        response = _post(gateway, key, {"input": [{"type": "item_reference", "id": "msg_squatted"}]})
+        assert response.status_code == 200, response.text
+        assert f"{name}'s words" in response.json()["output"][-1]["content"][0]["text"]

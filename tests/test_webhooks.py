@@ -9,6 +9,7 @@ import contextlib
 import json
 import sqlite3
 import sys
+import threading
 import time
 import typing
 import uuid
@@ -554,3 +555,94 @@ def _count_until(gateway: Gateway, sql: str, done: Callable[[int], bool], timeou
         if done(count) or time.monotonic() > deadline:
             return count
         time.sleep(0.05)
+
+
+# -- fair shares between tenants (Security 5) ----------------------------------------------------------------
+
+
+def test_one_tenants_dead_receivers_never_hold_anothers_webhook(emulator: Process, tmp_path: Path) -> None:
+    """Tenant one's twenty endpoints point at a receiver that holds every request past the attempt's
+    timeout; tenant two's webhook still arrives at once (its share of the slots is its own, per-tenant and
+    per-endpoint caps hold tenant one back, and its endpoints' breakers open). Its `/test` calls wait their
+    own turn too."""
+    stuck = Receiver(hold=10_000)
+    fast = Receiver()
+    section = {
+        "allowed_urls": [stuck.origin, fast.origin],
+        **FAST_RETRIES,
+        "timeout_s": 3,
+        "max_concurrent": 8,
+        "max_in_flight_per_tenant": 4,
+        "breaker_failures": 2,
+        "breaker_open_s": 30,
+    }
+    gateway = Gateway(gateway_config(emulator.url, tmp_path, auth={"api_keys": KEYS}, webhooks=section), tmp_path).start()
+    try:
+        one, two = client_of(gateway, "sk-one"), client_of(gateway, "sk-two")
+        for n in range(20):
+            one.webhooks.create(name=f"dead {n}", url=stuck.url(f"dead-{n}"), event_types=["response.completed"])
+        two.webhooks.create(name="alive", url=fast.url("alive"), event_types=["response.completed"])
+        idle_started = time.monotonic()
+        poll(two, two.responses.create(model=MODEL, input="idle", background=True).id)
+        fast.wait_for(1, "alive")
+        idle = time.monotonic() - idle_started
+        for n in range(3):  # sixty deliveries to receivers that never answer
+            poll(one, one.responses.create(model=MODEL, input=f"flood {n}", background=True).id)
+        with stuck._arrived:
+            assert stuck._arrived.wait_for(lambda: len(stuck.deliveries) >= 4, 10)
+        started = time.monotonic()
+        ended = poll(two, two.responses.create(model=MODEL, input="mine", background=True).id)
+        (delivery,) = [d for d in fast.wait_for(2, "alive", timeout=10)[1:]]
+        loaded = time.monotonic() - started
+        assert json.loads(delivery.body)["data"]["id"] == ended.id
+        assert loaded < max(2 * idle, 1.5), (idle, loaded)
+        # /test: tenant one's two slots are busy with its dead receivers; tenant two's test is answered.
+        dead = one.webhooks.list().data[0]
+        blocked = [
+            threading.Thread(
+                target=lambda: httpx.post(
+                    f"{gateway.url}/v1/webhook_endpoints/{dead.id}/test",
+                    headers={"authorization": "Bearer sk-one"},
+                    json={"event_type": "response.completed"},
+                    timeout=30,
+                )
+            )
+            for _ in range(4)
+        ]
+        for thread in blocked:
+            thread.start()
+        alive = two.webhooks.list().data[0]
+        started = time.monotonic()
+        answer = httpx.post(
+            f"{gateway.url}/v1/webhook_endpoints/{alive.id}/test",
+            headers={"authorization": "Bearer sk-two"},
+            json={"event_type": "response.completed"},
+            timeout=30,
+        )
+        assert answer.status_code == 200 and time.monotonic() - started < 2
+        for thread in blocked:
+            thread.join()
+    finally:
+        stuck.stop()
+        fast.stop()
+        gateway.stop()
+
+
+def test_claims_deal_slots_to_tenants_in_turn_within_their_caps() -> None:
+    from gateway.config import WebhooksConfig
+    from gateway.storage.webhook_outbox import Due
+    from gateway.webhooks.shares import DeliveryShares
+
+    shares = DeliveryShares(WebhooksConfig(max_in_flight_per_tenant=3, max_in_flight_per_endpoint=2, breaker_failures=2, breaker_open_s=60))
+    assert shares.shares(["a", "b", "c"], 5) == {"a": 2, "b": 2, "c": 1}
+    assert shares.shares(["a", "b"], 10) == {"a": 3, "b": 3}
+    assert shares.take([("d1", "e1"), ("d2", "e1"), ("d3", "e1"), ("d4", "e2")], 3) == ["d1", "d2", "d4"]
+    due = Due("d1", "e1", "a", "response.completed", b"{}", 0.0, 0, "https://x", None)  # type: ignore[arg-type]
+    for _ in range(2):
+        shares.started(due)
+        shares.ended(due, answered=False)
+    assert shares.endpoint("e1") == 0 and shares.blocked() == ["e1"]  # the breaker is open
+    shares.started(due)
+    assert shares.tenant("a") == 2
+    shares.ended(due, answered=True)
+    assert shares.endpoint("e1") == 2 and shares.tenant("a") == 3

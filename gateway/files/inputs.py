@@ -67,7 +67,7 @@ async def read_input_files(items: Iterable[Any], files: FileService, tenant: str
             if len(data) > config.max_input_pdf_bytes:
                 raise _pdf_too_large(name, config.max_input_pdf_bytes, param)
             try:
-                text = await run_isolated(config.pdf_timeout_s, file_text, name, data, config.max_input_file_chars)
+                text = await run_isolated(config.pdf_timeout_s, file_text, name, data, config.max_input_file_chars, tenant=tenant)
             except TooCostly as exc:
                 raise bad_request(f"The text of the PDF '{name[:100]}' could not be extracted: {exc}.", param=param) from None
         else:

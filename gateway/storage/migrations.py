@@ -352,6 +352,16 @@ _V10 = _both(
     """,
 )
 
+# Version 11: item ids are the tenant's own (Security 5): an id one tenant stored first never keeps another
+# tenant from storing, and referring to, an item of the same id.
+_V11 = _both(
+    "CREATE TABLE response_items_v11 (tenant TEXT NOT NULL, id TEXT NOT NULL, response_id TEXT NOT NULL, PRIMARY KEY (tenant, id))",
+    "INSERT INTO response_items_v11 (tenant, id, response_id) SELECT tenant, id, response_id FROM response_items",
+    "DROP TABLE response_items",
+    "ALTER TABLE response_items_v11 RENAME TO response_items",
+    "CREATE INDEX IF NOT EXISTS response_items_by_response ON response_items (response_id)",
+)
+
 MIGRATIONS = (
     Migration(1, tuple(s.format(**_SQLITE_TYPES) for s in _V1), tuple(s.format(**_POSTGRES_TYPES) for s in _V1)),
     Migration(2, _V2, _V2),
@@ -363,6 +373,7 @@ MIGRATIONS = (
     Migration(8, _V8, _V8),
     Migration(9, _V9_SQLITE, _V9_POSTGRES),
     Migration(10, _V10, _V10),
+    Migration(11, _V11, _V11),
 )
 
 VERSION_TABLE = "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)"

@@ -143,7 +143,7 @@ class ResponseStore:
                 await self._insert_events(tx, record.response["id"], frames)
             if changed and encoded["item_ids"]:  # where `item_reference` finds them; an id held before stays where it was
                 rows = [(item_id, record.response["id"], record.tenant) for item_id in encoded["item_ids"]]
-                await tx.executemany("INSERT INTO response_items (id, response_id, tenant) VALUES (?,?,?) ON CONFLICT (id) DO NOTHING", rows)
+                await tx.executemany("INSERT INTO response_items (id, response_id, tenant) VALUES (?,?,?) ON CONFLICT (tenant, id) DO NOTHING", rows)
             final_record = bool(changed) and owner is not None  # a background response's, written by its replica
             announced = final_record and await self._announce(tx, record.response, record.tenant)
             return bool(changed), announced

@@ -51,6 +51,51 @@ class Attempt:
     error: str | None
 
 
+MAX_TENANTS_A_CLAIM = 64  # tenants one claim looks at (those whose deliveries are due longest)
+MAX_BLOCKED = 256  # endpoints a claim's query leaves out by name
+
+
+class Room:
+    """What one claim may take: per tenant and per endpoint, as the deliverer's caps and breakers leave it
+    (the default: no bounds)."""
+
+    def tenant(self, tenant: str) -> int:
+        return 1 << 30
+
+    def endpoint(self, endpoint_id: str) -> int:
+        return 1 << 30
+
+    def blocked(self) -> list[str]:
+        """Endpoints with no room at all (at their cap, their breaker open): left out by the query itself."""
+        return []
+
+    def shares(self, tenants: list[str], limit: int) -> dict[str, int]:
+        """`limit` dealt out one at a time to the tenants in turn, each up to its room."""
+        shares = dict.fromkeys(tenants, 0)
+        open_ = [tenant for tenant in tenants if self.tenant(tenant) > 0]
+        while limit > 0 and open_:
+            for tenant in list(open_):
+                if limit == 0:
+                    break
+                shares[tenant] += 1
+                limit -= 1
+                if shares[tenant] >= self.tenant(tenant):
+                    open_.remove(tenant)
+        return {tenant: share for tenant, share in shares.items() if share}
+
+    def take(self, rows: list[tuple[str, str]], share: int) -> list[str]:
+        """Of a tenant's due deliveries (id, endpoint), oldest first, those its share and endpoints' room allow."""
+        taken: list[str] = []
+        per_endpoint: dict[str, int] = {}
+        for delivery_id, endpoint_id in rows:
+            if len(taken) == share:
+                break
+            if per_endpoint.get(endpoint_id, 0) < self.endpoint(endpoint_id):
+                per_endpoint[endpoint_id] = per_endpoint.get(endpoint_id, 0) + 1
+                taken.append(delivery_id)
+        return taken
+
+
 class WebhookOutbox:
     def __init__(self, db: Database) -> None:
         self._db = db
@@ -78,21 +123,38 @@ class WebhookOutbox:
             )
         return len(wanted)
 
-    async def claim(self, replica: str, limit: int, lease_s: float, live_since: float) -> list[Due]:
+    async def claim(self, replica: str, limit: int, lease_s: float, live_since: float, room: Room | None = None) -> list[Due]:
         """Up to `limit` deliveries due now, claimed by `replica` for `lease_s`: those no claim holds, or
-        whose claim ran out, or whose claiming replica has not renewed its lease since `live_since` (gone)."""
+        whose claim ran out, or whose claiming replica has not renewed its lease since `live_since` (gone).
+
+        Tenants take turns: the tenants with deliveries due (those `room` leaves any) share the batch
+        round-robin, so one tenant's backlog never holds another's webhook behind it; within a tenant the
+        oldest come first, and no endpoint gets more than `room` allows (its cap, an open breaker)."""
+        room = room or Room()
+        blocked = room.blocked()[:MAX_BLOCKED]
+        not_blocked = f" AND endpoint_id NOT IN ({','.join('?' * len(blocked))})" if blocked else ""
 
         async def work(tx: Tx) -> list[Due]:
             now = time.time()
-            rows = await tx.fetch(
-                "SELECT id FROM webhook_deliveries WHERE status = 'pending' AND next_attempt_at <= ? AND (claimed_by IS NULL "
-                "OR claimed_until < ? OR NOT EXISTS (SELECT 1 FROM replicas r WHERE r.id = claimed_by AND r.heartbeat_at >= ?)) "
-                f"ORDER BY next_attempt_at LIMIT ?{self._skip_locked}",
-                now, now, live_since, limit,
+            due = (
+                "status = 'pending' AND next_attempt_at <= ? AND (claimed_by IS NULL OR claimed_until < ? "
+                f"OR NOT EXISTS (SELECT 1 FROM replicas r WHERE r.id = claimed_by AND r.heartbeat_at >= ?)){not_blocked}"
+            )
+            tenants = await tx.fetch(
+                f"SELECT tenant FROM webhook_deliveries WHERE {due} GROUP BY tenant ORDER BY MIN(next_attempt_at) LIMIT ?",
+                now, now, live_since, *blocked, MAX_TENANTS_A_CLAIM,
             )  # fmt: skip
-            if not rows:
+            shares = room.shares([row[0] for row in tenants], limit)
+            ids: list[str] = []
+            for tenant, share in shares.items():
+                rows = await tx.fetch(
+                    f"SELECT id, endpoint_id FROM webhook_deliveries WHERE tenant = ? AND {due} "
+                    f"ORDER BY next_attempt_at LIMIT ?{self._skip_locked}",
+                    tenant, now, now, live_since, *blocked, share * 2,
+                )  # fmt: skip
+                ids += room.take([(row[0], row[1]) for row in rows], share)
+            if not ids:
                 return []
-            ids = [row[0] for row in rows]
             marks = ",".join("?" * len(ids))
             await tx.execute(f"UPDATE webhook_deliveries SET claimed_by = ?, claimed_until = ? WHERE id IN ({marks})", replica, now + lease_s, *ids)
             found = await tx.fetch(

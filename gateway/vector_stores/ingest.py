@@ -110,7 +110,9 @@ class Ingestor:
         static = file.chunking.get("static") or {}
         chunking = Chunking(static.get("max_chunk_size_tokens", 800), static.get("chunk_overlap_tokens", 400))
         try:
-            chunks = await run_isolated(config.ingest_timeout_s, file_chunks, file.filename, data, config.max_file_chars, chunking)
+            chunks = await run_isolated(
+                config.ingest_timeout_s, file_chunks, file.filename, data, config.max_file_chars, chunking, tenant=file.tenant, background=True
+            )
         except TooCostly as exc:
             return Refusal("invalid_file", f"The file's text could not be extracted: {exc}.")
         if isinstance(chunks, Refusal) and chunks.code not in ("unsupported_file", "invalid_file"):

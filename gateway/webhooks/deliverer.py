@@ -29,6 +29,7 @@ from ..storage import StorageError
 from ..storage.webhook_outbox import Attempt, Due, Outcome, WebhookOutbox
 from ..tracing import child_span, failed
 from .sender import NotSent, Sender
+from .shares import DeliveryShares
 from .signing import opened
 
 log = logging.getLogger("gateway.webhooks")
@@ -50,6 +51,7 @@ class Deliverer:
         # A claim outlives an attempt (bounded by timeout_s) and the writing of its outcome.
         self.claim_s = config.timeout_s + 10.0
         self._in_flight = 0
+        self.shares = DeliveryShares(config)  # per tenant, per endpoint, breakers (shares.py)
         self._wake = anyio.Event()
         self._scope = anyio.CancelScope()
         outbox.on_written(self.wake)
@@ -82,11 +84,12 @@ class Deliverer:
                 due: list[Due] = []
                 if free > 0:
                     try:
-                        due = await self.outbox.claim(self.replica, free, self.claim_s, time.time() - self.replica_lease_s)
+                        due = await self.outbox.claim(self.replica, free, self.claim_s, time.time() - self.replica_lease_s, self.shares)
                     except StorageError as exc:
                         log.warning("webhook deliveries not claimed: %s", exc)
                 for delivery in due:
                     self._in_flight += 1
+                    self.shares.started(delivery)
                     attempts.start_soon(self._attempt, delivery)
                 if time.monotonic() - pruned_at > min(_PRUNE_EVERY_S, self.config.keep_s):
                     pruned_at = time.monotonic()
@@ -97,14 +100,24 @@ class Deliverer:
                     await self._wake.wait()
 
     async def _attempt(self, due: Due) -> None:
+        answered = False
         try:
             attempt, outcome, next_at = await self._send(due)
+            answered = outcome is Outcome.DELIVERED
             try:
                 await self.outbox.record(due, attempt, outcome, next_at)
             except StorageError as exc:  # its claim runs out, and it is tried again: at least once
                 log.warning("webhook %s: the attempt's outcome was not recorded (%s)", due.id, exc)
         finally:
             self._in_flight -= 1
+            self.shares.ended(due, answered)
+            if not answered and self.shares.is_open(due.endpoint_id):
+                log.warning(
+                    "webhook endpoint %s failed %d attempts in a row: left alone for %g s",
+                    due.endpoint_id,
+                    self.config.breaker_failures,
+                    self.config.breaker_open_s,
+                )
             self.wake()
 
     async def _send(self, due: Due) -> tuple[Attempt, Outcome, float | None]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 
+import anyio
 from pydantic import Field
 from starlette.requests import Request
 from starlette.responses import Response
@@ -117,10 +118,19 @@ async def test_endpoint(request: Request) -> Response:
     body = await parse_body(request, TestEndpoint, services.config.server.body_limits())
     endpoint = await _endpoint(request)
     secrets = opened(services.sealer, endpoint.secrets, endpoint.tenant, time.time())
+    sender = services.webhook_sender
     try:
-        status = await services.webhook_sender.send(endpoint.url, random_id("wh"), sample_event(body.event_type), secrets)
+        with anyio.fail_after(2 * sender.timeout_s):  # its turn, then the attempt (bounded by timeout_s)
+            async with sender.tests.slot(endpoint.tenant):
+                status = await sender.send(endpoint.url, random_id("wh"), sample_event(body.event_type), secrets)
     except NotSent as exc:
         raise bad_request(f"The test event could not be delivered: {exc}.", param="url", code="webhook_delivery_failed") from None
+    except TimeoutError:
+        raise bad_request(
+            "The test event could not be sent in time: this project's earlier tests are still waiting for their receivers.",
+            param="url",
+            code="webhook_delivery_failed",
+        ) from None
     return JSONResponse(
         {"object": "webhook_endpoint.test", "webhook_endpoint_id": endpoint.id, "event_type": body.event_type, "status_code": status, "success": True}
     )

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 import anyio
 import httpx
 
+from runtime.fair import FairLimiter
 from tools.browser.guard import AddressPolicy, BlockedURL
 from tools.urls import is_allowed, parse
 
@@ -36,11 +37,18 @@ class Destination:
     extensions: dict[str, str] = field(default_factory=dict)
 
 
+TEST_SLOTS = 8  # `/test` calls sent at once, every tenant's: beside the deliverer's connections, never in them
+
+
 class Sender:
-    def __init__(self, allowed_urls: list[str], timeout_s: float, max_connections: int) -> None:
+    def __init__(self, allowed_urls: list[str], timeout_s: float, max_connections: int, tests_per_tenant: int = 2) -> None:
         self.allowed_urls = allowed_urls
         self.timeout_s = timeout_s
         self._policy = AddressPolicy()
+        # Test events wait their tenant's turn for a slot of their own: a tenant testing endpoints that
+        # never answer holds neither the deliverer's connections nor another tenant's tests.
+        self.tests = FairLimiter(TEST_SLOTS, tests_per_tenant)
+        max_connections += TEST_SLOTS
         # trust_env off: a proxy from the environment would reach what the guard did not check.
         limits = httpx.Limits(max_connections=max_connections, max_keepalive_connections=max_connections)
         self._http = httpx.AsyncClient(follow_redirects=False, trust_env=False, timeout=timeout_s, limits=limits)

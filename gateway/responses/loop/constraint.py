@@ -16,7 +16,7 @@ from openai_harmony import Message, Role
 from ...engine.structural_tag import JSON_OBJECT, TEXT, CallShape, Content, TurnGrammar, json_schema
 from ...errors import APIError, bad_request
 from ..shapes.request import ResponsesRequest
-from ..shapes.schemas import InvalidSchema, checked_schema, json_problem
+from ..shapes.schemas import InvalidSchema, checked_schema, json_problem, schema_compiles
 from ..tools import Toolset
 from .turn import CheckAnswer
 
@@ -60,15 +60,25 @@ class AnswerBackstop:
     an engine that refused it), the answer is checked when whole: one that breaks the format is never
     shown; the model is told why and answers again, a bounded number of times, then the response fails."""
 
-    def __init__(self, request: ResponsesRequest, schema_timeout_s: float) -> None:
+    def __init__(self, request: ResponsesRequest, schema_timeout_s: float, tenant: str) -> None:
         content = final_content(request)
+        self._request = request
         self._timeout = schema_timeout_s
+        self._tenant = tenant
         self._canonical = checked_format(request) if content.kind == "json_schema" else None
         self.check: CheckAnswer | None = self._problem if content.kind != "text" else None
         self._refused = 0
 
+    async def prepare(self) -> None:
+        """The format's schema compiled, off the event loop (a 400 if it cannot be), before the run starts."""
+        if self._canonical is not None:
+            try:
+                await schema_compiles(self._canonical, self._timeout, self._tenant)
+            except InvalidSchema as exc:
+                raise _invalid_format(self._request, exc) from None
+
     async def _problem(self, text: str) -> str | None:
-        return await json_problem(text, self._canonical, self._timeout)
+        return await json_problem(text, self._canonical, self._timeout, self._tenant)
 
     async def check_unheld(self, message: Message | None) -> None:
         """A final answer the grammar held only in part (its engine call went on without it after the engine
@@ -102,4 +112,10 @@ def checked_format(request: ResponsesRequest) -> str:
     try:
         return checked_schema(text_format.schema_)
     except InvalidSchema as exc:
-        raise bad_request(f"Invalid schema for response_format '{text_format.name or 'response'}': {exc}.", param="text.format.schema") from None
+        raise _invalid_format(request, exc) from None
+
+
+def _invalid_format(request: ResponsesRequest, exc: InvalidSchema) -> APIError:
+    text_format = request.text.format if request.text else None
+    name = (text_format.name if text_format is not None else None) or "response"
+    return bad_request(f"Invalid schema for response_format '{name}': {exc}.", param="text.format.schema")

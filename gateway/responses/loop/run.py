@@ -87,7 +87,7 @@ class ResponseRun:
         self.served = services.engines.route(request.model)  # an unknown model: a 404 before anything starts
         self.prompts = PromptBuilder(services, self.served, request, tenant, chat, self.state, self.toolset, self.logprob_count)
         self.trace = RunTrace(services.config.tracing.capture_content)  # its spans, when tracing is on
-        self.backstop = AnswerBackstop(request, services.config.isolation.schema_timeout_s)
+        self.backstop = AnswerBackstop(request, services.config.isolation.schema_timeout_s, tenant)
         options = AnswerOptions(chat.stops, self.logprob_count, seal)
         style = (request.reasoning.summary or request.reasoning.generate_summary) if request.reasoning else None
         summaries = (
@@ -186,6 +186,7 @@ class ResponseRun:
 
     async def _plan(self, provision: bool, adopted: Checkpoint | None = None) -> None:
         self.state.planned(await plan_dialog(self.services, self.request, self.tenant, self.remembered), adopted)
+        await self.backstop.prepare()
         await self.toolset.prepare(self.dialog, provision)
         self.prompts.planned()
 

@@ -16,6 +16,7 @@ with a time and memory limit (isolation.py), since no static bound covers every 
 from __future__ import annotations
 
 import json
+from collections import OrderedDict
 from functools import lru_cache
 from typing import Any, Iterator
 from urllib.parse import unquote
@@ -86,16 +87,20 @@ _Validator = validators.extend(Draft202012Validator, {"pattern": _pattern_keywor
 MAX_PATTERNS, MAX_PATTERN_CHARS = 32, 1000
 
 
-def _check_patterns(schema: Any) -> None:
-    """Compile every pattern now, so that an unsupported one is the client's 400, not a failed call; a
-    schema with more distinct patterns than the budget, or a longer one, is refused before any compiles."""
+def _pattern_budget(schema: Any) -> set[str]:
+    """The schema's distinct patterns; more than the budget, or a longer one, is refused before any compiles."""
     found: set[str] = set()
     _collect_patterns(schema, found)
     if len(found) > MAX_PATTERNS:
         raise InvalidSchema(f"it has more than {MAX_PATTERNS} distinct patterns")
     if any(len(regex) > MAX_PATTERN_CHARS for regex in found):
         raise InvalidSchema(f"a pattern is longer than {MAX_PATTERN_CHARS} characters")
-    for regex in found:
+    return found
+
+
+def _check_patterns(schema: Any) -> None:
+    """Compile every pattern now, so that an unsupported one is the client's 400, not a failed call."""
+    for regex in _pattern_budget(schema):
         _pattern(regex)
 
 
@@ -186,6 +191,8 @@ def schema_cost(root: Any) -> int:
 
 @lru_cache(maxsize=256)
 def _compiled(canonical: str) -> Any:
+    """In a worker process: the schema's validator, its patterns compiled (RE2's compile is linear in a
+    pattern's program, but a bounded repetition multiplies that: never on the event loop)."""
     schema = json.loads(canonical)
     try:
         _Validator.check_schema(schema)
@@ -200,16 +207,48 @@ def _compiled(canonical: str) -> Any:
 
 def checked_schema(schema: dict[str, Any] | None) -> str:
     """A function's parameters as the canonical JSON its calls are checked against (`argument_problem`),
-    once they are known to be a JSON Schema that can be checked within bounds; else `InvalidSchema`."""
+    once the checks that cost no more than its size pass (its cost with every `$ref` expanded, its
+    pattern budget); `schema_compiles` does the rest, off the event loop. Else `InvalidSchema`."""
     canonical = json.dumps(schema or {}, sort_keys=True, separators=(",", ":"))
     _bounded(canonical)
-    _compiled(canonical)
     return canonical
 
 
 @lru_cache(maxsize=256)
 def _bounded(canonical: str) -> None:
-    schema_cost(json.loads(canonical))
+    schema = json.loads(canonical)
+    schema_cost(schema)
+    _pattern_budget(schema)
+
+
+_COMPILED_HERE: OrderedDict[str, None] = OrderedDict()  # canonical schemas a worker compiled: not sent again
+_COMPILED_REMEMBERED = 256
+
+
+async def schema_compiles(canonical: str, timeout_s: float, tenant: str = "") -> None:
+    """That the schema is valid JSON Schema whose patterns RE2 runs, checked in a worker process within
+    `timeout_s` (its patterns compiled there, never on the event loop); `InvalidSchema` if not."""
+    if canonical in _COMPILED_HERE:
+        _COMPILED_HERE.move_to_end(canonical)
+        return
+    try:
+        problem = await run_isolated(timeout_s, compile_problem, canonical, tenant=tenant)
+    except TooCostly as exc:
+        raise InvalidSchema(f"it could not be compiled within the limits ({exc})") from None
+    if problem is not None:
+        raise InvalidSchema(problem)
+    _COMPILED_HERE[canonical] = None
+    if len(_COMPILED_HERE) > _COMPILED_REMEMBERED:
+        _COMPILED_HERE.popitem(last=False)
+
+
+def compile_problem(canonical: str) -> str | None:
+    """In a worker process: why the schema cannot be compiled, or None."""
+    try:
+        _compiled(canonical)
+    except InvalidSchema as exc:
+        return str(exc)
+    return None
 
 
 def argument_problem(canonical: str, arguments: str) -> str | None:
@@ -221,7 +260,7 @@ def argument_problem(canonical: str, arguments: str) -> str | None:
         return "the function's schema refers to itself endlessly, so the arguments cannot be checked"
 
 
-async def json_problem(text: str, canonical: str | None, timeout_s: float) -> str | None:
+async def json_problem(text: str, canonical: str | None, timeout_s: float, tenant: str = "") -> str | None:
     """Why the model's JSON text (a call's arguments, a final answer) breaks the canonical schema (with none,
     why it is not a JSON object), in words for the model; None when it fits. The schema check runs in a
     worker process, bounded: the client's schema and the model's text decide its cost."""
@@ -232,7 +271,7 @@ async def json_problem(text: str, canonical: str | None, timeout_s: float) -> st
     if canonical is None:
         return None if isinstance(value, dict) else "it is not a JSON object"
     try:
-        problem: str | None = await run_isolated(timeout_s, argument_problem, canonical, text)
+        problem: str | None = await run_isolated(timeout_s, argument_problem, canonical, text, tenant=tenant)
         return problem
     except TooCostly as exc:
         return f"it could not be checked against the schema ({exc})"

@@ -32,7 +32,7 @@ from ..shapes.request import (
     GrammarInput,
     NamespaceFunction,
 )
-from ..shapes.schemas import InvalidSchema, checked_schema, json_problem
+from ..shapes.schemas import InvalidSchema, checked_schema, json_problem, schema_compiles
 from ..shapes.tool_search_models import TOOL_SEARCH_RECIPIENT, is_loaded
 from .base import DeclaredT, Tool, ToolContext
 from .loaded import LoadedTools
@@ -67,7 +67,8 @@ class ClientTools(Tool[DeclaredT]):
             if function.strict is False:  # OpenAI's default is strict
                 continue
             try:
-                self.schemas[recipient] = checked_schema(function.parameters)
+                self.schemas[recipient] = canonical = checked_schema(function.parameters)
+                await schema_compiles(canonical, self.context.services.config.isolation.schema_timeout_s, self.context.tenant)
             except InvalidSchema as exc:
                 raise bad_request(
                     f"Invalid schema for function '{function.name}': {exc}.", param=f"{param}.parameters", code="invalid_function_parameters"
@@ -153,7 +154,7 @@ class ClientTools(Tool[DeclaredT]):
             grammar = function.format
             problem = await input_problem(grammar.syntax, grammar.definition, text) if isinstance(grammar, GrammarInput) else None
             return None if problem is None else f"the input of {function.name} is not valid: {problem}. Call the tool again with input that is."
-        problem = await json_problem(text, self.schemas.get(recipient), self.context.services.config.isolation.schema_timeout_s)
+        problem = await json_problem(text, self.schemas.get(recipient), self.context.services.config.isolation.schema_timeout_s, self.context.tenant)
         if problem is None:
             return None
         return f"the arguments do not match the parameters of {function.name}: {problem}. Call the function again with arguments that do."
