@@ -454,3 +454,31 @@ def test_an_item_id_another_tenant_stored_first_is_still_ones_own(emulator: Proc
         response = _post(gateway, key, {"input": [{"type": "item_reference", "id": "msg_squatted"}]})
         assert response.status_code == 200, response.text
         assert f"{name}'s words" in response.json()["output"][-1]["content"][0]["text"]
+
+
+def _hold(seconds: float) -> str:  # in an isolation worker
+    time.sleep(seconds)
+    return "done"
+
+
+def test_background_work_never_takes_every_isolation_worker() -> None:
+    """Ingestion holding its whole share leaves a worker to a request's PDF or schema check, whose own time
+    limit starts only once it has a worker; a tenant's work waits behind at most one of another's."""
+    from runtime import isolation
+
+    async def main() -> float:
+        isolation.configure(workers=2, memory_bytes=1024**3)
+        await isolation.run_isolated(30, _hold, 0.0)  # workers started and warm
+        async with anyio.create_task_group() as tasks:
+            for _ in range(4):  # a backlog of ingestion, every piece slow
+                tasks.start_soon(lambda: isolation.run_isolated(30, _hold, 3.0, tenant="a", background=True))
+            share = isolation._limiters()[2]
+            while isolation._limiters()[0].busy < 1 or share.statistics().borrowed_tokens + share.statistics().tasks_waiting < 4:
+                await anyio.sleep(0.01)  # the backlog holds its share, the rest of it waiting
+            started = time.monotonic()
+            assert await isolation.run_isolated(1, _hold, 0.1, tenant="b") == "done"  # its 1 s starts once it has a worker
+            waited = time.monotonic() - started
+            tasks.cancel_scope.cancel()
+        return waited
+
+    assert anyio.run(main) < 2.5

@@ -108,13 +108,22 @@ class ChunkIndex:
     # -- ingestion ------------------------------------------------------------------------------------------
 
     async def claim(self, owner: str, live: set[str]) -> tuple[StoreFile, str | None] | None:
-        """Take the oldest file waiting for ingestion, nobody's or a replica's that is gone: the file, and its
-        blob (None when the upload was deleted meanwhile)."""
+        """Take a file waiting for ingestion, nobody's or a replica's that is gone: the file, and its blob
+        (None when the upload was deleted meanwhile). Tenants take turns: the oldest file of the tenant with
+        the fewest files being ingested now, so one tenant's thousand files never hold another's one."""
         marks = ",".join("?" * len(live))
         waiting = f"status = 'in_progress' AND (owner IS NULL OR owner NOT IN ({marks}))"
 
         async def work(tx: Tx) -> tuple[StoreFile, str | None] | None:
-            rows = await tx.fetch(f"SELECT {FILE_COLUMNS} FROM vector_store_files WHERE {waiting} ORDER BY seq LIMIT 1", *live)
+            oldest = await tx.fetch(f"SELECT tenant, MIN(seq) FROM vector_store_files WHERE {waiting} GROUP BY tenant LIMIT 256", *live)
+            if not oldest:
+                return None
+            counted = await tx.fetch(
+                f"SELECT tenant, COUNT(*) FROM vector_store_files WHERE status = 'in_progress' AND owner IN ({marks}) GROUP BY tenant", *live
+            )
+            busy = {str(row[0]): int(row[1]) for row in counted}
+            _, seq = min(oldest, key=lambda row: (busy.get(str(row[0]), 0), int(row[1])))
+            rows = await tx.fetch(f"SELECT {FILE_COLUMNS} FROM vector_store_files WHERE seq = ? AND {waiting}", seq, *live)
             if not rows:
                 return None
             file = StoreFile.from_row(rows[0])

@@ -51,7 +51,8 @@ def file_chunks(name: str, data: bytes, max_chars: int, chunking: Chunking) -> l
 
 def chunks_of(text: str, chunking: Chunking) -> list[str]:
     encoding = _encoding()
-    tokens = encoding.encode(text, allowed_special=set(), disallowed_special=())  # a `<|...|>` in a file is text, never a special token
+    # A `<|...|>` in a file is text, never a special token; long runs are cut first (quadratic in BPE).
+    tokens = harmony.encode_text(text)
     step = chunking.max_tokens - chunking.overlap_tokens
     chunks: list[str] = []
     for start in range(0, len(tokens), step):

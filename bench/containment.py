@@ -1,0 +1,136 @@
+"""Security 5: what one tenant's hostile load costs another (not a timed test; prints figures).
+
+Starts the engine emulator and one gateway (two tenants' keys), each in its own process. Tenant `b` sends
+one short request at a time and its latency is measured, p50 and p99, first alone, then while tenant `a`
+keeps a hostile load going:
+
+- `whitespace`: answers of 8,000 tokens of 128 spaces each (a model looping on whitespace), stored;
+- `renders`: `input_tokens` of prompts of ~900 KB of words, four at a time (the renderer's processes);
+- `schemas`: strict `text.format` schemas of 32 patterns `[a-z]{0,999}` each (compiled in workers).
+
+Then the renderer's throughput alone: prompts of ~200 KB a second, with 1 and with N processes.
+
+Run: .venv/bin/python bench/containment.py [--requests 60] [--processes 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from tests.conftest import Gateway, gateway_config, start_emulator  # noqa: E402
+
+MODEL = "openai/gpt-oss-20b"
+KEYS = [{"key": "sk-a", "tenant": "a"}, {"key": "sk-b", "tenant": "b"}]
+WORDS = " ".join(f"word{i % 977}" for i in range(150_000))  # ~900 KB
+
+
+def _whitespace(client: httpx.Client) -> None:
+    client.post("/v1/responses", json={"model": MODEL, "input": "loop [repeat 72056 8000]", "max_output_tokens": 20000})
+
+
+def _renders(client: httpx.Client) -> None:
+    client.post("/v1/responses/input_tokens", json={"model": MODEL, "input": WORDS})
+
+
+def _schemas(client: httpx.Client) -> None:
+    schema = {
+        "type": "object",
+        "properties": {f"p{i}": {"type": "string", "pattern": f"^[a-z]{{0,{960 + i + int(time.time() * 1000) % 30}}}$"} for i in range(32)},
+    }
+    client.post(
+        "/v1/responses",
+        json={"model": MODEL, "input": "hi", "text": {"format": {"type": "json_schema", "name": "x", "schema": schema, "strict": True}}},
+    )
+
+
+def measure(gateway: Gateway, requests: int) -> tuple[float, float]:
+    latencies = []
+    with httpx.Client(base_url=gateway.url, headers={"authorization": "Bearer sk-b"}, timeout=300) as client:
+        for n in range(requests):
+            started = time.perf_counter()
+            response = client.post("/v1/responses", json={"model": MODEL, "input": f"hello {n}", "max_output_tokens": 64})
+            assert response.status_code == 200, response.text
+            latencies.append((time.perf_counter() - started) * 1000)
+    latencies.sort()
+    return statistics.median(latencies), latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))]
+
+
+def under_load(gateway: Gateway, load: Callable[[httpx.Client], None], parallel: int, requests: int) -> tuple[float, float]:
+    stop = threading.Event()
+
+    def keep_going() -> None:
+        with httpx.Client(base_url=gateway.url, headers={"authorization": "Bearer sk-a"}, timeout=600) as client:
+            while not stop.is_set():
+                load(client)
+
+    threads = [threading.Thread(target=keep_going, daemon=True) for _ in range(parallel)]
+    for thread in threads:
+        thread.start()
+    time.sleep(2)  # the load under way
+    try:
+        return measure(gateway, requests)
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(600)
+
+
+def renderer_throughput(processes: int, prompts: int) -> float:
+    from openai_harmony import Message, Role
+
+    from gateway.engine.renderer import PromptRenderer
+
+    async def run() -> float:
+        renderer = PromptRenderer(processes)
+        text = WORDS[:200_000]
+        try:
+            await renderer.each([Message.from_role_and_content(Role.USER, "warm " * 5000)])
+            started = time.perf_counter()
+            await asyncio.gather(*(renderer.each([Message.from_role_and_content(Role.USER, f"{n} {text}")], f"t{n % 4}") for n in range(prompts)))
+            return prompts / (time.perf_counter() - started)
+        finally:
+            renderer.close()
+
+    return asyncio.run(run())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--requests", type=int, default=60)
+    parser.add_argument("--processes", type=int, default=2)
+    args = parser.parse_args()
+    workdir = Path(tempfile.mkdtemp(prefix="hg-bench-containment-"))
+    emulator = start_emulator(workdir)
+    config = gateway_config(emulator.url, workdir, auth={"api_keys": KEYS}, server={"render_processes": args.processes})
+    gateway = Gateway(config, workdir).start(timeout=60)
+    try:
+        figures: dict[str, Any] = {"idle": measure(gateway, args.requests)}
+        figures["whitespace answers (2 at a time)"] = under_load(gateway, _whitespace, 2, args.requests)
+        figures["900 KB renders (4 at a time)"] = under_load(gateway, _renders, 4, args.requests)
+        figures["32-pattern schemas (4 at a time)"] = under_load(gateway, _schemas, 4, args.requests)
+        print(f"tenant b's latency, {args.requests} short responses one after another (ms):")
+        for name, (p50, p99) in figures.items():
+            print(f"  {name:<36} p50 {p50:8.1f}   p99 {p99:8.1f}")
+        alive = httpx.get(gateway.url + "/ready").json()
+        print(f"gateway ready afterwards: {alive['status']}")
+    finally:
+        gateway.stop()
+        emulator.stop()
+    for processes in sorted({1, args.processes}):
+        print(f"renderer, {processes} process(es): {renderer_throughput(processes, 24):.1f} prompts of 200 KB a second")
+
+
+if __name__ == "__main__":
+    main()
