@@ -570,7 +570,7 @@ def test_one_tenants_dead_receivers_never_hold_anothers_webhook(emulator: Proces
     section = {
         "allowed_urls": [stuck.origin, fast.origin],
         **FAST_RETRIES,
-        "timeout_s": 3,
+        "timeout_s": 8,
         "max_concurrent": 8,
         "max_in_flight_per_tenant": 4,
         "breaker_failures": 2,
