@@ -286,6 +286,11 @@ class VectorStoresConfig(_Section):
     ingest_concurrency: int = Field(2, gt=0, le=64)
     # One file's extraction and chunking, in a worker process.
     ingest_timeout_s: float = Field(60.0, gt=0)
+    # A search's statements are stopped past this (a 400 for the API, a failed call for file_search); one
+    # tenant runs at most `max_searches_per_tenant` at once, tenants served in turn.
+    search_timeout_s: float = Field(5.0, gt=0, le=300)
+    max_concurrent_searches: int = Field(8, gt=0, le=1024)
+    max_searches_per_tenant: int = Field(2, gt=0, le=1024)
     # No section: search by words only (SQLite's FTS5, PostgreSQL's full-text search).
     embeddings: EmbeddingsConfig | None = None
 

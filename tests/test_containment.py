@@ -28,6 +28,7 @@ from tools.browser.guard import AddressPolicy
 
 from .conftest import MODEL, Gateway, Process, emulator_stats, start_emulator, stream_raw
 from .stream_checker import check_response_stream
+from .test_postgres import postgres  # noqa: F401  (the session's PostgreSQL server)
 
 SPACES_128 = 72056  # one token of 128 spaces (checked below)
 KEYS = [{"key": "sk-a", "tenant": "a"}, {"key": "sk-b", "tenant": "b"}]
@@ -482,3 +483,37 @@ def test_background_work_never_takes_every_isolation_worker() -> None:
         return waited
 
     assert anyio.run(main) < 2.5
+
+
+@pytest.mark.parametrize("dialect", ["sqlite", "postgresql"])
+def test_a_statement_past_its_time_limit_is_stopped_and_the_connection_serves_on(dialect: str, postgres: Any, tmp_path: Any) -> None:
+    """What bounds a vector-store search: its transaction's time limit stops a statement that runs on (a
+    filter of many values over many chunks), and the next statement is served."""
+    from gateway.storage import TooSlow, open_database
+
+    url = f"sqlite:///{tmp_path}/limit.sqlite3" if dialect == "sqlite" else postgres.new_database()
+    endless = (
+        "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 1000000000) SELECT COUNT(*) FROM n"
+        if dialect == "sqlite"
+        else "SELECT pg_sleep(30)"
+    )
+
+    async def check() -> float:
+        db = open_database(url, retry_s=1, pool_size=2)
+        await db.start()
+        try:
+
+            async def limited(tx: Any) -> Any:
+                await tx.limit_time(0.3)
+                return await tx.fetch(endless)
+
+            started = time.monotonic()
+            with pytest.raises(TooSlow):
+                await db.transaction(limited)
+            took = time.monotonic() - started
+            assert (await db.fetch("SELECT 1"))[0][0] == 1
+            return took
+        finally:
+            await db.close()
+
+    assert anyio.run(check) < 5

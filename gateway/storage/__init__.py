@@ -7,9 +7,9 @@ lives here, over the interface: `response_store.py` (responses and a background 
 `paging.py`, the list endpoints' pages.
 """
 
-from .database import Conflict, Database, StorageError, Tx, UnstorableValue
+from .database import Conflict, Database, StorageError, TooSlow, Tx, UnstorableValue
 
-__all__ = ["Conflict", "Database", "StorageError", "Tx", "UnstorableValue", "open_database"]
+__all__ = ["Conflict", "Database", "StorageError", "TooSlow", "Tx", "UnstorableValue", "open_database"]
 
 
 def open_database(url: str, *, retry_s: float, pool_size: int) -> Database:

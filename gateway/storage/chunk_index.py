@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import Database, StorageError, Tx
-from .database import Dialect
+from .database import Dialect, Row
 from .vector_store_store import FILE_COLUMNS, StoreFile
 
 EMBEDDINGS_KEY = "embeddings"  # gateway_keys: the model and dimensions the stored vectors were made with
@@ -65,10 +65,20 @@ class Written:
 
 
 class ChunkIndex:
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, search_timeout_s: float = 5.0) -> None:
         self.db = db
         self.dialect = db.dialect
         self.vectors = False  # chunks are written with their vectors (prepare_vectors was called)
+        # Each search statement's limit (TooSlow past it): on SQLite a search holds every tenant's one
+        # connection, and a filter's cost is the client's choice.
+        self.search_timeout_s = search_timeout_s
+
+    async def _searched(self, sql: str, *params: Any) -> list[Row]:
+        async def work(tx: Tx) -> list[Row]:
+            await tx.limit_time(self.search_timeout_s)
+            return await tx.fetch(sql, *params)
+
+        return await self.db.transaction(work)
 
     async def prepare_vectors(self, model: str, dimensions: int) -> None:
         """Make the database ready for vectors of `dimensions` (pgvector's column and index on PostgreSQL), and
@@ -202,14 +212,14 @@ class ChunkIndex:
                 f"SELECT c.seq, ts_rank(c.words, q) AS rank FROM to_tsquery('english', ?) q, vector_store_chunks c{join} "
                 f"WHERE c.words @@ q AND {where} ORDER BY rank DESC LIMIT ?"
             )
-            rows = await self.db.fetch(sql, " | ".join(terms), *params, limit)
+            rows = await self._searched(sql, " | ".join(terms), *params, limit)
             return [(int(seq), float(rank)) for seq, rank in rows]
         sql = (
             "SELECT c.seq, bm25(vector_store_chunks_fts) AS rank FROM vector_store_chunks_fts "
             f"JOIN vector_store_chunks c ON c.seq = vector_store_chunks_fts.rowid{join} "
             f"WHERE vector_store_chunks_fts MATCH ? AND {where} ORDER BY rank LIMIT ?"
         )
-        rows = await self.db.fetch(sql, " OR ".join(f'"{term}"' for term in terms), *params, limit)
+        rows = await self._searched(sql, " OR ".join(f'"{term}"' for term in terms), *params, limit)
         return [(int(seq), -float(rank)) for seq, rank in rows]  # BM25 as FTS5 gives it: lower is better
 
     async def by_vector(self, scope: Scope, vector: list[float], limit: int) -> list[tuple[int, float]]:
@@ -221,11 +231,11 @@ class ChunkIndex:
                 f"SELECT c.seq, c.embedding <=> ?::vector AS distance FROM vector_store_chunks c{join} "
                 f"WHERE c.embedding IS NOT NULL AND {where} ORDER BY distance LIMIT ?"
             )
-            rows = await self.db.fetch(sql, query, *params, limit)
+            rows = await self._searched(sql, query, *params, limit)
         elif not scope.filter_sql:  # sqlite-vec's k-nearest search, store by store (its partitions)
             rows = []
             for store_id in scope.store_ids:
-                rows += await self.db.fetch(
+                rows += await self._searched(
                     "SELECT rowid, distance FROM vector_store_vectors WHERE embedding MATCH ? AND k = ? AND vector_store_id = ?",
                     query,
                     limit,
@@ -237,7 +247,7 @@ class ChunkIndex:
                 f"SELECT c.seq, vec_distance_cosine(v.embedding, ?) AS distance FROM vector_store_chunks c{join} "
                 f"JOIN vector_store_vectors v ON v.rowid = c.seq WHERE {where} ORDER BY distance LIMIT ?"
             )
-            rows = await self.db.fetch(sql, query, *params, limit)
+            rows = await self._searched(sql, query, *params, limit)
         return [(int(seq), 1.0 - float(distance)) for seq, distance in rows]
 
     async def chunks(self, seqs: list[int]) -> dict[int, Chunk]:

@@ -21,6 +21,11 @@ class StorageError(Exception):
     """The database could not be reached, or failed, for longer than the retry window."""
 
 
+class TooSlow(StorageError):
+    """A statement ran past the time its transaction allowed it (`Tx.limit_time`): the input's cost, not the
+    database's fault."""
+
+
 class Conflict(Exception):
     """A unique key the statement would have written twice."""
 
@@ -46,6 +51,10 @@ class Tx(abc.ABC):
     async def lock(self, key: str) -> None:
         """Hold the lock named `key` until the transaction ends; another transaction taking it waits. A
         check and the write it allows (a quota's SUM, then an INSERT) are one step when both hold it."""
+
+    @abc.abstractmethod
+    async def limit_time(self, seconds: float) -> None:
+        """The statements after this one in the transaction are stopped past `seconds` each (TooSlow)."""
 
 
 class Dialect(enum.StrEnum):

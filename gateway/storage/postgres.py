@@ -16,7 +16,7 @@ from typing import Any, Awaitable, Callable, TypeVar
 import anyio
 import asyncpg
 
-from .database import Conflict, Database, Dialect, Row, StorageError, Tx, UnstorableValue
+from .database import Conflict, Database, Dialect, Row, StorageError, TooSlow, Tx, UnstorableValue
 from .migrations import migrate
 
 T = TypeVar("T")
@@ -107,6 +107,8 @@ class PostgreSQL(Database):
                 if self._closing or time.monotonic() + delay > deadline:
                     raise StorageError(f"PostgreSQL is unreachable: {exc}") from exc
                 log.warning("PostgreSQL unreachable (%s); trying again in %.2fs", exc.__class__.__name__, delay)
+            except asyncpg.QueryCanceledError as exc:  # statement_timeout (limit_time), or a cancel by an operator
+                raise TooSlow(f"PostgreSQL stopped the statement: {exc}") from exc
             except asyncpg.PostgresError as exc:
                 raise StorageError(f"PostgreSQL failed: {exc}") from exc
             await anyio.sleep(delay)
@@ -179,6 +181,9 @@ class _PostgresTx(Tx):
         # Read Committed lets two transactions read the same SUM before either inserts: a transaction
         # lock on the key's hash serialises them (a collision of two keys only makes them wait).
         await self._connection.execute("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", key)
+
+    async def limit_time(self, seconds: float) -> None:
+        await self._connection.execute(f"SET LOCAL statement_timeout = {max(1, int(seconds * 1000))}")
 
     async def executemany(self, sql: str, rows: list[tuple[Any, ...]]) -> None:
         try:

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import logging
 import sqlite3
+import time
 from pathlib import Path
 from typing import Any, Awaitable, Callable, TypeVar
 
 import anyio
 import anyio.to_thread
 
-from .database import Conflict, Database, Dialect, Row, StorageError, Tx
+from .database import Conflict, Database, Dialect, Row, StorageError, TooSlow, Tx
 from .migrations import migrate
 
 T = TypeVar("T")
@@ -61,6 +62,8 @@ class SQLite(Database):
                 with anyio.CancelScope(shield=True):
                     await _run(db.execute, "ROLLBACK")
                 raise
+            finally:
+                db.set_progress_handler(None, 0)  # a time limit ends with its transaction
             with anyio.CancelScope(shield=True):  # a commit that started lands, cancelled or not
                 await _run(db.execute, "COMMIT")
             return result
@@ -77,9 +80,10 @@ class SQLite(Database):
 class _SQLiteTx(Tx):
     def __init__(self, db: sqlite3.Connection) -> None:
         self._db = db
+        self._limit_s: float | None = None
 
     async def fetch(self, sql: str, *params: Any) -> list[Row]:
-        return await _run(lambda: self._db.execute(sql, params).fetchall())
+        return await _run(self._timed(lambda: self._db.execute(sql, params).fetchall()))
 
     async def execute(self, sql: str, *params: Any) -> int:
         return await _run(lambda: self._db.execute(sql, params).rowcount)
@@ -89,6 +93,23 @@ class _SQLiteTx(Tx):
 
     async def lock(self, key: str) -> None:
         """Nothing to take: a transaction begins IMMEDIATE, so writers already run one at a time."""
+
+    async def limit_time(self, seconds: float) -> None:
+        self._limit_s = seconds
+
+    def _timed(self, statement: Callable[[], T]) -> Callable[[], T]:
+        """The statement, interrupted past the transaction's time limit: SQLite calls the handler every
+        thousand steps. The one connection is every tenant's: no statement holds it past the limit."""
+        limit = self._limit_s
+        if limit is None:
+            return statement
+
+        def run() -> T:
+            deadline = time.monotonic() + limit
+            self._db.set_progress_handler(lambda: int(time.monotonic() > deadline), 1000)
+            return statement()
+
+        return run
 
 
 def _load_sqlite_vec(db: sqlite3.Connection) -> bool:
@@ -115,6 +136,10 @@ async def _run(function: Callable[..., T], *args: Any) -> T:
     except sqlite3.IntegrityError as exc:
         if "UNIQUE" in str(exc) or "PRIMARY KEY" in str(exc):
             raise Conflict(str(exc)) from None
+        raise StorageError(str(exc)) from exc
+    except sqlite3.OperationalError as exc:
+        if str(exc) == "interrupted":  # past its transaction's time limit (limit_time)
+            raise TooSlow("the statement took longer than its time limit") from None
         raise StorageError(str(exc)) from exc
     except sqlite3.Error as exc:
         raise StorageError(str(exc)) from exc

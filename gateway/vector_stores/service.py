@@ -4,12 +4,15 @@ the chunks and their search (storage/chunk_index.py, search.py), the limits (con
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from runtime.fair import FairLimiter
 
 from ..config import VectorStoresConfig
 from ..errors import bad_request, not_found
 from ..files.service import FileService
 from ..protocol import IngestStatus
+from ..storage import TooSlow
 from ..storage.chunk_index import ChunkIndex, Scope
 from ..storage.file_store import TooMany
 from ..storage.vector_store_store import StoreFile, VectorStore, VectorStoreStore
@@ -25,6 +28,10 @@ class VectorStoreService:
     index: ChunkIndex
     searcher: Searcher
     files: FileService
+    searches: FairLimiter = field(init=False)  # tenants in turn, each within its share
+
+    def __post_init__(self) -> None:
+        self.searches = FairLimiter(self.config.max_concurrent_searches, self.config.max_searches_per_tenant)
 
     async def close(self) -> None:
         if self.searcher.embeddings is not None:
@@ -90,6 +97,15 @@ class VectorStoreService:
         except FilterError as exc:
             raise bad_request(f"Invalid filters: {exc}.", param=param) from None
         store_ids = [store.id for store in stores]
-        found = await self.searcher.search(Scope(store_ids, sql, params), queries, max_results, ranking)
+        tenant = stores[0].tenant if stores else ""
+        try:
+            async with self.searches.slot(tenant):
+                found = await self.searcher.search(Scope(store_ids, sql, params), queries, max_results, ranking)
+        except TooSlow:
+            raise bad_request(
+                f"The search took longer than {self.config.search_timeout_s:g} s: narrow its filters or its queries.",
+                param=param,
+                code="search_too_costly",
+            ) from None
         await self.store.touch(store_ids)
         return found

@@ -108,6 +108,8 @@ class Deliverer:
                 await self.outbox.record(due, attempt, outcome, next_at)
             except StorageError as exc:  # its claim runs out, and it is tried again: at least once
                 log.warning("webhook %s: the attempt's outcome was not recorded (%s)", due.id, exc)
+            except Exception:  # a fault of the gateway's own: this delivery's claim runs out too, the others go on
+                log.exception("webhook %s: the attempt's outcome was not recorded", due.id)
         finally:
             self._in_flight -= 1
             self.shares.ended(due, answered)
@@ -171,3 +173,5 @@ class Deliverer:
             await self.outbox.prune(time.time() - self.config.keep_s)
         except StorageError as exc:
             log.warning("ended webhook deliveries not pruned: %s", exc)
+        except Exception:  # tried again at the next prune; the deliveries go on
+            log.exception("ended webhook deliveries not pruned")

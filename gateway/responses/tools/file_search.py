@@ -22,7 +22,7 @@ from tools.browser.pages import plain_brackets
 
 from ...engine.harmony import ToolDescription, ToolNamespaceConfig
 from ...engine.structural_tag import CallShape, json_schema
-from ...errors import bad_request
+from ...errors import APIError, bad_request
 from ...protocol import EventType, Include, ItemStatus
 from ...storage.vector_store_store import VectorStore
 from ...vector_stores.filters import FilterError, filter_sql
@@ -191,7 +191,14 @@ class FileSearch(Tool[FileSearchTool]):
             output.emit(item.finished(output.events, [], [], failed=True))
             return
         service, limit = self.context.services.vector_stores, tool.max_num_results or DEFAULT_RESULTS
-        found = await service.search(self.stores, queries, tool.filters, limit, ranking_of(tool.ranking_options))
+        try:
+            found = await service.search(self.stores, queries, tool.filters, limit, ranking_of(tool.ranking_options))
+        except APIError as exc:  # a search past its time limit: the call fails, the model is told why
+            if exc.code != "search_too_costly":
+                raise
+            call.output = f"Error: {exc.message}"
+            output.emit(item.finished(output.events, queries, [], failed=True))
+            return
         call.output = self._shown(queries, found)
         results = [
             {"file_id": f.chunk.file_id, "filename": f.chunk.filename, "score": f.score, "text": f.chunk.text, "attributes": f.chunk.attributes}
