@@ -45,6 +45,11 @@ class TooCostly(Exception):
     """The work passed its time or memory limit (or its worker died): the input is to blame."""
 
 
+class WorkFailed(Exception):
+    """Raised in the worker in place of whatever else the work raised (a Rust panic is a BaseException
+    that does not pickle): a plain message that always travels back."""
+
+
 class OutOfTime(BaseException):
     """Raised in the worker when the work's time is up (picklable: it travels back to the caller). A
     BaseException, like KeyboardInterrupt, so that the work's own `except Exception` cannot swallow it."""
@@ -86,6 +91,8 @@ async def run_isolated(timeout_s: float, function: Callable[[Unpack[Args]], T], 
         raise TooCostly(f"it needed more than {_settings['memory_bytes'] // 1024**2} MB of memory") from None
     except anyio.BrokenWorkerProcess:
         raise TooCostly("its worker process died") from None
+    except WorkFailed as exc:
+        raise TooCostly(f"it failed ({exc})") from None
 
 
 def _limited(memory_bytes: int, timeout_s: float, function: Callable[..., T], *args: object) -> T:
@@ -98,6 +105,10 @@ def _limited(memory_bytes: int, timeout_s: float, function: Callable[..., T], *a
     signal.setitimer(signal.ITIMER_REAL, timeout_s)
     try:
         return function(*args)
+    except (OutOfTime, MemoryError):
+        raise
+    except BaseException as exc:  # the work's own failure, whatever it is, travels back as a plain one
+        raise WorkFailed(type(exc).__name__) from None
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
 

@@ -517,3 +517,16 @@ def test_a_statement_past_its_time_limit_is_stopped_and_the_connection_serves_on
             await db.close()
 
     assert anyio.run(check) < 5
+
+
+def test_isolated_work_that_panics_fails_alone() -> None:
+    """A Rust panic in a worker (a BaseException that does not pickle) comes back as the work's failure;
+    the worker pool serves the next call."""
+    from runtime import isolation
+
+    async def main() -> str:
+        with pytest.raises(isolation.TooCostly, match="it failed"):
+            await isolation.run_isolated(5, _panic, None)
+        return await isolation.run_isolated(5, _hold, 0.0)
+
+    assert anyio.run(main) == "done"
