@@ -646,3 +646,43 @@ def test_claims_deal_slots_to_tenants_in_turn_within_their_caps() -> None:
     assert shares.tenant("a") == 2
     shares.ended(due, answered=True)
     assert shares.endpoint("e1") == 2 and shares.tenant("a") == 3
+
+
+@pytest.mark.parametrize("dialect", ["sqlite", "postgresql"])
+def test_a_claim_deals_deliveries_to_tenants_in_turn(dialect: str, postgres: Any, tmp_path: Path) -> None:  # noqa: F811
+    """Tenant t's backlog of 100 older deliveries does not fill a claim: tenant other's come in the first
+    batch, and a blocked endpoint's are left where they are."""
+    from gateway.storage import open_database
+    from gateway.storage.webhook_outbox import Room, WebhookOutbox
+    from gateway.storage.webhook_store import Endpoint, SigningSecrets, WebhookStore
+
+    url = f"sqlite:///{tmp_path}/fair.sqlite3" if dialect == "sqlite" else postgres.new_database()
+
+    class Blocked(Room):
+        def blocked(self) -> list[str]:
+            return ["we_t2"]
+
+    async def check() -> None:
+        db = open_database(url, retry_s=1, pool_size=4)
+        await db.start()
+        try:
+            outbox, endpoints = WebhookOutbox(db), WebhookStore(db)
+            secrets = SigningSecrets("sealed", "whsec_****abcd")
+            for endpoint_id, tenant in [("we_t", "t"), ("we_other", "other")]:
+                await endpoints.create(Endpoint(endpoint_id, tenant, "n", "https://x/", ["response.failed"], secrets, 1, 1), 10)
+            await db.execute("INSERT INTO replicas (id, heartbeat_at) VALUES (?, ?)", "r1", time.time() + 60)  # its claims hold
+            for n in range(100):
+                await db.transaction(lambda tx, n=n: outbox.enqueue(tx, "t", "response.failed", b"{}", time.time(), lambda: f"wh_t{n}"))
+            for n in range(3):
+                await db.transaction(lambda tx, n=n: outbox.enqueue(tx, "other", "response.failed", b"{}", time.time(), lambda: f"wh_o{n}"))
+            batch = await outbox.claim("r1", 4, 30, time.time() - 10)
+            assert sorted(due.tenant for due in batch) == ["other", "other", "t", "t"]
+            await endpoints.create(Endpoint("we_t2", "t", "n", "https://y/", ["response.failed"], secrets, 1, 1), 10)
+            ids = iter(["wh_t100", "wh_t101"])  # one for each of tenant t's endpoints
+            await db.transaction(lambda tx: outbox.enqueue(tx, "t", "response.failed", b"{}", time.time(), lambda: next(ids)))
+            rest = await outbox.claim("r1", 1000, 30, time.time() - 10, Blocked())
+            assert len(rest) == 100 and "we_t2" not in {due.endpoint_id for due in rest}
+        finally:
+            await db.close()
+
+    asyncio.run(check())
