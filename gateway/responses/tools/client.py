@@ -152,7 +152,9 @@ class ClientTools(Tool[DeclaredT]):
         function = self.callables[recipient][0]
         if isinstance(function, CustomTool):
             grammar = function.format
-            problem = await input_problem(grammar.syntax, grammar.definition, text) if isinstance(grammar, GrammarInput) else None
+            problem = (
+                await input_problem(grammar.syntax, grammar.definition, text, self.context.tenant) if isinstance(grammar, GrammarInput) else None
+            )
             return None if problem is None else f"the input of {function.name} is not valid: {problem}. Call the tool again with input that is."
         problem = await json_problem(text, self.schemas.get(recipient), self.context.services.config.isolation.schema_timeout_s, self.context.tenant)
         if problem is None:

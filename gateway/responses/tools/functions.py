@@ -73,7 +73,7 @@ class FunctionTools(ClientTools[FunctionTool | CustomTool]):
         for tool in self.declared:
             if isinstance(tool, CustomTool) and isinstance(tool.format, GrammarInput):
                 try:
-                    await check_grammar(tool.format.syntax, tool.format.definition)
+                    await check_grammar(tool.format.syntax, tool.format.definition, self.context.tenant)
                 except InvalidGrammar as exc:
                     raise bad_request(
                         f"Invalid grammar for custom tool '{tool.name}': {exc}.", param=f"{self.param(tool)}.format.definition"
