@@ -295,12 +295,13 @@ class GrowingPrompt:
             self._pieces[index] = piece
 
 
+def _part_text(part: Any) -> str:
+    """The text of a message's part: a text part's, or a system or developer message's instructions."""
+    return getattr(part, "text", None) or getattr(part, "instructions", None) or ""
+
+
 def text_size(messages: list[Message]) -> int:
-    size = 0
-    for message in messages:
-        for part in message.content:
-            size += len(getattr(part, "text", None) or getattr(part, "instructions", None) or "")
-    return size
+    return sum(len(_part_text(part)) for message in messages for part in message.content)
 
 
 def render_messages(messages: list[Message]) -> list[int]:
@@ -331,7 +332,7 @@ def encode_text(text: str) -> list[int]:
 
 
 def _has_long_run(message: Message) -> bool:
-    return any(has_long_run(getattr(part, "text", None) or getattr(part, "instructions", None) or "", MAX_RUN_CHARS) for part in message.content)
+    return any(has_long_run(_part_text(part), MAX_RUN_CHARS) for part in message.content)
 
 
 def _render_in_pieces(messages: list[Message]) -> list[int]:

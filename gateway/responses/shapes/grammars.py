@@ -2,8 +2,8 @@
 
 Both the grammar (the client's) and the text (the model's) are hostile. A `regex` grammar runs on RE2,
 linear in the text, but its compile is linear in a program that bounded repetitions multiply: it is
-compiled and matched in an isolation worker (runtime/isolation.py), never on the event loop. A `lark` grammar is built and run by Lark's LALR parser in a worker process with a
-time limit: Lark matches terminals with Python's backtracking `re`, so a terminal like `(a+)+$` could
+compiled and matched in an isolation worker (runtime/isolation.py), never on the event loop. A `lark`
+grammar is built and run by Lark's LALR parser in a worker process with a time limit: Lark matches terminals with Python's backtracking `re`, so a terminal like `(a+)+$` could
 otherwise hold the event loop; the worker is killed when the limit passes.
 """
 
