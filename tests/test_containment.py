@@ -530,3 +530,32 @@ def test_isolated_work_that_panics_fails_alone() -> None:
         return await isolation.run_isolated(5, _hold, 0.0)
 
     assert anyio.run(main) == "done"
+
+
+def test_the_renderer_serves_tenants_in_turn() -> None:
+    """One renderer process: tenant a's six large renders queued first, then tenant b's one. B's is done
+    after at most two of a's (a's first holds the process, the turn then goes to b), not after all six as
+    the process pool's own first-come order would have it."""
+
+    async def main() -> list[str]:
+        renderer = PromptRenderer(processes=1)
+        done: list[str] = []
+        big = [Message.from_role_and_content(Role.USER, "word " * 40_000)]
+
+        async def render(tenant: str) -> None:
+            await renderer.each(big, tenant)
+            done.append(tenant)
+
+        try:
+            await renderer.each([Message.from_role_and_content(Role.USER, "warm " * 5000)], "w")
+            async with anyio.create_task_group() as tasks:
+                for _ in range(6):
+                    tasks.start_soon(render, "a")
+                await anyio.sleep(0)
+                tasks.start_soon(render, "b")
+        finally:
+            renderer.close()
+        return done
+
+    done = anyio.run(main)
+    assert done.index("b") <= 2, done
