@@ -89,6 +89,7 @@ class EngineConfig(_Section):
 class SocketConfig(_Section):
     """The Responses API's WebSocket mode (`client.responses.connect()`)."""
 
+    enabled: bool = Field(True, description="false: upgrades are refused (404) and clients use HTTP (Codex falls back on its own)")
     max_per_tenant: int = Field(16, ge=1, description="Open sockets one tenant may hold; more are refused with a 429")
     idle_timeout_s: float = Field(600.0, gt=0, description="A socket with nothing received and nothing running this long is closed")
     max_queued: int = Field(8, ge=1, description="response.create events waiting behind the running one; more are errors")

@@ -9,6 +9,8 @@ import openai
 import pytest
 
 from .conftest import MODEL, Process, emulator_stats, start_emulator, stream_sdk
+from .test_background import poll
+from .test_websocket import until_end
 
 HEAD = "Summary of the conversation so far (earlier turns were compacted):\n"
 SEARCH = {"type": "tool_search"}
@@ -117,3 +119,93 @@ def test_a_compaction_item_added_to_a_conversation_replaces_what_came_before(gat
     prompt = emulator_stats(emulator)["last_prompt"]
     assert "You said: plan the trip" not in prompt and HEAD + "[[done 0]]" in prompt
     assert "users=['plan the trip', 'book it', 'and now? [recall]']" in later.output_text
+
+
+TRIGGER = {"type": "compaction_trigger"}
+
+
+def compactions(output: list[Any]) -> list[Any]:
+    return [item for item in output if item.type == "compaction"]
+
+
+def test_a_compaction_trigger_answers_with_one_compaction_item(gateway: Any, emulator: Process) -> None:
+    """SDK 3.57's `compaction_trigger`, last in the input: the response compacts what comes before it and
+    its one output item is the compaction (no answer is generated); streamed or not, stored or not."""
+    client = gateway.client()
+    history = [{"role": "user", "content": "plan the trip"}, {"role": "assistant", "content": "Paris, then Rome."}]
+    compacted = client.responses.create(model=MODEL, input=[*history, TRIGGER])
+    assert compacted.status == "completed" and [item.type for item in compacted.output] == ["compaction"]
+    assert compacted.usage is not None and compacted.usage.input_tokens > 0 and compacted.usage.output_tokens > 0
+    item = compacted.output[0]
+    assert item.id.startswith("cmp_") and "done" not in item.encrypted_content  # type: ignore[union-attr]
+    # Stored: the next response goes on from the summary, without what it replaced.
+    after = client.responses.create(model=MODEL, input="and now? [recall]", previous_response_id=compacted.id)
+    prompt = emulator_stats(emulator)["last_prompt"]
+    assert HEAD + "[[done 0]] The work goes on." in prompt and "Paris, then Rome." not in prompt
+    assert "users=['plan the trip', 'and now? [recall]']" in after.output_text
+    # Streamed, as Codex reads it: one compaction item among the items done, then response.completed.
+    events = stream_sdk(client, input=[*history, TRIGGER], store=False)
+    done = [event["item"]["type"] for event in events if event["type"] == "response.output_item.done"]
+    assert done == ["compaction"]
+    assert [event["type"] for event in events][-1] == "response.completed"
+    assert events[-1]["response"]["usage"]["total_tokens"] > 0
+    assert "response.compaction.compacting" in [event["type"] for event in events]
+    # Sent back (what Codex keeps: the user's messages and the item), it is read as any compaction item.
+    sent_back = [history[0], events[-1]["response"]["output"][0], {"role": "user", "content": "go on [recall]"}]
+    again = client.responses.create(model=MODEL, input=sent_back, store=False)
+    assert "users=['plan the trip', 'go on [recall]']" in again.output_text
+    assert HEAD + "[[done 0]]" in emulator_stats(emulator)["last_prompt"]
+
+
+def test_a_compaction_trigger_in_the_background_and_on_a_socket(gateway: Any, emulator: Process) -> None:
+    client = gateway.client()
+    queued = client.responses.create(model=MODEL, input=[{"role": "user", "content": "plan the trip"}, TRIGGER], background=True)
+    ended = poll(client, queued.id)
+    assert ended.status == "completed" and [item.type for item in ended.output] == ["compaction"]
+    # On the socket, incremental as Codex sends it: the previous `store: false` response, then the trigger alone.
+    with client.responses.connect() as connection:
+        connection.response.create(model=MODEL, input="plan the trip", store=False)
+        first = until_end(connection)[-1]["response"]
+        connection.response.create(model=MODEL, input=[TRIGGER], previous_response_id=first["id"], store=False)
+        events = until_end(connection)
+        assert [event["item"]["type"] for event in events if event["type"] == "response.output_item.done"] == ["compaction"]
+        assert events[-1]["type"] == "response.completed"
+        # A trigger with nothing before it compacts nothing: an error event, and the socket goes on.
+        connection.response.create(model=MODEL, input=[TRIGGER], store=False)
+        (error,) = until_end(connection)
+        assert error["type"] == "error" and error["error"]["param"] == "input"
+    gateway_log = gateway.log.read_text()
+    assert "WEBSOCKET /v1/responses response.create 400" in gateway_log  # the refusal is in the access log
+
+
+@pytest.mark.parametrize(
+    ("items", "param", "words"),
+    [
+        ([TRIGGER, {"role": "user", "content": "hi"}], "input[0]", "must be the last input item"),
+        ([{"type": "program", "id": "p1", "call_id": "c1", "code": "1", "fingerprint": "f"}], "input[0].type", "'program' items are not supported"),
+        (
+            [{"role": "user", "content": "hi"}, {"type": "program_output", "id": "p", "call_id": "c", "result": "1", "status": "completed"}],
+            "input[1].type",
+            "programmatic tool calling",
+        ),
+        (
+            [{"role": "user", "content": "hi"}, {"type": "computer_call_output", "call_id": "c", "output": {}}],
+            "input[1].type",
+            "'computer_call_output' is not a type",
+        ),
+    ],
+)
+def test_items_nothing_here_reads_are_refused_by_path(gateway: Any, items: list[dict[str, Any]], param: str, words: str) -> None:
+    with pytest.raises(openai.BadRequestError) as err:
+        gateway.client().responses.create(model=MODEL, input=items)
+    body = err.value.body
+    assert body["param"] == param and words in body["message"], body
+    assert "_item_type" not in body["message"] and "tag" not in body["message"]
+
+
+def test_codex_bookkeeping_on_items_is_accepted_and_ignored(gateway: Any, emulator: Process) -> None:
+    passthrough = {"turn_id": "t1", "create_time": 1764250000, "content_item_kinds": ["input_text"]}
+    message = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "hi there"}]}
+    answer = gateway.client().responses.create(model=MODEL, input=[message | {"internal_chat_message_metadata_passthrough": passthrough}])
+    assert answer.output_text == "You said: hi there"
+    assert "turn_id" not in emulator_stats(emulator)["last_prompt"]

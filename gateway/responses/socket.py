@@ -31,6 +31,7 @@ from ..errors import APIError, refuse_websocket
 from ..jsontext import dumps
 from ..protocol import ResponseStatus
 from ..web.body import INLINE_BYTES, parse_json
+from ..web.middleware import access_log, new_request_id, request_id_var
 from .history.dialog_plan import Remembered
 from .loop.run import ResponseRun
 from .needs import ResponsesNeeds, needs_of
@@ -72,6 +73,11 @@ class ResponsesSocketApp:
         services = needs_of(websocket)
         tenant: str = websocket.scope["state"]["tenant"]  # the middleware checked the key
         config = services.config.server.websocket
+        if not config.enabled:
+            await refuse_websocket(
+                websocket, APIError(404, "The Responses WebSocket mode is off on this gateway: use HTTP.", code="websocket_disabled")
+            )
+            return
         if services.drain.draining:
             await refuse_websocket(websocket, APIError(503, "The gateway is shutting down.", type="server_error", code="server_shutting_down"))
             return
@@ -135,13 +141,15 @@ class ResponsesSocket:
         size = len(data) if isinstance(data, bytes) or len(data) * 4 <= self.limits.max_bytes else len(data.encode())
         if size > self.limits.max_bytes:
             await self._error(
-                APIError(413, f"The event is larger than this gateway's limit of {self.limits.max_bytes} bytes.", code="request_too_large")
+                APIError(413, f"The event is larger than this gateway's limit of {self.limits.max_bytes} bytes.", code="request_too_large"),
+                started=time.perf_counter(),
             )
             return
+        received = time.perf_counter()
         try:
             event = (await parse_json(data, ClientEvent, self.limits)).root
         except APIError as exc:
-            await self._error(exc)
+            await self._error(exc, started=received)
             return
         if isinstance(event, SteerEvent):
             await self._steer(event, size)
@@ -150,12 +158,13 @@ class ResponsesSocket:
             await self._error(
                 APIError(429, f"At most {self.config.max_queued} responses may wait on one socket.", code="too_many_queued_responses"),
                 event.stream_id,
+                received,
             )
             return
         weight = parsed_weight(data) if size <= INLINE_BYTES else await run_cpu(parsed_weight, data)
         if self.queued and self.queued_weight + weight > self.config.max_queued_bytes:
             message = f"The responses waiting on this socket may take at most {self.config.max_queued_bytes} bytes once parsed; wait for them to run."
-            await self._error(APIError(429, message, code="too_many_queued_responses"), event.stream_id)
+            await self._error(APIError(429, message, code="too_many_queued_responses"), event.stream_id, received)
             return
         self.queued += 1
         self.queued_weight += weight
@@ -186,12 +195,14 @@ class ResponsesSocket:
         if waiting:  # queued for a response that stopped for the client: put in front of its continuation
             request.input = [message for steer in waiting for message in steer.messages] + _as_items(request.input)
         carried = steers or waiting
+        started = time.perf_counter()
+        request_id_var.set(new_request_id())  # its log lines, the run's among them, name it as an HTTP request's do
         try:
             refuse_while_draining(self.services.drain)
             run = ResponseRun(self.services, request, self.tenant, remembered=self.remembered, generate=event.generate is not False)
             await run.launch()
         except APIError as exc:
-            await self._error(exc, event.stream_id)
+            await self._error(exc, event.stream_id, started)
             for steer in carried:
                 await self._send_own(failed(steer, steer.previous_response_id, steer.input, SteerError.SUCCESSOR_FAILED, exc.message))
             return None
@@ -205,7 +216,9 @@ class ResponsesSocket:
                 run.cancel()
         if run.journal is not None and run.journal.taken_over:  # its last events are another replica's, stored
             message = "Another replica took this response over: retrieve it, or resume its stream over HTTP."
-            await self._error(APIError(503, message, type="server_error", code="response_taken_over"), event.stream_id)
+            await self._error(APIError(503, message, type="server_error", code="response_taken_over"), event.stream_id, started)
+        else:
+            self._log_access(200, started)
         response_id = run.response["id"]
         self.ended.add(response_id)
         self.remembered = await run.ending.remembered()
@@ -277,11 +290,21 @@ class ResponsesSocket:
 
     # -- sending -------------------------------------------------------------------------------------------
 
-    async def _error(self, error: APIError, stream_id: str | None = None) -> None:
+    async def _error(self, error: APIError, stream_id: str | None = None, started: float | None = None) -> None:
+        """An `error` event; with `started`, the refusal of a client's event, logged as a request's would be."""
         event: dict[str, Any] = {"type": "error", "status": error.status, **error.body()}
         if stream_id is not None:
             event["stream_id"] = stream_id
+        if started is not None:
+            self._log_access(error.status, started)
         await self._send(dumps(event))
+
+    def _log_access(self, status: int, started: float) -> None:
+        """A `response.create` answered (200: its response ran; otherwise its error event's status), in the
+        access log beside HTTP requests: without it a refusal on a socket leaves no trace."""
+        if self.services.config.logging.access_log:
+            duration = (time.perf_counter() - started) * 1000
+            access_log.info("WEBSOCKET %s response.create %d %.1fms", self.websocket.url.path, status, duration)
 
     async def _send_own(self, fields: dict[str, Any]) -> None:
         """An event of the socket's own (steering), numbered apart from any response's stream."""

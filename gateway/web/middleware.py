@@ -115,4 +115,8 @@ def _request_id(scope: Scope) -> str:
             if _VALID_ID.match(candidate):
                 return candidate
             break
+    return new_request_id()
+
+
+def new_request_id() -> str:
     return f"req_{secrets.token_hex(12)}"

@@ -78,7 +78,9 @@ async def plan_dialog(services: ResponsesNeeds, request: ResponsesRequest, tenan
     plan.new_messages_from = len(plan.dialog.messages)
     if not isinstance(request.input, str):
         await read_input_files(request.input, services.files, tenant)
-    plan.input_items = append_input(plan.dialog, request.input, resent_thread=request.previous_response_id is not None)
+    # A trigger asks for what the response does (run.py), it is not read: what it compacts is before it.
+    items = request.input[:-1] if request.compacts else request.input
+    plan.input_items = append_input(plan.dialog, items, resent_thread=request.previous_response_id is not None)
     if not isinstance(request.input, str) and any(isinstance(item, CompactionItem) for item in request.input):
         # A compaction item rewrote the past: nothing of the parent's messages or tokens lines up any more.
         # The response is stored whole and rendered anew; its items take their messages by owner.

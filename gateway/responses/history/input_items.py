@@ -14,7 +14,7 @@ from openai_harmony import Message, Role
 
 from ...core.ids import new_id
 from ...errors import bad_request
-from ..shapes.request import CompactionItem, InputItem, ItemReference, MessageItem, ReasoningItem
+from ..shapes.request import CompactionItem, CompactionTriggerItem, InputItem, ItemReference, MessageItem, ReasoningItem
 from ..tools.registry import INPUT_READERS
 from .dialog import Dialog, InputReader, Records, message_record
 from .thread import input_key, resent_prefix
@@ -73,10 +73,17 @@ def _unresolved(dialog: Dialog, index: int, item: ItemReference, records: Record
     raise bad_request("An item_reference is read only in a response's input: send the item itself.", param=f"items[{index}]")
 
 
+def _trigger_elsewhere(dialog: Dialog, index: int, item: CompactionTriggerItem, records: Records) -> None:
+    """A response's last input item is taken off before its input is read (dialog_plan.py); a trigger
+    anywhere else (a conversation's items) is refused by name."""
+    raise bad_request("A compaction_trigger is read only as a response's last input item.", param=f"items[{index}]")
+
+
 _OWN: dict[type[Any], InputReader] = {
     MessageItem: _read_message,
     ReasoningItem: _read_reasoning,
     CompactionItem: _read_compaction,
     ItemReference: _unresolved,
+    CompactionTriggerItem: _trigger_elsewhere,
 }
 READERS: dict[type[Any], InputReader] = _OWN | INPUT_READERS

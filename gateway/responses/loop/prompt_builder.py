@@ -150,7 +150,7 @@ class PromptBuilder:
         model = await self._engine.model()
         prompt = await self.render(model.max_model_len)
         if not self.continuing and self._compaction_due(len(prompt), model.max_model_len):
-            await self._compact()
+            await self.compact()
             prompt = await self.render(model.max_model_len)
         room = None if model.max_model_len is None else model.max_model_len - len(prompt)
         if room is not None and room <= 0:
@@ -195,9 +195,10 @@ class PromptBuilder:
         threshold = settings[0].compact_threshold or (int(max_model_len * COMPACT_AT) if max_model_len else None)
         return threshold is not None and prompt_tokens > threshold
 
-    async def _compact(self) -> None:
+    async def compact(self) -> None:
         """Replace the dialog's past with the model's summary of it, streamed as a `compaction` item; the
-        prompt is rendered anew from there, and the response is stored whole (its past was rewritten)."""
+        prompt is rendered anew from there, and the response is stored whole (its past was rewritten).
+        Past `context_management`'s threshold, or asked for by a `compaction_trigger` (run.py)."""
         state, services = self._state, self._services
         output, dialog = state.output, state.dialog
         state.unmark()

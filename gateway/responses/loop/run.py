@@ -24,7 +24,7 @@ from typing import Any, AsyncIterator, Callable, cast
 import anyio
 
 from ...engine.client import FinishReason
-from ...errors import APIError
+from ...errors import APIError, bad_request
 from ...protocol import Include, ResponseStatus
 from ...storage.response_store import Orphan
 from ..history.dialog import Dialog, tool_result
@@ -148,10 +148,12 @@ class ResponseRun:
 
     async def _launch(self) -> None:
         await self._plan(provision=True)
+        if self.request.compacts and not self.dialog.messages:
+            raise bad_request("There is nothing to compact before the compaction_trigger.", param="input")
         await self._meet_model(lambda model_id: skeleton(self.request, model_id, self.echoed.tools, self.echoed.choice))
         try:
             # Listings and approved calls come first; the engine is called after them, in _loop().
-            if not self.toolset.work_before_engine and self.generate:
+            if not self.toolset.work_before_engine and self.generate and not self.request.compacts:
                 await self.engine.open()
             await self._begin()
         except BaseException as exc:
@@ -265,6 +267,12 @@ class ResponseRun:
         if adopted is not None:
             await self.engine.go_on(adopted)
         else:
+            if self.request.compacts and self.generate:
+                # Its one output is the compaction item (Codex's remote compaction needs exactly one); an adopter
+                # would go on past it, so none may: a compaction's replica stopping fails it (run_state.py).
+                await self.prompts.compact()
+                self.state.unmark()
+                return ResponseStatus.COMPLETED, None
             await self.toolset.before_engine()
             if not self.generate:
                 return ResponseStatus.COMPLETED, None

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, PrivateAttr, Tag, field_validator, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, PrivateAttr, Tag, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 from tools.namespaces import reserved_problem
 from tools.urls import shown
@@ -241,6 +242,14 @@ class WebSearchCallItem(StrictModel):
     action: dict[str, Any] | None = None
 
 
+class CompactionTriggerItem(StrictModel):
+    """Compact what comes before it: the response's output is one `compaction` item (compaction.py). Only
+    as the request's last input item."""
+
+    type: Literal["compaction_trigger"]
+    id: str | None = Field(None, max_length=128)
+
+
 class ItemReference(StrictModel):
     """An item of a stored response, named by its id: read as the item itself (history/item_references.py)."""
 
@@ -253,6 +262,27 @@ def _item_type(value: Any) -> str | None:
         kind = value.get("type", "message")
         return kind if isinstance(kind, str) else str(kind)
     return getattr(value, "type", None)
+
+
+# Items of OpenAI's API that nothing here can read, and why: refused by name.
+UNSUPPORTED_ITEMS = {
+    "program": "programmatic tool calling (a program that calls tools) is OpenAI's own; gpt-oss does not write programs",
+    "program_output": "programmatic tool calling (a program that calls tools) is OpenAI's own; gpt-oss does not write programs",
+}
+# What clients put on items for their own bookkeeping, which OpenAI accepts and ignores (Codex's on every message).
+IGNORED_ITEM_FIELDS = ("internal_chat_message_metadata_passthrough",)
+
+
+def _item_as_sent(value: Any) -> Any:
+    """An input item before it is read: a client's own bookkeeping dropped, an item nothing here reads refused."""
+    if not isinstance(value, dict):
+        return value
+    why = UNSUPPORTED_ITEMS.get(value.get("type"))  # type: ignore[arg-type]
+    if why is not None:
+        raise PydanticCustomError("unsupported_item", "'{kind}' items are not supported by this gateway: {why}", {"kind": value["type"], "why": why})
+    if any(name in value for name in IGNORED_ITEM_FIELDS):
+        value = {name: field for name, field in value.items() if name not in IGNORED_ITEM_FIELDS}
+    return value
 
 
 InputItem = Annotated[
@@ -279,9 +309,11 @@ InputItem = Annotated[
         Annotated[ToolSearchCallItem, Tag("tool_search_call")],
         Annotated[ToolSearchOutputItem, Tag("tool_search_output")],
         Annotated[CompactionItem, Tag("compaction")],
+        Annotated[CompactionTriggerItem, Tag("compaction_trigger")],
         Annotated[ItemReference, Tag("item_reference")],
     ],
     Discriminator(_item_type),
+    BeforeValidator(_item_as_sent),
 ]
 
 
@@ -624,7 +656,16 @@ class ResponsesRequest(StrictModel):
             )
         if self.background and not self.store:
             raise bad_request("Background mode requires 'store' to be true.", param="background")
+        if not isinstance(self.input, str):
+            for index, item in enumerate(self.input[:-1]):
+                if isinstance(item, CompactionTriggerItem):
+                    raise bad_request("A compaction_trigger item must be the last input item.", param=f"input[{index}]")
         return self
+
+    @property
+    def compacts(self) -> bool:
+        """The request ends in a `compaction_trigger`: its response compacts the input and generates nothing else."""
+        return not isinstance(self.input, str) and bool(self.input) and isinstance(self.input[-1], CompactionTriggerItem)
 
     def includes(self, value: str) -> bool:
         return value in (self.include or ())
