@@ -369,3 +369,30 @@ def test_a_background_agent_outlives_engine_restarts(tmp_path: Path) -> None:
         gateway.stop()
         engine.stop()
         server.stop()
+
+
+def test_a_model_is_reached_without_its_organisation_unless_that_is_ambiguous(tmp_path: Path) -> None:
+    """LiteLLM's `openai/` provider strips the prefix before it sends: `gpt-oss-20b` reaches
+    `openai/gpt-oss-20b` with no alias configured. Two models that shorten alike are reached only by name."""
+    small = start_emulator(tmp_path)
+    twin = start_emulator(tmp_path, "--model", "other/gpt-oss-20b")
+    big = start_emulator(tmp_path, "--model", BIG)
+    engines = [{"url": small.url, "model": MODEL}, {"url": big.url, "model": BIG}]
+    gateway = Gateway(engines_config(tmp_path, engines), tmp_path).start()
+    both = [{"url": small.url, "model": MODEL}, {"url": twin.url, "model": "other/gpt-oss-20b"}]
+    ambiguous = Gateway(engines_config(tmp_path / "twins", both), tmp_path).start()
+    try:
+        client = gateway.client()
+        assert client.responses.create(model="gpt-oss-20b", input="hi").model == MODEL
+        assert client.chat.completions.create(model="gpt-oss-120b", messages=[{"role": "user", "content": "hi"}]).model == BIG
+        assert client.models.retrieve("gpt-oss-120b").id == BIG
+        assert [model.id for model in client.models.list()] == [MODEL, BIG]  # listed by their own names
+        with pytest.raises(openai.NotFoundError):
+            client.responses.create(model="gpt-oss", input="hi")
+        with pytest.raises(openai.NotFoundError) as err:
+            ambiguous.client().responses.create(model="gpt-oss-20b", input="hi")
+        assert "ambiguous" in err.value.message and "other/gpt-oss-20b" in err.value.message
+        assert ambiguous.client().responses.create(model="other/gpt-oss-20b", input="hi").model == "other/gpt-oss-20b"
+    finally:
+        for process in (gateway, ambiguous, small, twin, big):
+            process.stop()

@@ -177,11 +177,30 @@ class Engines:
         self.models = [ModelEngine(clients, on_resume) for clients in grouped.values()]
         self.interval_s = min(config.health_interval_s for config in configs)
         self._index: dict[str, ModelEngine] = {}
+        self._ambiguous: dict[str, list[str]] = {}  # short names more than one model has: which
         self._reindex()
 
     def _reindex(self) -> None:
-        """Names to models, made again when names may have changed (an engine read): routing is one lookup."""
-        self._index = {name: engine for engine in reversed(self.models) for name in engine.names()}
+        """Names to models, made again when names may have changed (an engine read): routing is one lookup.
+
+        A name with an organisation (`openai/gpt-oss-20b`) is also reached without it (`gpt-oss-20b`), as
+        clients send it (LiteLLM's `openai/` provider strips the prefix), unless another model's name or
+        alias is that, or another model's name shortens to it too."""
+        index = {name: engine for engine in reversed(self.models) for name in engine.names()}
+        shortened: dict[str, dict[str, ModelEngine]] = {}
+        for engine in self.models:
+            for name in engine.names():
+                if "/" in name:
+                    shortened.setdefault(name.rsplit("/", 1)[1], {})[name] = engine
+        self._ambiguous = {}
+        for short, named in shortened.items():
+            if short in index or not short:
+                continue
+            if len(set(named.values())) == 1:
+                index[short] = next(iter(named.values()))
+            else:
+                self._ambiguous[short] = sorted(named)
+        self._index = index
 
     def route(self, model: str | None) -> ModelEngine:
         """The model a request names (none: the first configured); an unknown name is OpenAI's 404."""
@@ -193,6 +212,9 @@ class Engines:
             found = self._index.get(model)
         if found is not None:
             return found
+        if model in self._ambiguous:
+            names = ", ".join(self._ambiguous[model])
+            raise APIError(404, f"The model '{model}' is ambiguous here: name one of {names}.", param="model", code="model_not_found")
         if any(engine.name is None for engine in self.models):  # an engine not yet read may serve it
             raise server_error(503, f"The engine that may serve '{model}' has not answered yet; try again shortly.", "engine_unavailable")
         raise APIError(404, f"The model '{model}' does not exist or you do not have access to it.", param="model", code="model_not_found")
