@@ -65,6 +65,12 @@ class EngineConfig(_Section):
     # `structured_outputs`) the call is made again without it, validated after the fact instead (one warning,
     # and `gateway_structured_outputs_refused_total`); on: a refusal fails the response; off: never sent.
     structured_outputs: Literal["auto", "on", "off"] = "auto"
+    # vLLM ignores fields it does not know (one before 0.10.2 takes `structured_outputs` and enforces nothing),
+    # so what a grammar held is checked at its end. true: the first call or answer that breaks its grammar marks
+    # its engine URL as not enforcing (logged, `gateway_grammar_violations_total`, `/ready`): no grammar is sent
+    # to it from then on and its calls are held back and checked before they are shown, until it reports
+    # another version. false: each such call is refused alone (the model told), the engine still trusted.
+    distrust_on_violation: bool = True
     # vLLM runs with `--scheduling-policy priority`: `service_tier` priority and flex are sent as the
     # request's `priority` (responses/loop/service_tier.py); false: they are a 400.
     priority_scheduling: bool = False

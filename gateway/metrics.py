@@ -82,6 +82,12 @@ class Metrics:
             "Engine calls whose grammar the engine refused, made again without it (engine.structured_outputs: auto)",
             registry=registry,
         )
+        self.grammar_violations = Counter(
+            "gateway_grammar_violations",
+            "Grammar-held engine calls whose call or answer broke the grammar sent with it",
+            ["model", "url"],
+            registry=registry,
+        )
         self.engine_resumes = Counter(
             "gateway_engine_resumes",
             "Generations an engine broke off mid-answer: gone on from their tokens (resumed), or given up (failed)",

@@ -103,7 +103,11 @@ class Gateway(Process):
 
 
 def gateway_config(engine_url: str, tmp: Path, **sections: Any) -> dict[str, Any]:
-    config: dict[str, Any] = {"engine": {"url": engine_url}, "storage": {"path": str(tmp / "responses.sqlite3")}}
+    # The scripted model breaks grammars on purpose (`[misbehave]`), to test each safeguard behind the grammar
+    # alone: an engine that did so would be distrusted from then on. That distrust is tested apart
+    # (test_structured_outputs.py), with it on as it is by default.
+    engine = {"url": engine_url, "distrust_on_violation": False}
+    config: dict[str, Any] = {"engine": engine, "storage": {"path": str(tmp / "responses.sqlite3")}}
     for name, values in sections.items():
         if isinstance(values, list):
             config[name] = values

@@ -47,6 +47,7 @@ class Stats:
     # the grammar forbade what a well-formed model writes (tests/conftest.py fails the test).
     grammar_violations: list = field(default_factory=list)  # the last few
     violation_count: int = 0
+    grammar_ignored: int = 0  # calls whose grammar was taken and not enforced (--ignore-grammar)
     constrained: int = 0  # completions checked against a structural tag
     last_prompt: str = ""
     last_headers: dict = field(default_factory=dict)
@@ -372,7 +373,19 @@ def embedding(text: str, dimensions: int = EMBEDDING_DIMENSIONS) -> list[float]:
     return [value / norm for value in vector] if norm else vector
 
 
-def create_emulator(max_model_len: int = 131072, chunk_delay: float = 0.0, model: str = MODEL, listed_length: str | None = None) -> Starlette:
+VLLM_VERSION = "0.11.1"  # what /version says by default: a vLLM whose completions read `structured_outputs`
+
+
+def create_emulator(
+    max_model_len: int = 131072,
+    chunk_delay: float = 0.0,
+    model: str = MODEL,
+    listed_length: str | None = None,
+    version: str | None = VLLM_VERSION,
+    ignores_grammar: bool = False,
+) -> Starlette:
+    """`version`: what /version says (None: no such route); `ignores_grammar`: `structured_outputs` is
+    accepted and nothing is enforced, as a vLLM before 0.10.2 does (it ignores fields it does not know)."""
     stats = Stats()
     threading.Thread(target=grammar_check.warm, daemon=True).start()  # xgrammar loads while the first requests come
     encoding = harmony.encoding()
@@ -396,6 +409,11 @@ def create_emulator(max_model_len: int = 131072, chunk_delay: float = 0.0, model
 
     async def health(request: Request) -> Response:
         return Response(status_code=200)
+
+    async def get_version(request: Request) -> Response:
+        if version is None:
+            return JSONResponse({"detail": "Not Found"}, status_code=404)
+        return JSONResponse({"version": version})
 
     async def get_stats(request: Request) -> Response:
         return JSONResponse(stats.__dict__)
@@ -461,7 +479,9 @@ def create_emulator(max_model_len: int = 131072, chunk_delay: float = 0.0, model
         else:
             generated = encoding.encode(plan.text, allowed_special="all")
         tag = (body.get("structured_outputs") or {}).get("structural_tag") if isinstance(body.get("structured_outputs"), dict) else None
-        if "structured_outputs" in body:
+        if "structured_outputs" in body and ignores_grammar:
+            stats.grammar_ignored += 1
+        elif "structured_outputs" in body:
             # An engine without structured outputs (no xgrammar here), told so by the script, or a tag it cannot read.
             if not isinstance(tag, str) or "[refuse-grammar]" in stats.last_prompt or not grammar_check.available():
                 return vllm_error(400, TAG_REFUSED, "structured_outputs")
@@ -614,6 +634,7 @@ def create_emulator(max_model_len: int = 131072, chunk_delay: float = 0.0, model
             Route("/v1/embeddings", embeddings, methods=["POST"]),
             Route("/v1/models", models),
             Route("/health", health),
+            Route("/version", get_version),
             Route("/v1/completions", completions, methods=["POST"]),
             Route("/_emulator/stats", get_stats),
         ]
@@ -630,8 +651,11 @@ def main() -> None:
     parser.add_argument("--chunk-delay-ms", type=float, default=0.0)
     parser.add_argument("--model", default=MODEL, help="the served model name")
     parser.add_argument("--listed-max-model-len", default=None, help="what /v1/models says max_model_len is, as text (garbage)")
+    parser.add_argument("--vllm-version", default=VLLM_VERSION, help="what /version says; 'none': no /version")
+    parser.add_argument("--ignore-grammar", action="store_true", help="take structured_outputs and enforce nothing")
     args = parser.parse_args()
-    app = create_emulator(args.max_model_len, args.chunk_delay_ms / 1000, args.model, args.listed_max_model_len)
+    version = None if args.vllm_version == "none" else args.vllm_version
+    app = create_emulator(args.max_model_len, args.chunk_delay_ms / 1000, args.model, args.listed_max_model_len, version, args.ignore_grammar)
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
 
 

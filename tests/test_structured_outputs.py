@@ -13,7 +13,7 @@ import httpx
 import openai
 import pytest
 
-from .conftest import MODEL, emulator_stats, stream_raw
+from .conftest import MODEL, emulator_stats, start_emulator, stream_raw
 from .grammar_check import accepts
 
 CITY = {
@@ -241,3 +241,72 @@ def test_where_nothing_enforced_the_arguments_a_call_is_shown_only_once_it_is_us
     calls = [call for chunk in stream for choice in chunk.choices for call in choice.delta.tool_calls or ()]
     assert {call.index for call in calls} == {0}
     assert json.loads("".join(call.function.arguments or "" for call in calls)) == {"city": "Rome"}
+
+
+@pytest.fixture
+def lax_engine(workdir):
+    """A vLLM-like engine that takes `structured_outputs` and enforces nothing (as one before 0.10.2 does,
+    while its /version says a release that should)."""
+    engine = start_emulator(workdir, "--ignore-grammar")
+    yield engine
+    engine.stop()
+
+
+def test_an_engine_that_takes_the_grammar_and_breaks_it_is_distrusted(lax_engine, make_gateway):
+    """The first call that breaks the grammar it was sent (streamed live, as a held call is) ends incomplete
+    and the model writes it again; the engine is marked, and from then on no grammar is sent to it and its
+    calls are held back: a call whose arguments do not parse never reaches the client."""
+    gateway = make_gateway(lax_engine.url, engine={"distrust_on_violation": True})
+    assert _grammar_of(gateway) == ("0.11.1", "enforced")
+    tries = '[args {"city": Rome}] [args {"city":"Rome"}]'
+    body = {"input": f"weather {tries}", "tools": [WEATHER], "tool_choice": "required"}
+    final = stream_raw(gateway, body)[-1]["response"]
+    assert final["status"] == "completed"
+    assert [(item["type"], item["status"]) for item in final["output"]] == [("function_call", "incomplete"), ("function_call", "completed")]
+    assert json.loads(final["output"][1]["arguments"]) == {"city": "Rome"}
+    assert _grammar_of(gateway) == ("0.11.1", "ignored")
+    assert "gateway_grammar_violations_total{" in httpx.get(gateway.url + "/metrics").text
+    # Distrusted: the broken call is held back and never shown, only the call the model then writes.
+    events = stream_raw(gateway, body)
+    final = events[-1]["response"]
+    assert [(item["type"], item["status"]) for item in final["output"]] == [("function_call", "completed")]
+    assert {event.get("item_id") or event["item"]["id"] for event in events if "item_id" in event or "item" in event} == {final["output"][0]["id"]}
+    assert "structured_outputs" not in emulator_stats(lax_engine)["last_request"]
+    gateway.stop()
+    assert gateway.log.read_text().count("it does not enforce grammars") == 1
+
+
+def test_an_answer_past_its_grammar_fails_and_marks_the_engine(lax_engine, make_gateway):
+    """A strict format's answer the engine did not hold was streamed as it came: the response fails, and the
+    next one is checked before anything is shown (the model told, and it answers in the format)."""
+    gateway = make_gateway(lax_engine.url, engine={"distrust_on_violation": True})
+    with pytest.raises(openai.APIStatusError) as failed:
+        gateway.client().responses.create(model=MODEL, input=f"Which city? {JSON_ANSWER}", text=STRICT_FORMAT)
+    assert failed.value.status_code == 502 and "written past the grammar" in failed.value.message
+    assert _grammar_of(gateway)[1] == "ignored"
+    fixed = '[[corrected <|channel|>final<|message|>{"city": "Paris", "population": 2100000}<|return|>]]'
+    answer = gateway.client().responses.create(model=MODEL, input=f"Which city? {fixed}", text=STRICT_FORMAT)
+    assert json.loads(answer.output_text) == {"city": "Paris", "population": 2100000}
+
+
+def test_an_engine_too_old_to_read_the_grammar_gets_none(workdir, make_gateway):
+    """vLLM before 0.10.2 ignores `structured_outputs`: read from /version at start, it is sent no grammar,
+    and its calls are held back and checked from the first."""
+    old = start_emulator(workdir, "--ignore-grammar", "--vllm-version", "0.10.1.1")
+    unknown = start_emulator(workdir, "--vllm-version", "none")
+    try:
+        gateway = make_gateway(old.url, engine={"distrust_on_violation": True})
+        assert _grammar_of(gateway) == ("0.10.1.1", "ignored")
+        events = stream_raw(gateway, {"input": 'weather [args {"city": Rome}] [args {"city":"Rome"}]', "tools": [WEATHER], "tool_choice": "required"})
+        assert [item["status"] for item in events[-1]["response"]["output"]] == ["completed"]
+        assert "structured_outputs" not in emulator_stats(old)["last_request"]
+        # No /version (not vLLM's, or hidden): trusted, and checked.
+        assert _grammar_of(make_gateway(unknown.url)) == (None, "unverified")
+    finally:
+        old.stop()
+        unknown.stop()
+
+
+def _grammar_of(gateway) -> tuple[str | None, str]:
+    (engine,) = httpx.get(gateway.url + "/ready").json()["engines"]
+    return engine["version"], engine["grammar"]

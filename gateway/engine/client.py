@@ -18,6 +18,7 @@ import orjson
 
 from ..config import EngineConfig
 from ..errors import APIError, server_error
+from .grammar_trust import Enforcement, GrammarTrust
 from .harmony import STOP_TOKEN_IDS, VOCAB_SIZE, Prompt
 from .transport import ConnectFailed, EngineHTTPError, EnginePool, EngineResponse, ProtocolFault, TimedOut
 
@@ -113,6 +114,7 @@ class EngineClient:
             keepalive_expiry=2.0,
         )
         self._model: ModelInfo | None = None
+        self.grammar = GrammarTrust()  # whether it enforces the grammars sent to it (grammar_trust.py)
 
     async def aclose(self) -> None:
         await self._http.aclose()
@@ -140,7 +142,20 @@ class EngineClient:
         if chosen is None:
             raise server_error(502, "The engine lists no model.", "engine_error")
         self._model = chosen
+        self.grammar.read_version(await self._version())
         return chosen
+
+    async def _version(self) -> str | None:
+        """vLLM's `/version` (`{"version": "0.11.0"}`); None where the engine has none to give."""
+        try:
+            found = json.loads(await self._request("GET", "/version")).get("version")
+        except (APIError, ValueError, AttributeError):
+            return None
+        return found if isinstance(found, str) and 0 < len(found) <= 64 else None
+
+    def sends_grammar(self, sampling: Sampling) -> bool:
+        """Whether a call's grammar goes with it: not to an engine known to ignore it (grammar_trust.py)."""
+        return sampling.structural_tag is not None and self.grammar.enforcement is not Enforcement.IGNORED
 
     async def list_models(self) -> list[ModelInfo]:
         body = await self._request("GET", "/v1/models")
@@ -173,7 +188,8 @@ class EngineClient:
         """Start a streamed completion; engine errors before the first chunk raise here. `session_key`
         names the conversation to a session-aware router (`engine.session_header`); `trace` is the
         trace context's headers (`traceparent`), which vLLM continues when it traces."""
-        return EngineStream(await self.open(prompt, sampling, session_key, trace), self.config.url, Bounds.of(self.config, sampling))
+        response = await self.open(prompt, sampling, session_key, trace)
+        return EngineStream(response, self.config.url, Bounds.of(self.config, sampling), held=self.sends_grammar(sampling))
 
     async def open(
         self, prompt: Prompt, sampling: Sampling, session_key: str | None = None, trace: Mapping[str, str] | None = None
@@ -193,7 +209,7 @@ class EngineClient:
             value = getattr(sampling, name)
             if value is not None:
                 body[name] = value
-        if sampling.structural_tag is not None:
+        if self.sends_grammar(sampling):
             body["structured_outputs"] = {"structural_tag": sampling.structural_tag}
         if sampling.logprobs is not None:
             # Tokens named by id ("token_id:N"): the gateway maps ids to Harmony's tokens itself.
@@ -302,9 +318,11 @@ class EngineStream:
     `resumer`, a generation the engine breaks off goes on through another request, in the same loop: the
     reader sees one stream, and the per-token path no extra step."""
 
-    def __init__(self, response: EngineResponse, url: str, bounds: Bounds, resumer: Resumer | None = None) -> None:
+    def __init__(self, response: EngineResponse, url: str, bounds: Bounds, resumer: Resumer | None = None, held: bool = False) -> None:
         self._response = response
         self._url = url
+        self.opened_at = url  # the URL its first request went to
+        self.held = held  # its grammar went with it (`EngineClient.sends_grammar`)
         self._resumer = resumer
         # Tokens the call may still be sent: an engine that writes past `max_tokens` is cut off here and
         # its request aborted, so the gateway's own bound holds whatever the engine does.

@@ -112,22 +112,21 @@ class ModelEngine:
             client = self._client_for(session_key, attempt, patient=True)
             return await client.open(prompt, sampling, session_key, trace), client.url
 
-        response, url = await self._first(prompt, sampling, session_key, trace, patient)
+        response, client = await self._first(prompt, sampling, session_key, trace, patient)
         hook = self._on_resume
         told = (lambda outcome: hook(self.name or "", outcome)) if hook is not None else None
-        return EngineStream(
-            response, url, Bounds.of(config, sampling), Continuation(prompt, sampling, open_on, config.resume_attempts, config.resume_within_s, told)
-        )
+        continuation = Continuation(prompt, sampling, open_on, config.resume_attempts, config.resume_within_s, told)
+        return EngineStream(response, client.url, Bounds.of(config, sampling), continuation, held=client.sends_grammar(sampling))
 
     async def _first(
         self, prompt: Prompt, sampling: Sampling, session_key: str | None, trace: Mapping[str, str] | None, patient: bool
-    ) -> tuple[EngineResponse, str]:
+    ) -> tuple[EngineResponse, EngineClient]:
         deadline = time.monotonic() + self.config.resume_within_s
         tried = 0
         while True:
             client = self._client_for(session_key, tried, patient)
             try:
-                return await client.open(prompt, sampling, session_key, trace), client.url
+                return await client.open(prompt, sampling, session_key, trace), client
             except EngineBroke:
                 tried += 1
                 if patient:
@@ -142,6 +141,12 @@ class ModelEngine:
         async with anyio.create_task_group() as checks:
             for client in self.clients:
                 checks.start_soon(_check, client)
+
+    def grammar_broken(self, url: str) -> bool:
+        """The engine at `url` wrote what a grammar sent to it forbids: none is sent to it from now on. True
+        the first time."""
+        client = next((client for client in self.clients if client.url == url), None)
+        return client is not None and client.grammar.broke()
 
     async def aclose(self) -> None:
         for client in self.clients:
@@ -236,8 +241,12 @@ class Engines:
         return listed
 
     def health(self) -> list[dict[str, object]]:
-        """Each URL: its model, and whether it answers."""
-        return [{"model": engine.name, "url": client.url, "up": client.up} for engine in self.models for client in engine.clients]
+        """Each URL: its model, whether it answers, its version and whether it enforces grammars (grammar_trust.py)."""
+        return [
+            {"model": engine.name, "url": client.url, "up": client.up, "version": client.grammar.version, "grammar": client.grammar.enforcement}
+            for engine in self.models
+            for client in engine.clients
+        ]
 
     async def check(self) -> None:
         """Every model's URLs checked once (at start-up: the models' names read before requests name them)."""

@@ -80,18 +80,20 @@ class AnswerBackstop:
     async def _problem(self, text: str) -> str | None:
         return await json_problem(text, self._canonical, self._timeout, self._tenant)
 
-    async def check_unheld(self, message: Message | None) -> None:
-        """A final answer the grammar held only in part (its engine call went on without it after the engine
-        broke off, or on another replica): checked when whole. Its text was shown as it came, so one that
-        breaks the format fails the response rather than completing it."""
+    async def check_unheld(self, message: Message | None, resumed: bool) -> None:
+        """A final answer a grammar held, checked when whole: `resumed`, the grammar held it only in part (its
+        engine call went on without it after the engine broke off, or on another replica); otherwise the
+        engine was to hold all of it (and may not have: grammar_trust.py). Its text was shown as it came,
+        so one that breaks the format fails the response rather than completing it."""
         if self.check is None or message is None or message.author.role != Role.ASSISTANT or message.channel != "final":
             return
         problem = await self.check("".join(getattr(part, "text", "") for part in message.content))
-        if problem is not None:
-            raise APIError(
-                502, f"The model's answer, written on after the engine broke off (without the grammar), does not fit the response's text.format: {problem}.",
-                type="server_error", code="model_output_invalid",
-            )  # fmt: skip
+        if problem is None:
+            return
+        how = "written on after the engine broke off (without the grammar)" if resumed else "written past the grammar the engine was sent"
+        raise APIError(
+            502, f"The model's answer, {how}, does not fit the response's text.format: {problem}.", type="server_error", code="model_output_invalid"
+        )
 
     def refused(self, problem: str) -> Message:
         """The model's next instruction after an answer that breaks the format; past the bound, the failure."""

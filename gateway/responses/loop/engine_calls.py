@@ -10,8 +10,9 @@ import logging
 import time
 from dataclasses import replace
 
-from ...engine.client import Chunks, GrammarRefused
+from ...engine.client import Chunks, EngineStream, GrammarRefused
 from ...engine.routing import ModelEngine
+from ...errors import APIError
 from ..needs import ResponsesNeeds
 from ..tools import Toolset
 from .adoption import ReplayStream
@@ -62,6 +63,7 @@ class EngineCalls:
         self._summaries = summaries
         self.model_id = ""
         self.current: Chunks | None = None  # the engine request open now, if any
+        self._opened_at = ""  # the engine URL the open call went to first
         self._started = time.perf_counter()
         self._first_token_seen = False
 
@@ -79,22 +81,23 @@ class EngineCalls:
             self._trace.engine_done(0, None, failure_text(exc))
             raise
 
-    async def _generate(self, call: EngineCall, headers: dict[str, str]) -> Chunks:
+    async def _generate(self, call: EngineCall, headers: dict[str, str]) -> EngineStream:
         """The call, with its grammar where the engine takes it (`engine.structured_outputs`: with `auto`,
         one the engine refuses is made again without it, and what it writes is validated after the fact)."""
         engine, session_key, output = self._engine, self._prompts.affinity_key, self._state.output
-        output.enforced = call.sampling.structural_tag is not None
         # A run under way waits a while for an engine that restarts; its first call fails at once instead.
         patient = self._state.turns > 1
         try:
-            return await engine.generate(call.prompt, call.sampling, session_key, headers, patient)
+            stream = await engine.generate(call.prompt, call.sampling, session_key, headers, patient)
         except GrammarRefused as refused:
             if engine.config.structured_outputs != "auto":
                 raise
             _warn_once(refused)
             self._services.metrics.structured_outputs_refused.inc()
-        output.enforced = False
-        return await engine.generate(call.prompt, replace(call.sampling, structural_tag=None), session_key, headers, patient)
+            stream = await engine.generate(call.prompt, replace(call.sampling, structural_tag=None), session_key, headers, patient)
+        output.enforced = stream.held  # not where the engine refused the grammar, or is known to ignore it
+        self._opened_at = stream.opened_at
+        return stream
 
     async def go_on(self, checkpoint: Checkpoint) -> None:
         """Open the engine call an adopted run was in: its tokens parsed again, then, if the engine had not
@@ -123,14 +126,42 @@ class EngineCalls:
         written = usage.output
         try:
             outcome = await self._streamed(turn, output)
-            if output.enforced and self.current.resumed:  # the grammar held its start only
-                await self._backstop.check_unheld(self._state.dialog.messages[-1] if self._state.dialog.messages else None)
+            if output.enforced:
+                await self._verify(outcome)
         except BaseException as exc:
             self._trace.engine_done(usage.output - written, None, failure_text(exc))
             raise
         output.call_ended = True  # its events are all out, its summaries' too
         self._trace.engine_done(usage.output - written, outcome.finish_reason)
         return outcome
+
+    async def _verify(self, outcome: TurnOutcome) -> None:
+        """What the grammar held, checked at its end (the call's arguments were, in `written`; the final
+        answer's format here: one parse). A final answer that breaks it was shown as it came: the response
+        fails. Either broken where the grammar held all of it (not resumed without it): the engine does not
+        enforce grammars, and is told so."""
+        assert self.current is not None
+        broke = outcome.call is not None and outcome.call.broke_grammar
+        last = self._state.dialog.messages[-1] if self._state.dialog.messages else None
+        try:
+            await self._backstop.check_unheld(last, resumed=self.current.resumed)
+        except APIError:
+            broke = True
+            raise
+        finally:
+            if broke and not self.current.resumed and self._opened_at:  # (a call replayed on adoption: not this engine's)
+                self._grammar_broken()
+
+    def _grammar_broken(self) -> None:
+        engine, url = self._engine, self._opened_at
+        self._services.metrics.grammar_violations.labels(self.model_id, url).inc()
+        if engine.config.distrust_on_violation and engine.grammar_broken(url):
+            logger.warning(
+                "the engine at %s wrote what the grammar sent with the call forbids: it does not enforce grammars (an engine that "
+                "ignores `structured_outputs`?). No grammar is sent to it from now on; its calls are held back and checked before "
+                "they are shown (engine.distrust_on_violation; gateway_grammar_violations_total counts them)",
+                url,
+            )
 
     async def _streamed(self, turn: Turn, output: ResponseOutput) -> TurnOutcome:
         assert self.current is not None

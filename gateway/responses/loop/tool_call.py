@@ -52,6 +52,7 @@ class ToolCall:
     tool_name: str = ""  # the function of the tool's namespace the call is to
     arguments: str = ""  # hosted calls: the arguments as the model wrote them, once complete
     output: str | None = None  # what the model is told: the tool's output, or why there is none
+    broke_grammar: bool = False  # it streamed as the engine's grammar held it, and broke that grammar
 
     def claim(self, tool: CallTaker, kind: CallKind, item: OutputItem | None = None) -> OutputItem | None:
         """A declared tool takes the call; returns its item."""
@@ -64,10 +65,12 @@ class ToolCall:
         assert self.kind is CallKind.UNCLAIMED, f"a {self.kind} call refused"
         self.output = f"Error: {reason}"
 
-    def invalidate(self, reason: str) -> None:
-        """The claimed call cannot be used as written: the model is told why, to write it again."""
+    def invalidate(self, reason: str, held: bool = False) -> None:
+        """The claimed call cannot be used as written: the model is told why, to write it again. `held`: the
+        engine's grammar held it to what was checked, so the engine broke its grammar (engine_calls.py)."""
         assert self.kind is not CallKind.UNCLAIMED, "an unclaimed call invalidated"
         self.kind, self.output = CallKind.INVALID, f"Error: {reason}"
+        self.broke_grammar = held
 
     @property
     def metric(self) -> str:

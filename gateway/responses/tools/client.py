@@ -133,7 +133,7 @@ class ClientTools(Tool[DeclaredT]):
         events = self.context.output.events
         problem = await self._problem(call.recipient, text)
         if problem is not None:
-            call.invalidate(problem)
+            call.invalidate(problem, held=call.item is not None)  # streamed live: only where the grammar held it
         item = call.item
         shown: list[Event | Delta] = []
         if item is None:  # held back while it was written: shown whole now, if it can be
