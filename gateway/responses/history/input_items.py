@@ -14,9 +14,20 @@ from openai_harmony import Message, Role
 
 from ...core.ids import new_id
 from ...errors import bad_request
-from ..shapes.request import CompactionItem, CompactionTriggerItem, InputItem, ItemReference, MessageItem, ReasoningItem
+from ..shapes.request import (
+    AdditionalToolsItem,
+    CompactionItem,
+    CompactionTriggerItem,
+    ConfigurationUpdateItem,
+    InputItem,
+    ItemReference,
+    MessageItem,
+    ReasoningItem,
+)
+from ..tools.additional import read_additional_tools
 from ..tools.registry import INPUT_READERS
 from .dialog import Dialog, InputReader, Records, message_record
+from .settings import read_configuration_update
 from .thread import input_key, resent_prefix
 
 _ROLES = {"user": Role.USER, "system": Role.DEVELOPER, "developer": Role.DEVELOPER}
@@ -85,5 +96,7 @@ _OWN: dict[type[Any], InputReader] = {
     CompactionItem: _read_compaction,
     ItemReference: _unresolved,
     CompactionTriggerItem: _trigger_elsewhere,
+    AdditionalToolsItem: read_additional_tools,
+    ConfigurationUpdateItem: read_configuration_update,
 }
 READERS: dict[type[Any], InputReader] = _OWN | INPUT_READERS

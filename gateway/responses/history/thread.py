@@ -16,7 +16,15 @@ import hashlib
 from dataclasses import dataclass
 from typing import Sequence
 
-from ..shapes.request import CustomToolCallOutputItem, FunctionCallOutputItem, InputItem, McpApprovalResponseItem, MessageItem
+from ..shapes.request import (
+    AdditionalToolsItem,
+    ConfigurationUpdateItem,
+    CustomToolCallOutputItem,
+    FunctionCallOutputItem,
+    InputItem,
+    McpApprovalResponseItem,
+    MessageItem,
+)
 
 
 @dataclass
@@ -51,6 +59,8 @@ def input_key(item: str | InputItem) -> str | None:
         return f"{item.type}\0{item.call_id}\0{item.text()}"
     if isinstance(item, McpApprovalResponseItem):
         return f"approval\0{item.approval_request_id}\0{item.approve}"
+    if isinstance(item, (AdditionalToolsItem, ConfigurationUpdateItem)):  # the client's, sent again with the thread
+        return f"{item.type}\0{item.model_dump_json(exclude={'id'})}"
     return None
 
 

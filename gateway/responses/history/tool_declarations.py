@@ -11,7 +11,7 @@ from pydantic import Field, TypeAdapter, ValidationError
 from tools.namespaces import reserved_problem
 
 from ...engine.harmony import ToolDescription, ToolNamespaceConfig, declarations_text
-from ...errors import bad_request
+from ...errors import bad_request, param_path
 from ..shapes.request import CustomTool, FunctionTool, GrammarInput, McpTool, NamespaceFunction, NamespaceTool
 
 Function = Union[FunctionTool, CustomTool, NamespaceFunction]
@@ -42,8 +42,8 @@ def checked_definitions(tools: list[dict[str, Any]], param: str) -> list[LoadedT
         checked = _LOADED.validate_python(tools)
     except ValidationError as exc:
         first = exc.errors()[0]
-        where = ".".join(str(part) for part in first["loc"])
-        raise bad_request(f"Invalid tool in {param}: {where}: {first['msg']}.", param=f"{param}.{where}") from None
+        where = param + param_path(tuple(first["loc"]), tools)  # by the request's path, not the union's members
+        raise bad_request(f"Invalid value for '{where}': {first['msg']}.", param=where) from None
     for index, tool in enumerate(checked):
         problem = reserved_problem(tool.name) if isinstance(tool, NamespaceTool) else None
         if problem is not None:
@@ -65,7 +65,9 @@ def loaded_record(tool: LoadedTool) -> dict[str, Any]:
     return tool.model_dump(mode="json", exclude_none=True, by_alias=True)
 
 
-def loaded_text(tools: Sequence[LoadedTool], servers: Sequence[ToolNamespaceConfig] = ()) -> str:
+def loaded_text(
+    tools: Sequence[LoadedTool], servers: Sequence[ToolNamespaceConfig] = (), lead: str = "These tools are loaded and can be called now:"
+) -> str:
     """What the model reads when tools are loaded: their declarations, as the developer and system messages
     have them; `servers` are the MCP servers' tools among them, as their servers describe them."""
     functions = [describe(tool) for tool in tools if isinstance(tool, (FunctionTool, CustomTool))]
@@ -78,4 +80,4 @@ def loaded_text(tools: Sequence[LoadedTool], servers: Sequence[ToolNamespaceConf
     namespaces += servers
     if not namespaces:
         return "No tools were loaded."
-    return "These tools are loaded and can be called now:\n\n" + declarations_text(namespaces)
+    return f"{lead}\n\n" + declarations_text(namespaces)

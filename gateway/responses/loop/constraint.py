@@ -35,7 +35,7 @@ class TurnConstraint:
     def __init__(self, request: ResponsesRequest, toolset: Toolset) -> None:
         self._request = request
         self._toolset = toolset
-        self._final = final_content(request)
+        self._final: Content | None = None  # read at the first call: the request is planned by then (run.py)
         self._made: tuple[tuple[CallShape, ...], bool, str] | None = None  # what the last tag was made of
         self._tag: str | None = None
 
@@ -47,6 +47,8 @@ class TurnConstraint:
         must_call = choice != "auto" and choice != "none" and not tool_called  # required, or a named tool
         made = (shapes, must_call, prefill)
         if made != self._made:  # a tuple compares its items by identity first: unchanged shapes cost no rebuild
+            if self._final is None:
+                self._final = final_content(self._request)
             grammar = TurnGrammar(None if must_call and shapes else self._final, shapes)
             self._tag, self._made = grammar.tag(prefill), made
         return self._tag
@@ -61,16 +63,19 @@ class AnswerBackstop:
     shown; the model is told why and answers again, a bounded number of times, then the response fails."""
 
     def __init__(self, request: ResponsesRequest, schema_timeout_s: float, tenant: str) -> None:
-        content = final_content(request)
         self._request = request
         self._timeout = schema_timeout_s
         self._tenant = tenant
-        self._canonical = checked_format(request) if content.kind == "json_schema" else None
-        self.check: CheckAnswer | None = self._problem if content.kind != "text" else None
+        self._canonical: str | None = None
+        self.check: CheckAnswer | None = None
         self._refused = 0
 
     async def prepare(self) -> None:
-        """The format's schema compiled, off the event loop (a 400 if it cannot be), before the run starts."""
+        """The format as the planned request has it (a conversation's update may have set it), its schema
+        compiled off the event loop (a 400 if it cannot be), before the run starts."""
+        content = final_content(self._request)
+        self._canonical = checked_format(self._request) if content.kind == "json_schema" else None
+        self.check = self._problem if content.kind != "text" else None
         if self._canonical is not None:
             try:
                 await schema_compiles(self._canonical, self._timeout, self._tenant)

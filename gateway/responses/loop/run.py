@@ -29,6 +29,7 @@ from ...protocol import Include, ResponseStatus
 from ...storage.response_store import Orphan
 from ..history.dialog import Dialog, tool_result
 from ..history.dialog_plan import DialogPlan, Remembered, plan_dialog
+from ..history.settings import ResponseSettings
 from ..needs import ResponsesNeeds
 from ..shapes.request import ResponsesRequest
 from ..shapes.response_object import ResponseObject, skeleton
@@ -188,6 +189,8 @@ class ResponseRun:
 
     async def _plan(self, provision: bool, adopted: Checkpoint | None = None) -> None:
         self.state.planned(await plan_dialog(self.services, self.request, self.tenant, self.remembered), adopted)
+        # What the conversation's `configuration_update` items set, over the request's own: read from here on.
+        self.dialog.tool_state(ResponseSettings).apply(self.request)
         await self.backstop.prepare()
         await self.toolset.prepare(self.dialog, provision)
         self.prompts.planned()

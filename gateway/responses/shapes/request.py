@@ -250,6 +250,45 @@ class CompactionTriggerItem(StrictModel):
     id: str | None = Field(None, max_length=128)
 
 
+class AdditionalToolsItem(StrictModel):
+    """Tools offered from this point of the conversation on (SDK 3.57): declared to the model where the item
+    stands, callable from then on, kept with the conversation (tools/additional.py). Client tools here:
+    functions, custom tools, namespaces; their definitions are checked as the request's own are."""
+
+    type: Literal["additional_tools"]
+    role: Literal["developer"] = "developer"
+    tools: list[dict[str, Any]] = Field(min_length=1, max_length=128)
+    id: str | None = Field(None, max_length=128)
+
+
+class ConfigurationReasoning(StrictModel):
+    effort: Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"] | None = None
+
+
+class ConfigurationFormat(StrictModel):
+    """What a `configuration_update` may set the answer's format to: text, or a JSON schema."""
+
+    type: Literal["text", "json_schema"]
+    name: str | None = Field(None, max_length=64)
+    schema_: dict[str, Any] | None = Field(None, alias="schema")
+    description: str | None = None
+    strict: bool | None = None
+
+
+class ConfigurationText(StrictModel):
+    format: ConfigurationFormat
+
+
+class ConfigurationUpdateItem(StrictModel):
+    """Reasoning effort and the answer's format for what follows, until a later update replaces them
+    (history/settings.py): kept with the conversation, read again when sent back."""
+
+    type: Literal["configuration_update"]
+    id: str | None = Field(None, max_length=128)
+    reasoning: ConfigurationReasoning | None = None
+    text: ConfigurationText | None = None
+
+
 class ItemReference(StrictModel):
     """An item of a stored response, named by its id: read as the item itself (history/item_references.py)."""
 
@@ -310,6 +349,8 @@ InputItem = Annotated[
         Annotated[ToolSearchOutputItem, Tag("tool_search_output")],
         Annotated[CompactionItem, Tag("compaction")],
         Annotated[CompactionTriggerItem, Tag("compaction_trigger")],
+        Annotated[AdditionalToolsItem, Tag("additional_tools")],
+        Annotated[ConfigurationUpdateItem, Tag("configuration_update")],
         Annotated[ItemReference, Tag("item_reference")],
     ],
     Discriminator(_item_type),

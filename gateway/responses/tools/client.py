@@ -54,15 +54,18 @@ class ClientTools(Tool[DeclaredT]):
         """(param, recipient, function) of the functions whose arguments are checked against their schema."""
         return []
 
-    def add_loaded(self, tools: list[LoadedTool]) -> None:
-        """Tools a client's tool search loaded earlier in the conversation that the request does not declare
-        (the model read their declarations in the dialog): callable like the declared ones."""
+    def add_loaded(self, tools: list[LoadedTool], searched: bool = True) -> None:
+        """Tools a client's tool search loaded earlier in the conversation (or an `additional_tools` item
+        added: not `searched`) that the request does not declare (the model read their declarations in the
+        dialog): callable like the declared ones."""
 
     async def prepare(self, dialog: Dialog, provision: bool) -> None:
         await super().prepare(dialog, provision)
         loaded = dialog.tool_state(LoadedTools)
         if loaded.definitions:
             self.add_loaded(parsed_definitions(loaded.definitions))
+        if loaded.added:
+            self.add_loaded(parsed_definitions(loaded.added), searched=False)
         for param, recipient, function in self.strict_functions():
             if function.strict is False:  # OpenAI's default is strict
                 continue

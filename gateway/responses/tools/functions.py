@@ -54,10 +54,11 @@ class FunctionTools(ClientTools[FunctionTool | CustomTool]):
         self.callables = {tool.recipient: (tool, tool.name if tool.defer_loading else None) for tool in self.functions.values()}
         self.deferred = {tool.recipient for tool in self.declared if tool.defer_loading}
 
-    def add_loaded(self, tools: list[LoadedTool]) -> None:
+    def add_loaded(self, tools: list[LoadedTool], searched: bool = True) -> None:
         for tool in tools:
             if isinstance(tool, (FunctionTool, CustomTool)) and tool.recipient not in self.callables:
-                self.callables[tool.recipient] = (tool, tool.name)
+                # A searched function's call names it as its namespace too (OpenAI's shape); an added one's, as declared.
+                self.callables[tool.recipient] = (tool, tool.name if searched else None)
 
     @staticmethod
     def matches(tool: RequestTool, ref: dict[str, Any]) -> bool:

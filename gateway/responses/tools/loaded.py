@@ -23,6 +23,7 @@ class UnwrittenLoad:
 class LoadedTools:
     definitions: list[dict[str, Any]] = field(default_factory=list)  # as the searches found them
     recipients: set[str] = field(default_factory=set)  # what they make callable
+    added: list[dict[str, Any]] = field(default_factory=list)  # as `additional_tools` items gave them (additional.py)
     # Answers of searches that loaded MCP servers' tools, sent in the request's input (not stored: written
     # once the request's servers are connected, mcp.py).
     unwritten: list[UnwrittenLoad] = field(default_factory=list)
@@ -30,13 +31,17 @@ class LoadedTools:
     @classmethod
     def from_json(cls, stored: Mapping[str, Any]) -> LoadedTools:
         definitions = list(stored.get("loaded_tools") or [])
-        return cls(definitions, loaded_recipients(definitions))
+        return cls(definitions, loaded_recipients(definitions), list(stored.get("added_tools") or []))
 
     def to_json(self) -> dict[str, Any]:
-        return {"loaded_tools": self.definitions}
+        return {"loaded_tools": self.definitions} | ({"added_tools": self.added} if self.added else {})
 
     def copy(self) -> LoadedTools:
-        return LoadedTools(list(self.definitions), set(self.recipients), list(self.unwritten))
+        return LoadedTools(list(self.definitions), set(self.recipients), list(self.added), list(self.unwritten))
+
+    def add(self, definitions: list[dict[str, Any]]) -> None:
+        """Tools an `additional_tools` item offers: callable as if the request declared them."""
+        self.added += definitions
 
     def load(self, definitions: list[dict[str, Any]]) -> None:
         self.definitions += definitions

@@ -28,7 +28,7 @@ class NamespaceTools(ClientTools[NamespaceTool]):
             self.deferred |= {f"{tool.name}.{function.name}" for function in tool.tools if function.defer_loading}
         self.loaded_namespaces: list[str] = []  # namespaces only a client's tool search loaded
 
-    def add_loaded(self, tools: list[LoadedTool]) -> None:
+    def add_loaded(self, tools: list[LoadedTool], searched: bool = True) -> None:
         for tool in tools:
             if not isinstance(tool, NamespaceTool):
                 continue
