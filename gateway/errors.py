@@ -99,7 +99,6 @@ def from_validation_error(exc: ValidationError, data: Any = None) -> APIError:
     elif kind in ("union_tag_invalid", "unsupported_item"):
         # An item or tool of a type no member takes: named by the request's path and the type it gave,
         # never by pydantic's view of the union (its discriminator function, its tags).
-        param = f"{param}.type" if param else "type"
         ctx = first.get("ctx") or {}
         shown = first["msg"] if kind == "unsupported_item" else f"'{ctx.get('tag')}' is not a type this gateway accepts here"
         code, message = "invalid_value", f"Invalid value for '{param}': {shown}."

@@ -182,15 +182,15 @@ def test_a_compaction_trigger_in_the_background_and_on_a_socket(gateway: Any, em
     ("items", "param", "words"),
     [
         ([TRIGGER, {"role": "user", "content": "hi"}], "input[0]", "must be the last input item"),
-        ([{"type": "program", "id": "p1", "call_id": "c1", "code": "1", "fingerprint": "f"}], "input[0].type", "'program' items are not supported"),
+        ([{"type": "program", "id": "p1", "call_id": "c1", "code": "1", "fingerprint": "f"}], "input[0]", "'program' items are not supported"),
         (
             [{"role": "user", "content": "hi"}, {"type": "program_output", "id": "p", "call_id": "c", "result": "1", "status": "completed"}],
-            "input[1].type",
+            "input[1]",
             "programmatic tool calling",
         ),
         (
             [{"role": "user", "content": "hi"}, {"type": "computer_call_output", "call_id": "c", "output": {}}],
-            "input[1].type",
+            "input[1]",
             "'computer_call_output' is not a type",
         ),
     ],
