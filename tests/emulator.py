@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import hashlib
 import json
 import random
@@ -47,6 +48,7 @@ class Stats:
     # the grammar forbade what a well-formed model writes (tests/conftest.py fails the test).
     grammar_violations: list = field(default_factory=list)  # the last few
     violation_count: int = 0
+    embeddings_held: dict = field(default_factory=dict)  # `[embedding-held KEY]` calls made, by KEY
     grammar_ignored: int = 0  # calls whose grammar was taken and not enforced (--ignore-grammar)
     constrained: int = 0  # completions checked against a structural tag
     last_prompt: str = ""
@@ -615,8 +617,9 @@ def create_emulator(
         return StreamingResponse(stream(), media_type="text/event-stream")
 
     async def embeddings(request: Request) -> Response:
-        """vLLM's pooling runner's `/v1/embeddings`; `[embedding-fails]` in a text makes it a 500, and
-        `[embedding-slow]` makes it answer after 4 s (a replica killed meanwhile)."""
+        """vLLM's pooling runner's `/v1/embeddings`; `[embedding-fails]` in a text makes it a 500,
+        `[embedding-slow]` makes it answer after 4 s, and `[embedding-held KEY]` once the test releases KEY
+        (`POST /_emulator/release/KEY`; a minute at most): a replica killed meanwhile."""
         body = await request.json()
         texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
         stats.embedding_calls += 1
@@ -625,12 +628,26 @@ def create_emulator(
             return vllm_error(500, "the embedding model failed")
         if any("[embedding-slow]" in text for text in texts):
             await asyncio.sleep(4)
+        for key in {found for text in texts for found in re.findall(r"\[embedding-held (\w+)\]", text)}:
+            stats.embeddings_held[key] = stats.embeddings_held.get(key, 0) + 1
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(held_until(key).wait(), 60)
         data = [{"object": "embedding", "index": index, "embedding": embedding(text)} for index, text in enumerate(texts)]
         usage = {"prompt_tokens": len(texts), "total_tokens": len(texts)}
         return JSONResponse({"object": "list", "model": body.get("model"), "data": data, "usage": usage})
 
+    releases: dict[str, asyncio.Event] = {}
+
+    def held_until(key: str) -> asyncio.Event:
+        return releases.setdefault(key, asyncio.Event())
+
+    async def release(request: Request) -> Response:
+        held_until(request.path_params["key"]).set()
+        return JSONResponse({"released": request.path_params["key"]})
+
     return Starlette(
         routes=[
+            Route("/_emulator/release/{key}", release, methods=["POST"]),
             Route("/v1/embeddings", embeddings, methods=["POST"]),
             Route("/v1/models", models),
             Route("/health", health),

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import io
 import os
+import secrets
 import time
 import zipfile
 from pathlib import Path
 from typing import Any, Iterator
 
 import openai
+import httpx
 import pytest
 
 from .conftest import Gateway, Process, gateway_config
@@ -315,17 +317,19 @@ def test_ingestion_is_taken_over_when_its_replica_is_killed(emulator: Process, p
     database = pgvector.new_database()
     first = make_gateway(emulator.url, **pg_sections(emulator, database, lease_s=1.0))
     api = first.client()
-    file_id = upload(api, "slow.txt", "The archive is in the basement. [embedding-slow]")
-    calls = emulator_stats(emulator)["embedding_calls"]
+    # Its embeddings call is held by the emulator until the test lets it go: the replica is killed inside it.
+    key = f"takeover{secrets.token_hex(4)}"
+    file_id = upload(api, "slow.txt", f"The archive is in the basement. [embedding-held {key}]")
     store = api.vector_stores.create(name="taken over", file_ids=[file_id])
-    deadline = time.monotonic() + 20
-    while emulator_stats(emulator)["embedding_calls"] == calls:  # the first replica is embedding it
+    deadline = time.monotonic() + 30
+    while not emulator_stats(emulator)["embeddings_held"].get(key):  # the first replica is embedding it
         assert time.monotonic() < deadline
         time.sleep(0.05)
     second = make_gateway(emulator.url, **pg_sections(emulator, database, lease_s=1.0))
     assert first.proc is not None
     first.proc.kill()
     first.proc.wait()
+    httpx.post(f"{emulator.url}/_emulator/release/{key}")
     other = second.client()
     assert other.vector_stores.retrieve(store.id).file_counts.in_progress == 1
     done = ready(other, store.id, timeout=30)
