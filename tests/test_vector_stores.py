@@ -12,8 +12,8 @@ import zipfile
 from pathlib import Path
 from typing import Any, Iterator
 
-import openai
 import httpx
+import openai
 import pytest
 
 from .conftest import Gateway, Process, gateway_config
