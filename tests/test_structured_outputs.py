@@ -258,6 +258,11 @@ def test_an_engine_that_takes_the_grammar_and_breaks_it_is_distrusted(lax_engine
     calls are held back: a call whose arguments do not parse never reaches the client."""
     gateway = make_gateway(lax_engine.url, engine={"distrust_on_violation": True})
     assert _grammar_of(gateway) == ("0.11.1", "enforced")
+    # Arguments that are JSON and miss the schema are refused alone: a grammar may not hold every keyword.
+    schema_only = {"input": 'weather [args {"town":"Rome"}] [args {"city":"Rome"}]', "tools": [WEATHER], "tool_choice": "required"}
+    assert [item["status"] for item in stream_raw(gateway, schema_only)[-1]["response"]["output"]] == ["incomplete", "completed"]
+    assert _grammar_of(gateway) == ("0.11.1", "enforced")
+    # Arguments that are not JSON at all: what any grammar forbids.
     tries = '[args {"city": Rome}] [args {"city":"Rome"}]'
     body = {"input": f"weather {tries}", "tools": [WEATHER], "tool_choice": "required"}
     final = stream_raw(gateway, body)[-1]["response"]

@@ -11,7 +11,11 @@ costs a comparison of the shapes.
 
 from __future__ import annotations
 
+import json
+
 from openai_harmony import Message, Role
+
+from runtime.cpu import run_cpu
 
 from ...engine.structural_tag import JSON_OBJECT, TEXT, CallShape, Content, TurnGrammar, json_schema
 from ...errors import APIError, bad_request
@@ -85,20 +89,27 @@ class AnswerBackstop:
     async def _problem(self, text: str) -> str | None:
         return await json_problem(text, self._canonical, self._timeout, self._tenant)
 
-    async def check_unheld(self, message: Message | None, resumed: bool) -> None:
-        """A final answer a grammar held, checked when whole: `resumed`, the grammar held it only in part (its
-        engine call went on without it after the engine broke off, or on another replica); otherwise the
-        engine was to hold all of it (and may not have: grammar_trust.py). Its text was shown as it came,
-        so one that breaks the format fails the response rather than completing it."""
-        if self.check is None or message is None or message.author.role != Role.ASSISTANT or message.channel != "final":
+    async def check_unheld(self, message: Message | None) -> None:
+        """A final answer the grammar held only in part (its engine call went on without it after the engine
+        broke off, or on another replica): checked when whole. Its text was shown as it came, so one that
+        breaks the format fails the response rather than completing it."""
+        text = _final_text(message)
+        if self.check is None or text is None:
             return
-        problem = await self.check("".join(getattr(part, "text", "") for part in message.content))
-        if problem is None:
-            return
-        how = "written on after the engine broke off (without the grammar)" if resumed else "written past the grammar the engine was sent"
-        raise APIError(
-            502, f"The model's answer, {how}, does not fit the response's text.format: {problem}.", type="server_error", code="model_output_invalid"
-        )
+        problem = await self.check(text)
+        if problem is not None:
+            raise APIError(
+                502, f"The model's answer, written on after the engine broke off (without the grammar), does not fit the response's text.format: {problem}.",
+                type="server_error", code="model_output_invalid",
+            )  # fmt: skip
+
+    async def unparsable(self, message: Message | None) -> bool:
+        """A final answer a grammar held to JSON that does not parse: the engine did not hold it (one parse,
+        off the event loop when long)."""
+        text = _final_text(message)
+        if self.check is None or text is None:
+            return False
+        return not (json_value(text) if len(text) <= INLINE_CHARS else await run_cpu(json_value, text))
 
     def refused(self, problem: str) -> Message:
         """The model's next instruction after an answer that breaks the format; past the bound, the failure."""
@@ -126,3 +137,20 @@ def _invalid_format(request: ResponsesRequest, exc: InvalidSchema) -> APIError:
     text_format = request.text.format if request.text else None
     name = (text_format.name if text_format is not None else None) or "response"
     return bad_request(f"Invalid schema for response_format '{name}': {exc}.", param="text.format.schema")
+
+
+INLINE_CHARS = 64 * 1024  # an answer up to this long is parsed on the event loop
+
+
+def _final_text(message: Message | None) -> str | None:
+    if message is None or message.author.role != Role.ASSISTANT or message.channel != "final":
+        return None
+    return "".join(getattr(part, "text", "") for part in message.content)
+
+
+def json_value(text: str) -> bool:
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True

@@ -136,24 +136,29 @@ class EngineCalls:
         return outcome
 
     async def _verify(self, outcome: TurnOutcome) -> None:
-        """What the grammar held, checked at its end (the call's arguments were, in `written`; the final
-        answer's format here: one parse). A final answer that breaks it was shown as it came: the response
-        fails. Either broken where the grammar held all of it (not resumed without it): the engine does not
-        enforce grammars, and is told so."""
+        """What the grammar held, checked at its end. Held only in part (resumed without it), the final answer
+        is checked whole against its format. Held whole, what any grammar guarantees is checked: a call's
+        arguments are a JSON object (parsed in `written` anyway), a JSON format's answer parses (one parse);
+        either broken, the engine does not enforce grammars, and is told so. An answer that breaks it was
+        shown as it came: the response fails."""
         assert self.current is not None
-        broke = outcome.call is not None and outcome.call.broke_grammar
         last = self._state.dialog.messages[-1] if self._state.dialog.messages else None
-        try:
-            await self._backstop.check_unheld(last, resumed=self.current.resumed)
-        except APIError:
-            broke = True
-            raise
-        finally:
-            if broke and not self.current.resumed and self._opened_at:  # (a call replayed on adoption: not this engine's)
-                self._grammar_broken()
+        if self.current.resumed:
+            await self._backstop.check_unheld(last)
+            return
+        broken_answer = await self._backstop.unparsable(last)
+        if broken_answer or (outcome.call is not None and outcome.call.broke_grammar):
+            self._grammar_broken()
+        if broken_answer:
+            raise APIError(
+                502, "The model's answer, written past the grammar the engine was sent, is not the JSON the response's text.format asks for.",
+                type="server_error", code="model_output_invalid",
+            )  # fmt: skip
 
     def _grammar_broken(self) -> None:
         engine, url = self._engine, self._opened_at
+        if not url:  # a call replayed on adoption, no engine's of this replica
+            return
         self._services.metrics.grammar_violations.labels(self.model_id, url).inc()
         if engine.config.distrust_on_violation and engine.grammar_broken(url):
             logger.warning(

@@ -260,6 +260,14 @@ def argument_problem(canonical: str, arguments: str) -> str | None:
         return "the function's schema refers to itself endlessly, so the arguments cannot be checked"
 
 
+def json_object(text: str) -> bool:
+    """Whether the text is a JSON object: what every grammar of a call's arguments holds it to."""
+    try:
+        return isinstance(json.loads(text), dict)
+    except ValueError:
+        return False
+
+
 async def json_problem(text: str, canonical: str | None, timeout_s: float, tenant: str = "") -> str | None:
     """Why the model's JSON text (a call's arguments, a final answer) breaks the canonical schema (with none,
     why it is not a JSON object), in words for the model; None when it fits. The schema check runs in a

@@ -32,7 +32,7 @@ from ..shapes.request import (
     GrammarInput,
     NamespaceFunction,
 )
-from ..shapes.schemas import InvalidSchema, checked_schema, json_problem, schema_compiles
+from ..shapes.schemas import InvalidSchema, checked_schema, json_object, json_problem, schema_compiles
 from ..shapes.tool_search_models import TOOL_SEARCH_RECIPIENT, is_loaded
 from .base import DeclaredT, Tool, ToolContext
 from .loaded import LoadedTools
@@ -136,7 +136,10 @@ class ClientTools(Tool[DeclaredT]):
         events = self.context.output.events
         problem = await self._problem(call.recipient, text)
         if problem is not None:
-            call.invalidate(problem, held=call.item is not None)  # streamed live: only where the grammar held it
+            # Streamed live (only where a grammar held it) and not even a JSON object: what any grammar of its
+            # arguments forbids, so the engine did not hold it (a schema keyword its grammar skips is not that).
+            held = call.item is not None and not isinstance(self.callables[call.recipient][0], CustomTool) and not json_object(text)
+            call.invalidate(problem, held=held)
         item = call.item
         shown: list[Event | Delta] = []
         if item is None:  # held back while it was written: shown whole now, if it can be
