@@ -11,24 +11,10 @@ import openai
 import pytest
 
 from .conftest import MODEL, Process, emulator_stats, stream_sdk
+from .test_structured_outputs import CITY, JSON_ANSWER, WEATHER
 
-WEATHER = {
-    "type": "function",
-    "name": "get_weather",
-    "description": "The weather in a city",
-    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"], "additionalProperties": False},
-    "strict": True,
-}
 CALL = '[call functions.get_weather {"city": "Rome"}]'
 ADDED = {"type": "additional_tools", "role": "developer", "tools": [WEATHER]}
-CITY = {
-    "type": "object",
-    "properties": {"city": {"type": "string"}, "population": {"type": "integer"}},
-    "required": ["city", "population"],
-    "additionalProperties": False,
-}
-PARIS = '{"city": "Paris", "population": 2100000}'
-JSON_ANSWER = f"[[constrained <|channel|>final<|message|>{PARIS}<|return|>]]"
 AS_JSON = {"type": "configuration_update", "text": {"format": {"type": "json_schema", "name": "city", "schema": CITY, "strict": True}}}
 
 
