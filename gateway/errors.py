@@ -100,7 +100,7 @@ def from_validation_error(exc: ValidationError, data: Any = None) -> APIError:
         # An item or tool of a type no member takes: named by the request's path and the type it gave,
         # never by pydantic's view of the union (its discriminator function, its tags).
         ctx = first.get("ctx") or {}
-        shown = first["msg"] if kind == "unsupported_item" else f"'{ctx.get('tag')}' is not a type this gateway accepts here"
+        shown = first["msg"] if kind == "unsupported_item" else f"'{str(ctx.get('tag'))[:64]}' is not a type this gateway accepts here"
         code, message = "invalid_value", f"Invalid value for '{param}': {shown}."
     else:
         code, message = "invalid_value", f"Invalid value for '{param}': {first['msg']}."

@@ -36,6 +36,8 @@ def assert_error(response: httpx.Response, status: int, param: str | None) -> di
         ({"input": [{"role": "user"}]}, "input[0].content"),
         ({"input": [{"role": "user", "content": [{"type": "input_audio", "text": "x"}]}]}, "input[0].content[0]"),
         ({"input": [{"type": "telepathy"}]}, "input[0]"),
+        ({"input": [{"type": ["message"]}]}, "input[0]"),
+        ({"input": [{"type": {"a": 1}}]}, "input[0]"),
         ({"input": "x", "tools": [{"type": "teleport"}]}, "tools[0]"),
         ({"input": "x", "tools": [{"type": "function"}]}, "tools[0].name"),
         ({"input": "x", "reasoning": {"effort": "extreme"}}, "reasoning.effort"),

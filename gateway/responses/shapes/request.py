@@ -316,7 +316,8 @@ def _item_as_sent(value: Any) -> Any:
     """An input item before it is read: a client's own bookkeeping dropped, an item nothing here reads refused."""
     if not isinstance(value, dict):
         return value
-    why = UNSUPPORTED_ITEMS.get(value.get("type"))  # type: ignore[arg-type]
+    kind = value.get("type")
+    why = UNSUPPORTED_ITEMS.get(kind) if isinstance(kind, str) else None
     if why is not None:
         raise PydanticCustomError("unsupported_item", "'{kind}' items are not supported by this gateway: {why}", {"kind": value["type"], "why": why})
     if any(name in value for name in IGNORED_ITEM_FIELDS):
