@@ -415,6 +415,8 @@ def create_emulator(
     async def get_version(request: Request) -> Response:
         if version is None:
             return JSONResponse({"detail": "Not Found"}, status_code=404)
+        if version == "hang":  # a router in front that holds what it does not route
+            await asyncio.sleep(3600)
         return JSONResponse({"version": version})
 
     async def get_stats(request: Request) -> Response:
@@ -668,7 +670,7 @@ def main() -> None:
     parser.add_argument("--chunk-delay-ms", type=float, default=0.0)
     parser.add_argument("--model", default=MODEL, help="the served model name")
     parser.add_argument("--listed-max-model-len", default=None, help="what /v1/models says max_model_len is, as text (garbage)")
-    parser.add_argument("--vllm-version", default=VLLM_VERSION, help="what /version says; 'none': no /version")
+    parser.add_argument("--vllm-version", default=VLLM_VERSION, help="what /version says; 'none': no /version; 'hang': never answers")
     parser.add_argument("--ignore-grammar", action="store_true", help="take structured_outputs and enforce nothing")
     args = parser.parse_args()
     version = None if args.vllm_version == "none" else args.vllm_version

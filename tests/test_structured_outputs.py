@@ -299,6 +299,7 @@ def test_an_engine_too_old_to_read_the_grammar_gets_none(workdir, make_gateway):
     and its calls are held back and checked from the first."""
     old = start_emulator(workdir, "--ignore-grammar", "--vllm-version", "0.10.1.1")
     unknown = start_emulator(workdir, "--vllm-version", "none")
+    silent = start_emulator(workdir, "--vllm-version", "hang")
     try:
         gateway = make_gateway(old.url, engine={"distrust_on_violation": True})
         assert _grammar_of(gateway) == ("0.10.1.1", "ignored")
@@ -307,9 +308,15 @@ def test_an_engine_too_old_to_read_the_grammar_gets_none(workdir, make_gateway):
         assert "structured_outputs" not in emulator_stats(old)["last_request"]
         # No /version (not vLLM's, or hidden): trusted, and checked.
         assert _grammar_of(make_gateway(unknown.url)) == (None, "unverified")
+        # A /version held open costs nothing: the engine is up, its grammar unverified, and it answers.
+        held = make_gateway(silent.url)
+        assert _grammar_of(held) == (None, "unverified")
+        assert httpx.get(held.url + "/ready").json()["engine"] is True
+        assert held.client().responses.create(model=MODEL, input="hi").output_text == "You said: hi"
     finally:
         old.stop()
         unknown.stop()
+        silent.stop()
 
 
 def _grammar_of(gateway) -> tuple[str | None, str]:

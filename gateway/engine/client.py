@@ -146,10 +146,12 @@ class EngineClient:
         return chosen
 
     async def _version(self) -> str | None:
-        """vLLM's `/version` (`{"version": "0.11.0"}`); None where the engine has none to give."""
+        """vLLM's `/version` (`{"version": "0.11.0"}`); None where the engine has none to give. Within half the
+        connect limit: a router that holds it open costs the health check nothing (the engine is not down)."""
         try:
-            found = json.loads(await self._request("GET", "/version")).get("version")
-        except (APIError, ValueError, AttributeError):
+            async with asyncio.timeout(self.config.connect_timeout_s / 2):
+                found = json.loads(await self._request("GET", "/version")).get("version")
+        except (APIError, ValueError, AttributeError, TimeoutError):
             return None
         return found if isinstance(found, str) and 0 < len(found) <= 64 else None
 
