@@ -90,6 +90,9 @@ def test_a_configuration_update_sets_the_format_and_effort_for_what_follows(gate
     assert "effort=high" in fourth.output_text
     listed = [item.type for item in client.responses.input_items.list(third.id, order="asc").data]
     assert "configuration_update" in listed
+    # Streamed, with nothing stored: the same.
+    events = stream_sdk(client, input=[AS_JSON, {"role": "user", "content": f"Which city? {JSON_ANSWER}"}], store=False)
+    assert json.loads(events[-1]["response"]["output"][-1]["content"][0]["text"])["city"] == "Paris"
 
 
 def test_a_configuration_update_is_checked(gateway: Any) -> None:
