@@ -103,3 +103,13 @@ def test_a_configuration_update_is_checked(gateway: Any) -> None:
     with pytest.raises(openai.BadRequestError) as err:
         gateway.client().responses.create(model=MODEL, input=[{"type": "configuration_update", "reasoning": {"effort": "extreme"}}])
     assert err.value.body["param"].startswith("input[0].reasoning.effort")
+
+
+def test_a_thread_sent_again_whole_reads_its_items_once(gateway: Any, emulator: Process) -> None:
+    """A client that sends the whole thread again with `previous_response_id`: the items it sent before (an
+    `additional_tools` among them) are not read twice, so the tools are declared once."""
+    client = gateway.client()
+    thread = [{"role": "user", "content": "hello"}, ADDED]
+    first = client.responses.create(model=MODEL, input=thread)
+    client.responses.create(model=MODEL, previous_response_id=first.id, input=[*thread, {"role": "user", "content": "[recall]"}])
+    assert emulator_stats(emulator)["last_prompt"].count("These tools are available from now on") == 1
