@@ -9,7 +9,7 @@ COPY wheels/ /tmp/wheels/
 # The sources, for the install without wheels; the installed package is what runs.
 COPY pyproject.toml README.md /src/
 COPY gateway /src/gateway
-COPY tools /src/tools
+COPY connectors /src/connectors
 COPY sandbox /src/sandbox
 COPY runtime /src/runtime
 RUN set -eu; \

@@ -29,12 +29,12 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from gateway.responses.loop.citations import CitationRewriter  # noqa: E402
+from connectors.browser.backends import HttpFetcher, McpSearch, to_page  # noqa: E402
+from connectors.browser.guard import AddressPolicy  # noqa: E402
+from connectors.browser.session import BrowseOptions, Browser  # noqa: E402
+from connectors.connection import MCPConnection, ServerSpec  # noqa: E402
+from gateway.responses.events.citations import CitationRewriter  # noqa: E402
 from tests.conftest import Process, free_port  # noqa: E402
-from tools.browser.backends import HttpFetcher, McpSearch, to_page  # noqa: E402
-from tools.browser.guard import AddressPolicy  # noqa: E402
-from tools.browser.session import BrowseOptions, Browser  # noqa: E402
-from tools.connection import MCPConnection, ServerSpec  # noqa: E402
 
 BLOCK = 20
 

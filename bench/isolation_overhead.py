@@ -26,10 +26,10 @@ import anyio
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from connectors.browser.backends import to_page  # noqa: E402
 from gateway.responses.shapes.schemas import _compiled, argument_error, argument_problem, checked_schema  # noqa: E402
 from runtime.cpu import run_cpu  # noqa: E402
 from runtime.isolation import run_isolated  # noqa: E402
-from tools.browser.backends import to_page  # noqa: E402
 
 BLOCK = 20
 SCHEMA = {

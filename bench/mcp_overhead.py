@@ -28,10 +28,10 @@ from mcp.client.streamable_http import streamable_http_client
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from connectors.connection import MCPConnection, ServerSpec  # noqa: E402
+from connectors.results import result_text  # noqa: E402
 from gateway.responses.history.dialog import Dialog, tool_result  # noqa: E402
 from tests.conftest import free_port, wait_for_port  # noqa: E402
-from tools.connection import MCPConnection, ServerSpec  # noqa: E402
-from tools.results import result_text  # noqa: E402
 
 ARGUMENTS = {"text": "hello from the benchmark"}
 BLOCK = 20

@@ -16,17 +16,21 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from connectors.browser import make_backends
+from connectors.servers import MCPServers
 from runtime import isolation
 from runtime.supervision import Supervisor
 from sandbox.docker_backend import Owner
 from sandbox.local_backend import memory_bytes
 from sandbox.manager import SandboxManager, SandboxUnavailable
-from tools.browser import make_backends
-from tools.servers import MCPServers
 
 from .chat.routes import routes as chat_routes
 from .config import GatewayConfig
 from .conversations.routes import routes as conversation_routes
+from .core.admission import Admission
+from .core.runs import Runs
+from .core.sealed import KeysDoNotOpen, shared_sealer
+from .core.tenant_sockets import TenantSockets
 from .engine import harmony
 from .engine.client import ModelInfo
 from .engine.renderer import PromptRenderer
@@ -39,12 +43,8 @@ from .files.service import FileService
 from .jsontext import JSONResponse
 from .metrics import Metrics
 from .replicas import Replicas
-from .responses.loop.admission import Admission
-from .responses.loop.log import Runs
 from .responses.loop.run import ResponseRun
-from .responses.loop.sealed import KeysDoNotOpen, shared_sealer
 from .responses.routes import routes as response_routes
-from .responses.tenant_sockets import TenantSockets
 from .sandbox_sessions import SessionDirectory
 from .services import Services
 from .shutdown import Drain

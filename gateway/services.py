@@ -8,20 +8,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from connectors.browser import BrowserBackends
+from connectors.servers import MCPServers
 from runtime.supervision import Supervisor
 from sandbox.manager import SandboxManager
-from tools.browser import BrowserBackends
-from tools.servers import MCPServers
 
 from .config import GatewayConfig
+from .core.runs import Runs
+from .core.sealed import Sealer
+from .core.tenant_sockets import TenantSockets
 from .engine.renderer import PromptRenderer
 from .engine.routing import Engines
 from .files.service import FileService
 from .metrics import Metrics
 from .replicas import Replicas
-from .responses.loop.log import Runs
-from .responses.loop.sealed import Sealer
-from .responses.tenant_sockets import TenantSockets
 from .shutdown import Drain
 from .skills.service import SkillService
 from .storage.conversation_store import ConversationStore

@@ -14,7 +14,7 @@ from typing import Any, Iterator
 import httpx
 import pytest
 
-from tools.browser.decoding import BoundedDecoder, TooLarge
+from connectors.browser.decoding import BoundedDecoder, TooLarge
 
 from .conftest import ROOT, Gateway, Process, emulator_stats, free_port
 from .stream_checker import check_response_stream
@@ -352,7 +352,7 @@ def test_citations_rewrite_the_same_however_the_text_is_split() -> None:
     that start no citation, and citations of views that do not exist, pass through as written."""
     import random
 
-    from gateway.responses.loop.citations import LINES, CitationRewriter, Cited, FileCitation, UrlCitation
+    from gateway.responses.events.citations import LINES, CitationRewriter, Cited, FileCitation, UrlCitation
 
     pages = {0: ("https://a.example/x", "A"), 1: ("https://b.example/y", "B")}
 

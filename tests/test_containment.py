@@ -19,12 +19,12 @@ import httpx
 import pytest
 from openai_harmony import Conversation, Message, Role
 
+from connectors.browser.guard import AddressPolicy
 from gateway.engine.harmony import CUT_EVERY, MAX_RUN_CHARS, encode_text, encoding, render_message, render_messages
 from gateway.engine.renderer import PromptRenderer
 from runtime.fair import FairLimiter
 from runtime.supervision import Supervisor
 from runtime.text_runs import long_runs
-from tools.browser.guard import AddressPolicy
 
 from .conftest import MODEL, Gateway, Process, emulator_stats, start_emulator, stream_raw
 from .stream_checker import check_response_stream

@@ -13,17 +13,24 @@ ROOT = Path(__file__).resolve().parent.parent
 # Lowest first. A package may import those before it, never those after it. The composition root (the
 # app's services, the app) stands above them all.
 ORDER = [
-    "runtime", "sandbox", "tools", "gateway.storage", "gateway.engine", "gateway.web", "gateway.core", "gateway.files", "gateway.skills", "gateway.vector_stores", "gateway.responses", "gateway.webhooks", "gateway.conversations",
+    "runtime", "sandbox", "connectors", "gateway.storage", "gateway.engine", "gateway.web", "gateway.core", "gateway.files", "gateway.skills", "gateway.vector_stores", "gateway.responses", "gateway.webhooks", "gateway.conversations",
     "gateway.chat", "gateway.services", "gateway.app",
 ]  # fmt: skip
-PACKAGES = ["gateway", "tools", "sandbox", "runtime"]
+PACKAGES = ["gateway", "connectors", "sandbox", "runtime"]
 # The loop's modules (gateway/responses) longer than this say why here.
 MAX_LOOP_MODULE_LINES = 400
 LONG_LOOP_MODULES = {
     "gateway/responses/shapes/request.py": "the request's models, field for field as the openai SDK types them: one table, read by lookup",
 }
+# The floors of the Responses API, lowest first: its models; what a response writes (the event log, the
+# output writer, a tool call, citations); the dialog; the tools; the loop that runs them; its doors (the
+# package's own modules). What both the loop and the tools stand on is beneath both.
+RESPONSES_FLOORS = [
+    "gateway.responses.shapes", "gateway.responses.events", "gateway.responses.history", "gateway.responses.tools",
+    "gateway.responses.loop", "gateway.responses",
+]  # fmt: skip
 # The stand-alone packages import nothing of the gateway at all.
-STAND_ALONE = {"runtime", "sandbox", "tools"}
+STAND_ALONE = {"runtime", "sandbox", "connectors"}
 
 
 def _module_name(path: Path) -> str:
@@ -84,6 +91,25 @@ def test_packages_import_only_those_below_them() -> None:
     assert wrong == []
 
 
+def _floor_of(module: str) -> str | None:
+    for floor in RESPONSES_FLOORS[:-1]:
+        if module == floor or module.startswith(floor + "."):
+            return floor
+    return "gateway.responses" if module == "gateway.responses" or module.startswith("gateway.responses.") else None
+
+
+def test_the_responses_floors_import_only_those_below_them() -> None:
+    wrong = []
+    for path in sorted((ROOT / "gateway/responses").rglob("*.py")):
+        floor = _floor_of(_module_name(path))
+        assert floor is not None
+        for imported in _imports(path):
+            target = _floor_of(imported)
+            if target is not None and RESPONSES_FLOORS.index(target) > RESPONSES_FLOORS.index(floor):
+                wrong.append(f"{path.relative_to(ROOT)} imports {imported}")
+    assert wrong == []
+
+
 def test_the_order_is_read_from_real_imports(tmp_path: Path) -> None:
     # The check above cannot pass by reading nothing: a module known to import below it is seen to.
     assert "gateway.core.ids" in _imports(ROOT / "gateway/files/routes.py")
@@ -135,7 +161,7 @@ def test_the_cycle_check_sees_a_cycle() -> None:
     # tool's call names its taker without importing tools/.
     graph = _module_graph()
     assert "gateway.responses.loop.run_state" in graph["gateway.responses.loop.run"]
-    assert "gateway.responses.tools.base" not in graph["gateway.responses.loop.tool_call"]
+    assert "gateway.responses.tools.base" not in graph["gateway.responses.events.tool_call"]
 
 
 def test_the_loop_modules_are_short() -> None:

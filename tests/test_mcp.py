@@ -15,8 +15,8 @@ from typing import Any, Iterator
 import httpx
 import pytest
 
-from tools.connection import _describe
-from tools.urls import shown
+from connectors.connection import _describe
+from connectors.urls import shown
 
 from .conftest import MODEL, ROOT, Gateway, Process, emulator_stats, free_port, gateway_config, metric, stream_raw, stream_sdk, wait_for_port
 from .mcp_server import digest

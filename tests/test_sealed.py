@@ -15,7 +15,7 @@ import openai
 import pytest
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from gateway.responses.loop.sealed import Purpose, Sealer, Unsealable
+from gateway.core.sealed import Purpose, Sealer, Unsealable
 
 from .conftest import MODEL, Gateway, Process, gateway_config
 

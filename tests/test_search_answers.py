@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tools.browser.answers import read_answer, says_none
+from connectors.browser.answers import read_answer, says_none
 
 from .conftest import Process, emulator_stats
 from .test_browser import browser_config, search_server, site  # noqa: F401  (the site fixture)

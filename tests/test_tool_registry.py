@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import typing
 
+from connectors.namespaces import RESERVED_NAMESPACES
 from gateway.protocol import Include
 from gateway.responses.shapes.request import AllowedTools, NamedChoice, Tool, UnavailableTool
 from gateway.responses.tools.registry import BUILT_IN_NAMESPACES, INCLUDABLE, TOOLS, choice_owner, kind_of
-from tools.namespaces import RESERVED_NAMESPACES
 
 
 def _members(annotated: typing.Any) -> tuple[type, ...]:
@@ -55,7 +55,7 @@ def _input_types() -> dict[str, type]:
 
 
 def test_every_input_item_type_has_one_reader() -> None:
-    from gateway.responses.history.input_items import READERS
+    from gateway.responses.loop.input_items import READERS
 
     assert set(READERS) == set(_input_types().values())
 
@@ -96,7 +96,7 @@ def test_every_item_the_gateway_produces_is_one_the_sdk_sends_back_and_it_reads(
     from openai.types.responses.response_input_item_param import ResponseInputItemParam
     from openai.types.responses.response_output_item import ResponseOutputItem
 
-    from gateway.responses.history.input_items import READERS
+    from gateway.responses.loop.input_items import READERS
 
     sdk_outputs = _type_tags(typing.get_args(typing.get_args(ResponseOutputItem)[0]))
     sdk_inputs = _type_tags(typing.get_args(ResponseInputItemParam))

@@ -12,9 +12,9 @@ from starlette.routing import Route
 
 from ..core.requests import refuse_while_draining, tenant_of
 from ..jsontext import JSONResponse
+from ..responses.loop.needs import needs_of
 from ..responses.loop.prompt_builder import ChatOptions
 from ..responses.loop.run import ResponseRun
-from ..responses.needs import needs_of
 from ..responses.routes import event_stream, wait_for_run
 from ..web.body import parse_body
 from .frames import ChatChunks, completion

@@ -12,6 +12,7 @@ from starlette.routing import Route, WebSocketRoute
 from runtime.numbers import decimal
 
 from ..core.requests import include_query, refuse_while_draining, tenant_of
+from ..core.sealed import Purpose
 from ..errors import APIError, bad_request, not_found
 from ..jsontext import JSONResponse
 from ..storage import StorageError
@@ -19,13 +20,12 @@ from ..storage.paging import listing, page_query, unknown_after
 from ..storage.response_store import RUNNING, StoredResponse
 from ..web.body import parse_body
 from ..web.sse import EventStream
-from .history.dialog_plan import plan_dialog
+from .events.log import sequence_number, sse_frame
 from .loop.compaction import CompactRequest, compacted_response, summarize
+from .loop.dialog_plan import plan_dialog
 from .loop.follow import follow_stored, storage_unavailable, stored_before
-from .loop.log import sequence_number, sse_frame
+from .loop.needs import ResponsesNeeds, needs_of
 from .loop.run import ResponseRun
-from .loop.sealed import Purpose
-from .needs import ResponsesNeeds, needs_of
 from .shapes.request import ResponsesRequest
 from .socket import ResponsesSocketApp
 from .tools.registry import check_include
@@ -200,7 +200,7 @@ def _live(request: Request) -> ResponseRun | None:
     """The tenant's background response of this id, if it runs in this process."""
     services = needs_of(request)
     run = services.runs.background.get(request.path_params["response_id"])
-    return run if run is not None and run.tenant == tenant_of(request) else None
+    return run if isinstance(run, ResponseRun) and run.tenant == tenant_of(request) else None
 
 
 def _stream_query(request: Request) -> tuple[bool, int]:

@@ -32,9 +32,9 @@ from ..jsontext import dumps
 from ..protocol import ResponseStatus
 from ..web.body import INLINE_BYTES, parse_json
 from ..web.middleware import access_log, new_request_id, request_id_var
-from .history.dialog_plan import Remembered
+from .loop.dialog_plan import Remembered
+from .loop.needs import ResponsesNeeds, needs_of
 from .loop.run import ResponseRun
-from .needs import ResponsesNeeds, needs_of
 from .shapes.items import Delta, Event
 from .shapes.request import MessageItem, ResponsesRequest
 from .steering import Steer, SteerError, SteerEvent, accepted, failed, pending, required_input

@@ -9,7 +9,6 @@ worker thread, so the event loop never does work proportional to a body's size.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Any, Callable, Iterator, TypeVar
 
 import anyio
@@ -21,20 +20,13 @@ from runtime.cpu import run_cpu
 from runtime.numbers import decimal
 from runtime.text_runs import has_long_run
 
+from ..config import BodyLimits
 from ..errors import APIError, bad_request, from_validation_error
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
 INLINE_BYTES = 64 * 1024  # bodies up to this size are parsed on the event loop
 _JSON_TYPE = re.compile(r"^application/(?:[\w.+-]+\+)?json\s*(?:;.*)?$", re.IGNORECASE)
-
-
-@dataclass(frozen=True)
-class BodyLimits:
-    max_bytes: int
-    max_text_chars: int
-    max_unbroken_chars: int
-    read_timeout_s: float
 
 
 async def parse_body(request: Request, model: type[ModelT], limits: BodyLimits, allow_empty: bool = False) -> ModelT:

@@ -20,11 +20,11 @@ import anyio
 from opentelemetry.context import Context
 from opentelemetry.trace import SpanKind
 
-from tools.urls import shown
+from connectors.urls import shown
 
 from ..config import WebhooksConfig
+from ..core.sealed import Sealer, Unsealable
 from ..metrics import Metrics
-from ..responses.loop.sealed import Sealer, Unsealable
 from ..storage import StorageError
 from ..storage.webhook_outbox import Attempt, Due, Outcome, WebhookOutbox
 from ..tracing import child_span, failed

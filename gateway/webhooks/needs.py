@@ -8,7 +8,7 @@ from starlette.requests import HTTPConnection
 
 from ..config import GatewayConfig
 from ..core.requests import services_of
-from ..responses.loop.sealed import Sealer
+from ..core.sealed import Sealer
 from ..storage.webhook_store import WebhookStore
 from .sender import Sender
 

@@ -12,7 +12,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from tools.browser.guard import BlockedURL
+from connectors.browser.guard import BlockedURL
 
 from ..core.models import StrictModel
 from ..core.requests import tenant_of

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 import anyio
 import httpx
 
+from connectors.browser.guard import AddressPolicy, BlockedURL
+from connectors.urls import is_allowed, parse
 from runtime.fair import FairLimiter
-from tools.browser.guard import AddressPolicy, BlockedURL
-from tools.urls import is_allowed, parse
 
 from .signing import signature_header
 

@@ -9,7 +9,7 @@ import hashlib
 import hmac
 import secrets
 
-from ..responses.loop.sealed import Purpose, Sealer
+from ..core.sealed import Purpose, Sealer
 from ..storage.webhook_store import SigningSecrets
 
 _PREFIX = "whsec_"

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Sequence, Union
 
 from pydantic import Field, TypeAdapter, ValidationError
 
-from tools.namespaces import reserved_problem
+from connectors.namespaces import reserved_problem
 
 from ...engine.harmony import ToolDescription, ToolNamespaceConfig, declarations_text
 from ...errors import bad_request, param_path

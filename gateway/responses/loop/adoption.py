@@ -23,7 +23,7 @@ from __future__ import annotations
 from typing import AsyncIterator
 
 from ...engine.client import Chunks, EngineChunk, EngineUsage
-from .output import ResponseOutput
+from ..events.output import ResponseOutput
 from .run_state import Checkpoint
 
 

@@ -24,10 +24,10 @@ from ...engine.harmony import Preamble
 from ...engine.routing import ModelEngine
 from ...errors import APIError
 from ...protocol import EventType, ItemStatus
-from ..needs import ResponsesNeeds
 from ..shapes.items import Event, Events, OutputItem
 from ..shapes.output_items import CompactionShape
 from ..shapes.request import InputItem, ResponsesRequest
+from .needs import ResponsesNeeds
 from .side_call import final_answer, text_of
 
 # The one instruction gpt-oss summarises with, tuned for what an agent needs to go on working.

@@ -15,15 +15,15 @@ from contextlib import asynccontextmanager
 
 import anyio
 
+from ...core.sealed import Purpose
 from ...errors import APIError
 from ...storage import StorageError
 from ...storage.response_store import TooManyRunning
-from ..needs import ResponsesNeeds
+from ..events.tool_call import CallKind, ToolCall
 from .ending import RunEnding
 from .journal import Journal
+from .needs import ResponsesNeeds
 from .run_state import RunState
-from .sealed import Purpose
-from .tool_call import CallKind, ToolCall
 
 logger = logging.getLogger("gateway.responses")
 

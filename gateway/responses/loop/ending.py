@@ -21,12 +21,12 @@ from ...storage import StorageError
 from ...storage.conversation_store import Conversation, DuplicateItem
 from ...storage.response_store import StoredResponse
 from ..history.conversation_items import keep_state, new_items
-from ..history.dialog_plan import Remembered
-from ..needs import ResponsesNeeds
 from ..shapes.items import Event
 from ..shapes.request import ResponsesRequest
 from ..shapes.response_object import ResponseObject, ended
+from .dialog_plan import Remembered
 from .journal import Frames, Journal
+from .needs import ResponsesNeeds
 from .prompt_builder import PromptBuilder
 from .run_state import RunState
 from .run_trace import RunTrace

@@ -13,11 +13,11 @@ from dataclasses import replace
 from ...engine.client import Chunks, EngineStream, GrammarRefused
 from ...engine.routing import ModelEngine
 from ...errors import APIError
-from ..needs import ResponsesNeeds
+from ..events.output import ResponseOutput
 from ..tools import Toolset
 from .adoption import ReplayStream
 from .constraint import AnswerBackstop
-from .output import ResponseOutput
+from .needs import ResponsesNeeds
 from .prompt_builder import EngineCall, PromptBuilder
 from .run_state import Checkpoint, RunState
 from .run_trace import RunTrace, failure_text

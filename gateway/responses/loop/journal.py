@@ -21,7 +21,7 @@ import anyio
 
 from ...storage import StorageError
 from ...storage.response_store import ResponseStore
-from .log import Batch, EventLog, Wakeup, follow_batches, numbered_frames
+from ..events.log import Batch, EventLog, Wakeup, follow_batches, numbered_frames
 
 logger = logging.getLogger("gateway.responses")
 

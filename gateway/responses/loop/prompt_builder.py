@@ -14,17 +14,17 @@ from dataclasses import dataclass
 
 from openai_harmony import Role
 
+from ...core.sealed import Purpose
 from ...engine.client import Sampling
 from ...engine.harmony import GrowingPrompt, Preamble, Prompt, encoding
 from ...engine.routing import ModelEngine
 from ...errors import APIError, bad_request
-from ..needs import ResponsesNeeds
 from ..shapes.request import ResponsesRequest
 from ..tools import Toolset
 from .compaction import CompactionOutput, summarize
 from .constraint import TurnConstraint
+from .needs import ResponsesNeeds
 from .run_state import RunState
-from .sealed import Purpose
 from .service_tier import engine_priority, engine_tier
 
 COMPACT_AT = 0.8  # of the context, where `context_management` names no threshold

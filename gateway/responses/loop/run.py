@@ -23,33 +23,33 @@ from typing import Any, AsyncIterator, Callable, cast
 
 import anyio
 
+from ...core.admission import Slot
+from ...core.sealed import Purpose
 from ...engine.client import FinishReason
 from ...errors import APIError, bad_request
 from ...protocol import Include, ResponseStatus
 from ...storage.response_store import Orphan
+from ..events.log import Batch
+from ..events.output import ResponseOutput
+from ..events.tool_call import CallKind, ToolCall
 from ..history.dialog import Dialog, tool_result
-from ..history.dialog_plan import DialogPlan, Remembered, plan_dialog
 from ..history.settings import ResponseSettings
-from ..needs import ResponsesNeeds
 from ..shapes.request import ResponsesRequest
 from ..shapes.response_object import ResponseObject, skeleton
 from ..tools import CallBudget, ToolContext, Toolset
 from ..tools.registry import settle_tools
-from .admission import Slot
 from .constraint import AnswerBackstop
+from .dialog_plan import DialogPlan, Remembered, plan_dialog
 from .durable import DurableRun
 from .ending import RunEnding
 from .engine_calls import EngineCalls
 from .journal import Journal
-from .log import Batch
 from .logprobs import load_vocabulary
-from .output import ResponseOutput
+from .needs import ResponsesNeeds
 from .prompt_builder import ChatOptions, PromptBuilder
 from .run_state import Checkpoint, RunState
 from .run_trace import RunTrace, failure_text
-from .sealed import Purpose
 from .summaries import Summaries, wanted
-from .tool_call import CallKind, ToolCall
 from .turn import AnswerOptions
 
 logger = logging.getLogger("gateway.responses")

@@ -16,11 +16,11 @@ from typing import Any
 
 from ...engine.client import FinishReason
 from ...jsontext import dumps
+from ..events.output import ResponseOutput
 from ..history.dialog import Dialog
-from ..history.dialog_plan import DialogPlan
 from ..shapes.response_object import Usage
 from ..tools.containers import ResponseContainers
-from .output import ResponseOutput
+from .dialog_plan import DialogPlan
 
 WHOLE = -1  # `base` of a dialog written whole (after a compaction rewrote its past)
 

@@ -13,7 +13,7 @@ from opentelemetry.trace import INVALID_SPAN, Span, SpanKind
 
 from ...engine.client import FinishReason
 from ...tracing import carried, child_span, failed, in_span, tracer
-from .tool_call import ToolCall
+from ..events.tool_call import ToolCall
 
 SYSTEM = "openai"  # gpt-oss speaks OpenAI's API through the gateway
 

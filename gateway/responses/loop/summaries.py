@@ -29,8 +29,8 @@ from ...engine.client import Sampling
 from ...engine.harmony import Preamble
 from ...engine.routing import ModelEngine
 from ...protocol import EventType, ItemStatus
-from ..needs import ResponsesNeeds
 from ..shapes.items import Event, Events, ReasoningOutput
+from .needs import ResponsesNeeds
 from .run_state import RunState
 from .side_call import final_answer
 

@@ -16,16 +16,16 @@ from ...engine.client import Chunks, FinishReason
 from ...engine.parser import HarmonyStreamParser, MalformedHarmony, MessageFinished, MessageStarted, TextDelta
 from ...errors import APIError
 from ...protocol import ItemStatus
+from ..events.citations import CitationRewriter, Piece, container_file_citations
+from ..events.output import ResponseOutput
+from ..events.tool_call import ToolCall
 from ..history.dialog import Dialog
 from ..shapes.items import Delta, Event, LiveArgumentsItem, MessageOutput, OutputItem, ReasoningOutput, TextItem
 from ..shapes.response_object import Usage
 from ..tools import Toolset
-from .citations import CitationRewriter, Piece, container_file_citations
 from .logprobs import ContentLogprob, parse_with_logprobs
-from .output import ResponseOutput
 from .stops import StopMatcher
 from .summaries import Summaries
-from .tool_call import ToolCall
 
 logger = logging.getLogger("gateway.responses")
 

@@ -12,8 +12,8 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Discriminator, Field, PrivateAttr, Tag, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from tools.namespaces import reserved_problem
-from tools.urls import shown
+from connectors.namespaces import reserved_problem
+from connectors.urls import shown
 
 from ...core.models import Metadata, StrictModel
 from ...errors import APIError, bad_request

@@ -10,10 +10,10 @@ from __future__ import annotations
 from typing import TypeVar
 
 from ...engine.structural_tag import CallShape
+from ..events.citations import Cited, Resolve
+from ..events.log import Batch
+from ..events.tool_call import ToolCall
 from ..history.dialog import Dialog
-from ..loop.citations import Cited, Resolve
-from ..loop.log import Batch
-from ..loop.tool_call import ToolCall
 from ..shapes.items import OutputItem
 from .base import AnyTool, CallBudget, Declarations, Tool, ToolContext, run_call
 from .registry import TOOLS, choice_owner, kind_of

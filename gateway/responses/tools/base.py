@@ -41,9 +41,9 @@ from typing import Any, Callable, ClassVar, Generic, Iterable, Mapping, Protocol
 
 from pydantic import BaseModel
 
+from connectors.browser import BrowserBackends
+from connectors.servers import MCPServers
 from sandbox.manager import SandboxManager
-from tools.browser import BrowserBackends
-from tools.servers import MCPServers
 
 from ...config import GatewayConfig
 from ...engine.harmony import ToolDescription, ToolNamespaceConfig
@@ -53,11 +53,11 @@ from ...metrics import Metrics
 from ...protocol import Include, ItemStatus
 from ...skills.service import SkillService
 from ...vector_stores.service import VectorStoreService
+from ..events.citations import Resolve
+from ..events.log import Batch
+from ..events.output import ResponseOutput
+from ..events.tool_call import CallKind, ToolCall
 from ..history.dialog import Dialog, InputReader
-from ..loop.citations import Resolve
-from ..loop.log import Batch
-from ..loop.output import ResponseOutput
-from ..loop.tool_call import CallKind, ToolCall
 from ..shapes.items import OutputItem
 from ..shapes.request import RequestTool, ResponsesRequest, ToolChoiceForm
 from .containers import ResponseContainers

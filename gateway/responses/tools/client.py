@@ -16,10 +16,10 @@ from ...core.ids import new_id
 from ...engine.structural_tag import JSON_OBJECT, TEXT, CallShape, Content, json_schema
 from ...errors import bad_request
 from ...protocol import ItemStatus
+from ..events.log import Batch
+from ..events.tool_call import CallKind, ToolCall
 from ..history.dialog import Dialog, Records, read_call, read_call_output, tool_call_message
 from ..history.tool_declarations import Function, LoadedTool, describe, parsed_definitions
-from ..loop.log import Batch
-from ..loop.tool_call import CallKind, ToolCall
 from ..shapes.grammars import input_problem
 from ..shapes.items import CustomToolCallOutput, Delta, Event, FunctionCallOutput
 from ..shapes.request import (

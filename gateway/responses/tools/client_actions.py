@@ -18,8 +18,8 @@ from ...core.ids import new_id
 from ...engine.harmony import ToolDescription, ToolNamespaceConfig
 from ...errors import bad_request
 from ...protocol import ItemStatus
+from ..events.tool_call import CallKind, ToolCall
 from ..history.dialog import Dialog, InputReader, Records, read_call, read_call_output, tool_call_message
-from ..loop.tool_call import CallKind, ToolCall
 from ..shapes.items import Event, Events, OutputItem
 from ..shapes.request import ToolChoiceForm
 from .base import Declarations, DeclaredT, Tool

@@ -16,8 +16,8 @@ from ...errors import bad_request
 from ...files.service import check_memory_limit
 from ...files.sync import ContainerSync
 from ...protocol import EventType, Include, ItemStatus
+from ..events.tool_call import CallKind, ToolCall
 from ..history.dialog import Dialog, Records, tool_result
-from ..loop.tool_call import CallKind, ToolCall
 from ..shapes.code_interpreter_models import CodeInterpreterCallItem
 from ..shapes.items import Event, Events, OutputItem, ToolCallItem
 from ..shapes.output_items import CodeInterpreterCallShape

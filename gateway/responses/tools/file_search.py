@@ -18,7 +18,7 @@ from typing import Any, Iterable, Mapping
 
 import orjson
 
-from tools.browser.pages import plain_brackets
+from connectors.browser.pages import plain_brackets
 
 from ...engine.harmony import ToolDescription, ToolNamespaceConfig
 from ...engine.structural_tag import CallShape, json_schema
@@ -28,9 +28,9 @@ from ...storage.vector_store_store import VectorStore
 from ...vector_stores.filters import FilterError, filter_sql
 from ...vector_stores.models import ranking_of
 from ...vector_stores.search import Found
+from ..events.citations import Cited, FileCitation, Resolve
+from ..events.tool_call import CallKind, ToolCall
 from ..history.dialog import Dialog, Records
-from ..loop.citations import Cited, FileCitation, Resolve
-from ..loop.tool_call import CallKind, ToolCall
 from ..shapes.file_search_models import FileSearchCallItem, FileSearchTool, NamedFileSearch
 from ..shapes.items import Event, Events, OutputItem
 from ..shapes.output_items import FileSearchCallShape

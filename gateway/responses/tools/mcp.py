@@ -14,17 +14,17 @@ from typing import Any, Iterable, Mapping, Sequence
 import anyio
 from mcp_types import INTERNAL_ERROR, INVALID_PARAMS
 
-from tools.connection import ToolCallFailed
-from tools.results import result_text
-from tools.servers import EnabledServer, ServerRefused, schema_for_model, tool_listing
+from connectors.connection import ToolCallFailed
+from connectors.results import result_text
+from connectors.servers import EnabledServer, ServerRefused, schema_for_model, tool_listing
 
 from ...engine.harmony import ToolDescription, ToolNamespaceConfig
 from ...engine.structural_tag import JSON_OBJECT, CallShape, json_schema
 from ...errors import APIError, bad_request
 from ...protocol import EventType, ItemStatus
+from ..events.tool_call import CallKind, ToolCall
 from ..history.dialog import Dialog, tool_result
 from ..history.tool_declarations import LoadedTool, loaded_text
-from ..loop.tool_call import CallKind, ToolCall
 from ..shapes.items import Event, Events, OutputItem, ToolCallItem
 from ..shapes.output_items import McpApprovalRequestShape, McpCallShape, McpListToolsShape
 from ..shapes.request import (

@@ -10,7 +10,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from tools.namespaces import RESERVED_NAMESPACES
+from connectors.namespaces import RESERVED_NAMESPACES
 
 from ...errors import bad_request
 from ...protocol import Include
@@ -24,7 +24,7 @@ from .file_search import FileSearch
 from .functions import FunctionTools
 from .local_shell import LocalShell
 from .mcp import McpServers
-from .namespaces import NamespaceTools
+from .namespace_tools import NamespaceTools
 from .shell import Shell
 from .tool_search import ToolSearch
 from .web_search import WebSearch

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..events.tool_call import ToolCall
 from ..history.dialog import Dialog
-from ..loop.tool_call import ToolCall
 from ..shapes.items import Event
 from ..shapes.shell_models import (
     SHELL_NAMESPACE,

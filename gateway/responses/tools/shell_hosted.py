@@ -14,8 +14,8 @@ from ...errors import bad_request
 from ...files.requested import AutoContainer
 from ...files.service import check_memory_limit
 from ...protocol import ItemStatus
+from ..events.tool_call import ToolCall
 from ..history.dialog import Dialog
-from ..loop.tool_call import ToolCall
 from ..shapes.items import Event
 from ..shapes.shell_models import (
     ContainerAutoEnvironment,

@@ -16,15 +16,15 @@ from typing import Any, Iterable, Sequence
 
 import anyio
 
-from tools.urls import shown
+from connectors.urls import shown
 
 from ...core.ids import new_id
 from ...engine.harmony import ToolDescription, ToolNamespaceConfig
 from ...errors import bad_request
 from ...protocol import ItemStatus
+from ..events.tool_call import CallKind, ToolCall
 from ..history.dialog import Dialog, Records, tool_call_message, tool_result
 from ..history.tool_declarations import checked_definitions, loaded_record, loaded_text, parsed_definitions
-from ..loop.tool_call import CallKind, ToolCall
 from ..shapes.items import Event, Events, OutputItem
 from ..shapes.output_items import ToolSearchCallShape, ToolSearchOutputShape
 from ..shapes.request import CustomTool, FunctionTool, McpTool, NamespaceTool

@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Iterable, Union
 
-from tools.servers import EnabledServer
+from connectors.servers import EnabledServer
 
 from ..shapes.request import CustomTool, FunctionTool, NamespaceFunction, NamespaceTool
 

@@ -7,16 +7,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
-from tools.browser.session import ACTIONS, BrowseOptions, Browser
+from connectors.browser.session import ACTIONS, BrowseOptions, Browser
 
 from ...core.ids import new_id
 from ...engine.harmony import ToolNamespaceConfig
 from ...engine.structural_tag import JSON_OBJECT, CallShape
 from ...errors import bad_request
 from ...protocol import EventType, Include, ItemStatus
+from ..events.citations import LINES, Cited, Resolve, UrlCitation
+from ..events.tool_call import CallKind, ToolCall
 from ..history.dialog import Dialog, Records
-from ..loop.citations import LINES, Cited, Resolve, UrlCitation
-from ..loop.tool_call import CallKind, ToolCall
 from ..shapes.items import Event, Events, OutputItem
 from ..shapes.output_items import WebSearchCallShape
 from ..shapes.request import WEB_SEARCH_TYPES, NamedWebSearch, RequestTool, ToolChoiceForm, WebSearchCallItem, WebSearchTool

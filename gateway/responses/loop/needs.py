@@ -7,17 +7,17 @@ from typing import Protocol
 
 from starlette.requests import HTTPConnection
 
-from ..core.requests import services_of
-from ..engine.renderer import PromptRenderer
-from ..engine.routing import Engines
-from ..replicas import Replicas
-from ..shutdown import Drain
-from ..storage.conversation_store import ConversationStore
-from ..storage.response_store import ResponseStore
-from .loop.log import Runs
-from .loop.sealed import Sealer
-from .tenant_sockets import TenantSockets
-from .tools.base import ToolNeeds
+from ...core.requests import services_of
+from ...core.runs import Runs
+from ...core.sealed import Sealer
+from ...core.tenant_sockets import TenantSockets
+from ...engine.renderer import PromptRenderer
+from ...engine.routing import Engines
+from ...replicas import Replicas
+from ...shutdown import Drain
+from ...storage.conversation_store import ConversationStore
+from ...storage.response_store import ResponseStore
+from ..tools.base import ToolNeeds
 
 
 class ResponsesNeeds(ToolNeeds, Protocol):

@@ -32,8 +32,8 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 if TYPE_CHECKING:
-    from ...config import ServerConfig
-    from ...storage.key_store import KeyStore
+    from ..config import ServerConfig
+    from ..storage.key_store import KeyStore
 
 log = logging.getLogger("gateway.sealed")
 

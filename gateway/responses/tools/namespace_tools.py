@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Sequence
 
-from tools.namespaces import RESERVED_NAMESPACES
+from connectors.namespaces import RESERVED_NAMESPACES
 
 from ...engine.harmony import ToolNamespaceConfig
 from ...errors import bad_request

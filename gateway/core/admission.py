@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from ...errors import APIError
+from ..errors import APIError
 
 
 class Slot:

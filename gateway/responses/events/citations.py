@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 from urllib.parse import unquote
 
-from tools.browser.pages import domain_of
+from connectors.browser.pages import domain_of
 
 MAX_CITATION = 160
 _CITATION = re.compile(r"【(\d{1,6})†([^【】\n]{1,150})】")

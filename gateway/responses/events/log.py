@@ -1,6 +1,6 @@
 """The event log of one response: its run appends, any number of readers follow.
 
-A response's run is a task of its own (`Runs`); it never waits for a reader, and a reader never holds
+A response's run is a task of its own (`Runs`, core/runs.py); it never waits for a reader, and a reader never holds
 the run back. Every way of reading a response is a reader of this log: the SSE stream, the
 non-streamed result (which waits for the end), and later a resumed stream. Readers hold no cancel
 scope and the run yields nothing to them, so a reader that goes away, at any point, leaves the run
@@ -14,15 +14,10 @@ output caps.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, AsyncIterator, Callable, Coroutine, Sequence
-
-import anyio
-
-from runtime.supervision import Supervisor
+from typing import AsyncIterator, Callable, Sequence
 
 from ...protocol import event_frame
 from ..shapes.items import Delta, Event
-from .admission import Admission
 
 Batch = Sequence[Event | Delta]
 
@@ -99,37 +94,6 @@ class EventLog:
     def follow(self, start: int = 0) -> AsyncIterator[Batch]:
         """Every batch from `start` on, as soon as it is appended, until the log is closed."""
         return follow_batches(self.batches, lambda: len(self.batches), lambda: self.closed, self._wakeup, start)
-
-
-class Runs:
-    """The running responses of this process, each executing as a task of the app's task group (not of
-    the request that started it), so that no client, fast, slow or gone, runs or stalls the loop. Each is
-    a contained unit of work (runtime/supervision.py): whatever one run raises fails it alone."""
-
-    def __init__(self, tasks: Supervisor, admission: Admission) -> None:
-        self._tasks = tasks
-        self.admission = admission  # foreground runs, counted per tenant and in all
-        # Background responses running here, by response id: what polling, resuming and cancelling find.
-        self.background: dict[str, Any] = {}
-
-    def start(self, execute: Callable[[], Coroutine[Any, Any, None]], response_id: str) -> None:
-        self._tasks.start_soon(execute, name=f"response {response_id}")
-
-    def hand_over(self) -> None:
-        """This replica shuts down: each background run stops at its next clean point, for another to adopt."""
-        for run in list(self.background.values()):
-            run.hand_over()
-
-    async def wait_gone(self) -> None:
-        """Until no background run is left here (each ended, or was handed over)."""
-        while self.background:
-            await anyio.sleep(0.02)
-
-    def cancel(self, response_id: str) -> None:
-        """Cancel a background response if it runs here (asked by this replica or another)."""
-        run = self.background.get(response_id)
-        if run is not None:
-            run.cancel()
 
 
 def sequence_number(event: Event | Delta) -> int:

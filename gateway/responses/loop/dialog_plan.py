@@ -7,18 +7,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from ...core.sealed import Purpose, Unsealable
 from ...engine.harmony import PromptState
 from ...errors import APIError, bad_request
 from ...files.inputs import read_input_files
 from ...storage.conversation_store import Conversation
 from ...storage.response_store import RUNNING
-from ..loop.sealed import Purpose, Unsealable
-from ..needs import ResponsesNeeds
+from ..history.conversation_items import open_conversation, refuse_known_ids
+from ..history.dialog import Dialog
+from ..history.item_references import resolve_references
 from ..shapes.request import CompactionItem, ReasoningItem, ReasoningText, ResponsesRequest
-from .conversation_items import open_conversation, refuse_known_ids
-from .dialog import Dialog
 from .input_items import append_input
-from .item_references import resolve_references
+from .needs import ResponsesNeeds
 
 
 @dataclass

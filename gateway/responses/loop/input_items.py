@@ -14,6 +14,9 @@ from openai_harmony import Message, Role
 
 from ...core.ids import new_id
 from ...errors import bad_request
+from ..history.dialog import Dialog, InputReader, Records, message_record
+from ..history.settings import read_configuration_update
+from ..history.thread import input_key, resent_prefix
 from ..shapes.request import (
     AdditionalToolsItem,
     CompactionItem,
@@ -26,9 +29,6 @@ from ..shapes.request import (
 )
 from ..tools.additional import read_additional_tools
 from ..tools.registry import INPUT_READERS
-from .dialog import Dialog, InputReader, Records, message_record
-from .settings import read_configuration_update
-from .thread import input_key, resent_prefix
 
 _ROLES = {"user": Role.USER, "system": Role.DEVELOPER, "developer": Role.DEVELOPER}
 
