@@ -46,7 +46,7 @@ from .replicas import Replicas
 from .responses.loop.run import ResponseRun
 from .responses.routes import routes as response_routes
 from .sandbox_sessions import SessionDirectory
-from .services import Services
+from .services import Services, serve_every_package
 from .shutdown import Drain
 from .skills.routes import routes as skill_routes
 from .skills.service import SkillService
@@ -234,6 +234,7 @@ def create_app(config: GatewayConfig, drain: Drain | None = None) -> Starlette:
                 webhooks=WebhookStore(database),
                 webhook_sender=webhook_sender,
             )
+            serve_every_package(app.state.services)
             replicas.on_adopt(lambda orphan: ResponseRun.adopt(app.state.services, orphan))
             shared = database.dialect is Dialect.POSTGRESQL
             if shared:  # other replicas share the runs: hand them over at SIGTERM

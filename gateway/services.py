@@ -1,7 +1,8 @@
 """What the app is made of: made once at start-up (app.py), shared by every route and run.
 
 This is the composition root, above every package: each package names only the part it uses, as a
-`Protocol` of its own (its `needs.py`), which `Services` satisfies; none of them imports this module.
+`Protocol` of its own (its `needs.py`), which `Services` satisfies (`serve_every_package`, checked by the
+type checker); none of them imports this module.
 """
 
 from __future__ import annotations
@@ -14,20 +15,26 @@ from runtime.supervision import Supervisor
 from sandbox.manager import SandboxManager
 
 from .config import GatewayConfig
+from .conversations.needs import ConversationsNeeds
 from .core.runs import Runs
 from .core.sealed import Sealer
 from .core.tenant_sockets import TenantSockets
 from .engine.renderer import PromptRenderer
 from .engine.routing import Engines
+from .files.needs import FilesNeeds
 from .files.service import FileService
 from .metrics import Metrics
 from .replicas import Replicas
+from .responses.loop.needs import ResponsesNeeds
 from .shutdown import Drain
+from .skills.needs import SkillsNeeds
 from .skills.service import SkillService
 from .storage.conversation_store import ConversationStore
 from .storage.response_store import ResponseStore
 from .storage.webhook_store import WebhookStore
+from .vector_stores.routes import VectorStoresNeeds
 from .vector_stores.service import VectorStoreService
+from .webhooks.needs import WebhooksNeeds
 from .webhooks.sender import Sender
 
 
@@ -53,3 +60,12 @@ class Services:
     webhook_sender: Sender
     sandbox: SandboxManager | None = None  # None: no code_interpreter on this gateway
     browser: BrowserBackends | None = None  # None: no web_search on this gateway
+
+
+# Every package's needs, each met by the services. A field a package reads that `Services` lacks, or holds
+# with another type, fails the type checker on this line, not a request at run time.
+EveryPackagesNeeds = tuple[ResponsesNeeds, ConversationsNeeds, FilesNeeds, SkillsNeeds, VectorStoresNeeds, WebhooksNeeds]
+
+
+def serve_every_package(services: Services) -> EveryPackagesNeeds:
+    return (services, services, services, services, services, services)

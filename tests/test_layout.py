@@ -209,3 +209,20 @@ def test_statuses_are_spelled_once() -> None:
             if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in spelled and id(node) not in literals:
                 found.append(f"{path.relative_to(ROOT)}:{node.lineno}: {node.value}")
     assert found == []
+
+
+def test_the_services_are_checked_against_every_packages_needs() -> None:
+    """Each package's `needs` Protocol is named where the services are composed (gateway/services.py), so the
+    type checker proves `Services` meets it; one a package adds and leaves out there is found here."""
+    protocols, bases = set(), set()
+    for path in sorted((ROOT / "gateway").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef) and any(ast.unparse(base) == "Protocol" for base in node.bases) and node.name.endswith("Needs"):
+                protocols.add(node.name)
+                bases.update(ast.unparse(base) for base in node.bases)
+    checked = ast.unparse(next(
+        node.value for node in ast.parse((ROOT / "gateway/services.py").read_text()).body
+        if isinstance(node, ast.Assign) and ast.unparse(node.targets[0]) == "EveryPackagesNeeds"
+    ))  # fmt: skip
+    assert len(protocols) >= 7
+    assert {name for name in protocols - bases if name not in checked} == set()

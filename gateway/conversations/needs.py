@@ -4,10 +4,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from starlette.requests import HTTPConnection
-
 from ..config import GatewayConfig
-from ..core.requests import services_of
+from ..core.requests import NeedsOf
 from ..files.service import FileService
 from ..storage.conversation_store import ConversationStore
 
@@ -18,6 +16,4 @@ class ConversationsNeeds(Protocol):
     conversations: ConversationStore
 
 
-def needs_of(request: HTTPConnection) -> ConversationsNeeds:
-    needs: ConversationsNeeds = services_of(request)
-    return needs
+needs_of = NeedsOf[ConversationsNeeds]()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Generic, TypeVar
 
 from starlette.requests import HTTPConnection, Request
 
@@ -16,9 +16,17 @@ def tenant_of(request: Request) -> str:
     return tenant
 
 
-def services_of(request: HTTPConnection) -> Any:
-    """The app's services (gateway/services.py), for a package's `needs_of` to name the part it uses."""
-    return request.app.state.services
+NeedsT = TypeVar("NeedsT")
+
+
+class NeedsOf(Generic[NeedsT]):
+    """Reads the app's services (gateway/services.py) as the part of them a package uses, its `needs`
+    Protocol: `needs_of = NeedsOf[FilesNeeds]()`. That `Services` satisfies every such Protocol is checked
+    by the type checker where the services are composed (`serve_every_package`)."""
+
+    def __call__(self, request: HTTPConnection) -> NeedsT:
+        needs: NeedsT = request.app.state.services
+        return needs
 
 
 def include_query(request: Request) -> list[str]:

@@ -4,12 +4,10 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from starlette.requests import HTTPConnection
-
 from sandbox.manager import SandboxManager
 
 from ..config import GatewayConfig
-from ..core.requests import services_of
+from ..core.requests import NeedsOf
 from .service import FileService
 
 
@@ -19,6 +17,4 @@ class FilesNeeds(Protocol):
     sandbox: SandboxManager | None
 
 
-def needs_of(request: HTTPConnection) -> FilesNeeds:
-    needs: FilesNeeds = services_of(request)
-    return needs
+needs_of = NeedsOf[FilesNeeds]()

@@ -6,13 +6,13 @@ from __future__ import annotations
 import time
 from typing import Any, Protocol
 
-from starlette.requests import HTTPConnection, Request
+from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
 from ..config import GatewayConfig
 from ..core.ids import new_id
-from ..core.requests import services_of, tenant_of
+from ..core.requests import NeedsOf, tenant_of
 from ..errors import bad_request, not_found
 from ..jsontext import JSONResponse
 from ..storage.file_store import TooMany
@@ -29,9 +29,7 @@ class VectorStoresNeeds(Protocol):
     vector_stores: VectorStoreService
 
 
-def needs_of(request: HTTPConnection) -> VectorStoresNeeds:
-    needs: VectorStoresNeeds = services_of(request)
-    return needs
+needs_of = NeedsOf[VectorStoresNeeds]()
 
 
 def service_of(request: Request) -> VectorStoreService:

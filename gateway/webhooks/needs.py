@@ -4,10 +4,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from starlette.requests import HTTPConnection
-
 from ..config import GatewayConfig
-from ..core.requests import services_of
+from ..core.requests import NeedsOf
 from ..core.sealed import Sealer
 from ..storage.webhook_store import WebhookStore
 from .sender import Sender
@@ -20,6 +18,4 @@ class WebhooksNeeds(Protocol):
     webhook_sender: Sender
 
 
-def needs_of(request: HTTPConnection) -> WebhooksNeeds:
-    needs: WebhooksNeeds = services_of(request)
-    return needs
+needs_of = NeedsOf[WebhooksNeeds]()

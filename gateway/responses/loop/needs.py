@@ -5,9 +5,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from starlette.requests import HTTPConnection
-
-from ...core.requests import services_of
+from ...core.requests import NeedsOf
 from ...core.runs import Runs
 from ...core.sealed import Sealer
 from ...core.tenant_sockets import TenantSockets
@@ -32,6 +30,4 @@ class ResponsesNeeds(ToolNeeds, Protocol):
     sockets: TenantSockets
 
 
-def needs_of(request: HTTPConnection) -> ResponsesNeeds:
-    needs: ResponsesNeeds = services_of(request)
-    return needs
+needs_of = NeedsOf[ResponsesNeeds]()
