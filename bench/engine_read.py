@@ -28,7 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from openai_harmony import Message, Role  # noqa: E402
 
 from gateway.config import EngineConfig  # noqa: E402
-from gateway.engine.client import EngineClient, Sampling  # noqa: E402
+from gateway.engine.client import EngineClient
+from gateway.engine.completion import Sampling
 from gateway.engine.harmony import Preamble, Prompt, render_prompt  # noqa: E402
 from gateway.engine.routing import Engines  # noqa: E402
 from tests.conftest import start_emulator  # noqa: E402

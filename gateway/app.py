@@ -32,7 +32,7 @@ from .core.runs import Runs
 from .core.sealed import KeysDoNotOpen, shared_sealer
 from .core.tenant_sockets import TenantSockets
 from .engine import harmony
-from .engine.client import ModelInfo
+from .engine.completion import ModelInfo
 from .engine.renderer import PromptRenderer
 from .engine.routing import Engines
 from .errors import APIError, handle_api_error, handle_storage_error, handle_unexpected, handle_unstorable_value

@@ -6,35 +6,34 @@ had to be killed) is replaced by a fresh one, and the result says that the sessi
 With the Docker backend and a shared directory (directory.py), a session follows its conversation to
 whichever replica gets its next call: that replica takes the session over and attaches to its container.
 
-(Longer than one sitting on purpose: the pool, the caps, idle reaping and recovery all act on the same
-table of sessions, and split apart each would reach into the others' state.)
+The warm pool is pool.py; what a backend and its kernels are, backend.py; the tools' descriptions,
+descriptions.py.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Awaitable, Callable, Coroutine, Protocol, TypeVar
+from typing import Awaitable, Callable, TypeVar
 
 import anyio
-import docker.errors
-from opentelemetry import trace
 
 from runtime.quota import AllBusy, to_evict
 from runtime.supervision import Supervisor
 
+from .backend import BACKEND_ERRORS, Backend, Execution, Kernel, SandboxFull, SessionFiles, ShellCommand
 from .channel import KernelChannel, KernelDied, KernelProtocolError, ShellEnd, ShellOutput
 from .config import SandboxConfig
-from .directory import Directory, Placement, SessionBusy, SessionNotFound, SessionTaken
+from .directory import Directory, SessionBusy, SessionNotFound
 from .docker_backend import DockerBackend, Owner, SandboxUnavailable
+from .holding import Holder, Session
 from .local_backend import LocalBackend
+from .pool import KernelPool
 from .shell_output import CharacterLimit
 from .transfer import FilesState
 
 log = logging.getLogger("sandbox")
-_tracer = trace.get_tracer("harmony-gateway")
 
 # Past the timeout, how long the kernel has to answer (its supervisor kills a stuck worker after 2 s)
 # before the whole kernel is replaced.
@@ -57,95 +56,7 @@ __all__ = [
 ]
 
 
-class Kernel(Protocol):
-    channel: KernelChannel
-    container_id: str
-
-    async def death_reason(self) -> str: ...
-
-    async def destroy(self) -> None: ...
-
-    async def detach(self) -> None:
-        """Let go of the kernel, which another replica now holds (where a backend cannot, destroy it)."""
-
-
-class Backend(Protocol):
-    @property
-    def data_dir(self) -> str | None: ...  # where a session's files are, inside its sandbox
-
-    @property
-    def isolation(self) -> str: ...
-
-    async def start(self) -> None: ...
-
-    async def create(self) -> Kernel: ...
-
-    async def close(self) -> None: ...
-
-    # Optional capabilities, None or empty where a backend has none (instead of asking which backend it is).
-    def maintenance(self) -> list[Callable[[], Coroutine[Any, Any, None]]]:
-        """Tasks the backend runs for as long as the sandbox does."""
-        ...
-
-    @property
-    def reattach(self) -> Callable[[str], Awaitable[Kernel | None]] | None:
-        """Attach to the kernel of a container another replica started (None: kernels die with their replica)."""
-        ...
-
-
-class SessionFiles(Protocol):
-    """Keeps a session's /mnt/data in step with its container's files (gateway/files/sync.py): copies
-    them in before an execution and takes what the code wrote after it. `state` is what this kernel's
-    /mnt/data is known to hold; it starts empty whenever the session gets another kernel."""
-
-    async def before(self, channel: KernelChannel, state: FilesState) -> None: ...
-
-    async def after(self, channel: KernelChannel, state: FilesState) -> None: ...
-
-
-class SandboxFull(Exception):
-    """The cap on live sessions (in all, or the tenant's) is reached and every session is busy."""
-
-
-# What a backend raises when it cannot start or reach a kernel: the call fails, the response goes on.
-BACKEND_ERRORS = (SandboxUnavailable, KernelDied, OSError, TimeoutError, docker.errors.DockerException, SessionBusy)
-
-
-@dataclass
-class Execution:
-    status: str  # ok | error | timeout | restarted
-    output: str
-    images: list[str] = field(default_factory=list)  # base64 PNG
-    state_lost: bool = False  # the session restarted (kernel died, or it had expired): variables are gone
-
-
-@dataclass(frozen=True)
-class ShellCommand:
-    """One command of a shell call, with the limits the call asks for (the config's bound them)."""
-
-    command: str
-    timeout_s: float | None = None
-    max_output: int | None = None  # characters of each stream kept
-
-
 T = TypeVar("T")
-
-
-@dataclass
-class _Session:
-    tenant: str
-    last_used: float
-    idle_ttl_s: float
-    kernel: Kernel | None = None  # None until its first call starts or attaches one
-    files: FilesState = field(default_factory=FilesState)
-    files_of: Kernel | None = None  # the kernel whose /mnt/data `files` describes
-    generation: int = 0  # the directory's generation of the session when this replica attached to it
-    lock: anyio.Lock = field(default_factory=anyio.Lock)  # one execution at a time; held while starting
-    ended: bool = False  # evicted, reaped or taken over: a caller holding it must look again
-
-    @property
-    def idle(self) -> bool:
-        return self.kernel is not None and not self.lock.locked()
 
 
 class SandboxManager:
@@ -160,10 +71,9 @@ class SandboxManager:
             self.backend = LocalBackend(config)
         if self.directory is not None:
             self.directory.on_taken(self._taken)
-        self._sessions: dict[str, _Session] = {}
-        self._pool: list[Kernel] = []
-        self._filling = 0
-        self._refill = anyio.Event()
+        self._sessions: dict[str, Session] = {}
+        self._pool = KernelPool(self.backend, config.pool_size)
+        self._holder = Holder(self.backend, self._pool, self.directory, config.timeout_s + KILL_GRACE_S + 5)
         self._closed = False
         self._tasks: Supervisor | None = None
 
@@ -190,9 +100,9 @@ class SandboxManager:
             config.timeout_s,
             config.pool_size,
         )
-        self._refill.set()
+        self._pool.refill()
         self._tasks = tasks
-        tasks.keep("sandbox_pool", self._keep_pool_full)
+        tasks.keep("sandbox_pool", self._pool.keep_full)
         tasks.keep("sandbox_reaper", self._reap_idle)
         for task in self.backend.maintenance():
             tasks.keep("sandbox_maintenance", task)
@@ -236,7 +146,7 @@ class SandboxManager:
         if self.directory is None:  # kernels live and die with their replica: nothing outlived it
             return None
 
-        async def ask(session: _Session) -> Execution | None:
+        async def ask(session: Session) -> Execution | None:
             assert session.kernel is not None
             log.info("sandbox session %s: waiting for the result of %s, which a replica that stopped started", container_id, token)
             max_output = self.config.max_output_bytes
@@ -275,7 +185,7 @@ class SandboxManager:
         arrives. A kernel that fails mid-command is replaced, and the commands after it do not run. Cancelled,
         the running command is killed with all it started, and the rest do not run."""
 
-        async def run(session: _Session) -> list[ShellEnd]:
+        async def run(session: Session) -> list[ShellEnd]:
             ended = []
             for index, command in enumerate(commands):
                 end, replaced = await self._run_shell(container_id, session, command, partial(on_output, index))
@@ -293,7 +203,7 @@ class SandboxManager:
         tenant: str,
         files: SessionFiles | None,
         idle_ttl_s: float | None,
-        work: Callable[[_Session], Awaitable[T]],
+        work: Callable[[Session], Awaitable[T]],
         copy_in: bool = True,
     ) -> tuple[T, bool]:
         """Do `work` in the tenant's session, held by this replica, its files synced around it (with
@@ -307,12 +217,12 @@ class SandboxManager:
                 # second call of the same conversation waits for this one instead of starting its own.
                 self._make_room(tenant)
                 ttl = min(idle_ttl_s or self.config.idle_ttl_s, self.config.idle_ttl_s)  # the config's bounds every session
-                session = self._sessions[container_id] = _Session(tenant, time.monotonic(), ttl)
+                session = self._sessions[container_id] = Session(tenant, time.monotonic(), ttl)
             async with session.lock:
                 if session.ended:
                     continue  # evicted, reaped or taken over while we waited: look again
                 try:
-                    started = await self._hold(container_id, session)
+                    started = await self._holder.hold(container_id, session)
                 except BaseException:
                     if session.kernel is None and self._sessions.get(container_id) is session:
                         del self._sessions[container_id]
@@ -326,11 +236,11 @@ class SandboxManager:
                         await files.after(self._files_of(session), session.files)
                 finally:
                     session.last_used = time.monotonic()
-                    await self._release(container_id, session)
+                    await self._holder.release(container_id, session)
             return result, started
 
     @staticmethod
-    def _files_of(session: _Session) -> KernelChannel:
+    def _files_of(session: Session) -> KernelChannel:
         """The session kernel's channel, with what its /mnt/data holds forgotten if the kernel changed."""
         assert session.kernel is not None
         if session.files_of is not session.kernel:
@@ -344,63 +254,6 @@ class SandboxManager:
             async with session.lock:
                 if self._sessions.get(container_id) is session:
                     self._end(container_id)
-
-    async def _hold(self, container_id: str, session: _Session) -> bool:
-        """Make sure this replica holds the session and has its kernel: attached, or started (True)."""
-        directory = self.directory
-        if directory is None:
-            if session.kernel is not None:
-                return False
-            session.kernel = await self._take_kernel()
-            return True
-        busy_s = self.config.timeout_s + KILL_GRACE_S + 5  # an execution's longest time, with a margin
-        while True:
-            placement = await self._acquire(directory, container_id, session.tenant, busy_s)
-            kernel = session.kernel
-            if placement is not None and kernel is not None and placement.generation == session.generation:
-                return False  # held here all along
-            if kernel is not None:  # another replica used the session since: this channel is stale
-                session.kernel = None
-                await kernel.detach()
-            if placement is not None:
-                reattach = self.backend.reattach
-                assert reattach is not None  # placements are made only where kernels outlive their replica
-                attached = await reattach(placement.container)
-                if attached is not None:
-                    session.kernel, session.generation = attached, placement.generation
-                    return False
-                await directory.forget(container_id)  # its container is gone: the session starts anew
-            kernel = await self._take_kernel()
-            try:
-                session.generation = await directory.register(container_id, session.tenant, kernel.container_id, busy_s)
-            except SessionTaken:  # another replica started it at the same moment: use theirs
-                await kernel.destroy()
-                continue
-            except BaseException:
-                await kernel.destroy()
-                raise
-            session.kernel = kernel
-            return True
-
-    async def _acquire(self, directory: Directory, container_id: str, tenant: str, busy_s: float) -> Placement | None:
-        """The session's placement, once no other replica is running code in it (waiting at most `busy_s`)."""
-        deadline = time.monotonic() + busy_s
-        while True:
-            try:
-                return await directory.acquire(container_id, tenant, busy_s)
-            except SessionBusy:
-                if time.monotonic() >= deadline:
-                    raise
-                await anyio.sleep(0.1)
-
-    async def _release(self, container_id: str, session: _Session) -> None:
-        if self.directory is None or session.kernel is None:
-            return
-        with anyio.CancelScope(shield=True):
-            try:
-                await self.directory.release(container_id, session.kernel.container_id)
-            except Exception as exc:  # the busy mark runs out by itself
-                log.warning("sandbox session %s: could not mark it idle: %s", container_id, exc)
 
     def _taken(self, container_id: str, owner: str) -> None:
         """Another replica took the session over: let go of its container now, if this one is idle here
@@ -416,7 +269,7 @@ class SandboxManager:
         self._tasks.start_soon(kernel.detach)
 
     async def _run(
-        self, container_id: str, session: _Session, code: str, token: str | None, on_cancel: Callable[[Execution], None] | None
+        self, container_id: str, session: Session, code: str, token: str | None, on_cancel: Callable[[Execution], None] | None
     ) -> Execution:
         timeout, max_output = self.config.timeout_s, self.config.max_output_bytes
         assert session.kernel is not None
@@ -451,7 +304,7 @@ class SandboxManager:
         return Execution("restarted", f"{reason}.", state_lost=True)
 
     async def _run_shell(
-        self, container_id: str, session: _Session, command: ShellCommand, on_output: Callable[[ShellOutput], None]
+        self, container_id: str, session: Session, command: ShellCommand, on_output: Callable[[ShellOutput], None]
     ) -> tuple[ShellEnd, bool]:
         """How the command ended, and whether the kernel had to be replaced (the session's state is gone)."""
         assert session.kernel is not None
@@ -480,7 +333,7 @@ class SandboxManager:
         await self._replace_kernel(session)
         return ShellEnd(None, "", f"{reason}; Python's variables and files outside /mnt/data are gone.\n"), True
 
-    async def _interrupt(self, container_id: str, session: _Session, finish: Callable[[KernelChannel], Awaitable[T]]) -> T | None:
+    async def _interrupt(self, container_id: str, session: Session, finish: Callable[[KernelChannel], Awaitable[T]]) -> T | None:
         """The call was cancelled (its response was, or its client left) while its code or command ran: stop
         that now, and read the kernel's reply to it, so the session is ready for the next call. Python is
         interrupted (KeyboardInterrupt; the kernel and its state survive), a command is killed with all it
@@ -497,11 +350,11 @@ class SandboxManager:
             await self._replace_kernel(session)
             return None
 
-    async def _replace_kernel(self, session: _Session) -> None:
+    async def _replace_kernel(self, session: Session) -> None:
         """A new kernel for the session (its state is gone), the old one destroyed."""
         old = session.kernel
         assert old is not None
-        session.kernel = await self._take_kernel()
+        session.kernel = await self._pool.take()
         await old.destroy()
 
     def _restart_reason(self, reason: str) -> str:
@@ -544,30 +397,6 @@ class SandboxManager:
                     log.warning("sandbox session %s: the directory is unavailable (%s); its container is removed", container_id, exc)
             await kernel.destroy()
 
-    async def _take_kernel(self) -> Kernel:
-        self._refill.set()
-        if self._pool:
-            return self._pool.pop()
-        # Started on demand: the call waits for it, so it is a span of its own under the call's (tracing).
-        with _tracer.start_as_current_span("sandbox.start", attributes={"sandbox.backend": type(self.backend).__name__}):
-            return await self.backend.create()
-
-    async def _keep_pool_full(self) -> None:
-        while not self._closed:
-            await self._refill.wait()
-            self._refill = anyio.Event()
-            while not self._closed and len(self._pool) < self.config.pool_size:
-                try:
-                    kernel = await self.backend.create()
-                except Exception as exc:  # the next take creates directly and reports the error
-                    log.error("could not start a sandbox for the pool: %s", exc)
-                    await anyio.sleep(5)
-                    break
-                if self._closed:
-                    await kernel.destroy()
-                    return
-                self._pool.append(kernel)
-
     async def _reap_idle(self) -> None:
         interval = min(max(self.config.idle_ttl_s / 4, 0.2), 30.0)
         while not self._closed:
@@ -581,10 +410,9 @@ class SandboxManager:
     async def close(self) -> None:
         """Remove every kernel: the pool's, the sessions', and (docker) anything else of this instance."""
         self._closed = True
-        self._refill.set()
         with anyio.CancelScope(shield=True):
-            pool, sessions = self._pool, self._sessions
-            self._pool, self._sessions = [], {}
+            pool, sessions = self._pool.close(), self._sessions
+            self._sessions = {}
             async with anyio.create_task_group() as tasks:
                 for kernel in pool:
                     tasks.start_soon(kernel.destroy)
@@ -592,52 +420,3 @@ class SandboxManager:
                     if session.kernel is not None:
                         tasks.start_soon(self._retire, container_id, session.kernel)
             await self.backend.close()
-
-
-MAX_NAMED_FILES = 50
-
-
-def describe_python_tool(config: SandboxConfig, data_dir: str | None, files_there: list[str] | None = None) -> str:
-    """The python tool's description for the model, stating the real limits and the files it has."""
-    files = (
-        f"Files written to '{data_dir}' persist for the session."
-        if data_dir
-        else "Files written to the current working directory persist for the session."
-    )
-    files += _files_there(data_dir, files_there)
-    return (
-        "Use this tool to execute Python code in your chain of thought. The code will not be shown to the user. "
-        "This tool should be used for internal reasoning, but not for code that is intended to be visible to the user "
-        "(e.g. when creating plots, tables, or files).\n\n"
-        "When you send a message containing Python code to python, it will be executed in a stateful Jupyter notebook "
-        "environment: variables and imports persist between calls, the value of the last expression is shown, and "
-        "stdout, stderr and tracebacks are returned. python will respond with the output of the execution or time out "
-        f"after {config.timeout_s:g} seconds. {files} Internet access for this session is disabled. "
-        f"Output beyond {config.max_output_bytes} bytes is truncated."
-    )
-
-
-def describe_shell_tool(config: SandboxConfig, data_dir: str | None, files_there: list[str] | None = None) -> str:
-    """The hosted shell's description for the model: where commands run, their limits, the files there."""
-    place = data_dir or "the working directory"
-    files = _files_there(data_dir, files_there)
-    return (
-        "Use this tool to run shell commands in a sandboxed Linux container, when running a command is the best way "
-        "to do what is asked. Each command runs in bash, one after another, in "
-        f"{place}, where files persist for the session and are shared with the python tool.{files} "
-        "Each command's stdout, stderr and exit code come back in the tool's answer. "
-        f"A command may run for at most {config.timeout_s:g} seconds (timeout_ms may ask for less), and output "
-        f"beyond {config.max_output_bytes} bytes per stream is truncated. Internet access is disabled."
-    )
-
-
-def _files_there(data_dir: str | None, files_there: list[str] | None) -> str:
-    """The tools' words on the session's files: which are there, and how to give the user one."""
-    if not data_dir:
-        return ""
-    words = ""
-    if files_there:
-        named = ", ".join(f"{data_dir}/{path}" for path in files_there[:MAX_NAMED_FILES])
-        more = f" and {len(files_there) - MAX_NAMED_FILES} more" if len(files_there) > MAX_NAMED_FILES else ""
-        words = f" The user's files are there: {named}{more}."
-    return words + f" To give the user a file, save it under {data_dir} and link to it as sandbox:{data_dir}/NAME."

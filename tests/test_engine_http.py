@@ -12,8 +12,10 @@ import pytest
 from openai_harmony import Message, Role
 
 from gateway.config import EngineConfig
-from gateway.engine.client import EngineClient, FinishReason, Lines, Sampling
+from gateway.engine.client import EngineClient
+from gateway.engine.completion import FinishReason, Sampling
 from gateway.engine.harmony import Preamble, Prompt, render_prompt
+from gateway.engine.stream import Lines
 from gateway.engine.transport import BUFFERED_HIGH, EngineHTTPError, EnginePool, ProtocolFault
 from gateway.errors import APIError
 

@@ -231,7 +231,7 @@ def test_the_echoed_prompt_is_cut_from_the_first_chunk(chunk):
     into as many Python ints); what is left is the same chunk, the model's text and tokens untouched."""
     import json
 
-    from gateway.engine.client import without_prompt_ids
+    from gateway.engine.stream import without_prompt_ids
 
     original, trimmed = json.loads(chunk), json.loads(without_prompt_ids(chunk))
     choice = original["choices"][0]

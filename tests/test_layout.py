@@ -17,10 +17,12 @@ ORDER = [
     "gateway.chat", "gateway.services", "gateway.app",
 ]  # fmt: skip
 PACKAGES = ["gateway", "connectors", "sandbox", "runtime"]
-# The loop's modules (gateway/responses) longer than this say why here.
+# No module is longer than one reads in a sitting; the loop's (gateway/responses) are shorter still. One
+# longer says why here.
+MAX_MODULE_LINES = 450
 MAX_LOOP_MODULE_LINES = 400
-LONG_LOOP_MODULES = {
-    "gateway/responses/shapes/request.py": "the request's models, field for field as the openai SDK types them: one table, read by lookup",
+LONG_MODULES = {
+    "sandbox/kernel.py": "the kernel the sandbox image runs: copied into it alone, as one script with no imports of ours",
 }
 # The floors of the Responses API, lowest first: its models; what a response writes (the event log, the
 # output writer, a tool call, citations); the dialog; the tools; the loop that runs them; its doors (the
@@ -113,7 +115,6 @@ def test_the_responses_floors_import_only_those_below_them() -> None:
 def test_the_order_is_read_from_real_imports(tmp_path: Path) -> None:
     # The check above cannot pass by reading nothing: a module known to import below it is seen to.
     assert "gateway.core.ids" in _imports(ROOT / "gateway/files/routes.py")
-    assert "gateway.files.requested" in _imports(ROOT / "gateway/responses/shapes/request.py")
     # Nor by missing an import for the type checker, or one inside a function.
     hidden = tmp_path / "hidden.py"
     hidden.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import gateway.app\ndef f():\n    from gateway import chat\n")
@@ -164,12 +165,13 @@ def test_the_cycle_check_sees_a_cycle() -> None:
     assert "gateway.responses.tools.base" not in graph["gateway.responses.events.tool_call"]
 
 
-def test_the_loop_modules_are_short() -> None:
+def test_modules_are_short() -> None:
     long = {}
-    for path in sorted((ROOT / "gateway/responses").rglob("*.py")):
+    for path in sorted(path for package in PACKAGES for path in (ROOT / package).rglob("*.py")):
         relative = str(path.relative_to(ROOT))
         lines = len(path.read_text().splitlines())
-        if lines > MAX_LOOP_MODULE_LINES and relative not in LONG_LOOP_MODULES:
+        limit = MAX_LOOP_MODULE_LINES if relative.startswith("gateway/responses/") else MAX_MODULE_LINES
+        if lines > limit and relative not in LONG_MODULES:
             long[relative] = lines
     assert long == {}
 

@@ -7,7 +7,8 @@ import typing
 
 from connectors.namespaces import RESERVED_NAMESPACES
 from gateway.protocol import Include
-from gateway.responses.shapes.request import AllowedTools, NamedChoice, Tool, UnavailableTool
+from gateway.responses.shapes.request import AllowedTools, NamedChoice
+from gateway.responses.shapes.tool_models import Tool, UnavailableTool
 from gateway.responses.tools.registry import BUILT_IN_NAMESPACES, INCLUDABLE, TOOLS, choice_owner, kind_of
 
 
@@ -38,7 +39,8 @@ def test_built_in_namespaces_are_reserved() -> None:
 
 
 def test_lookups() -> None:
-    from gateway.responses.shapes.request import CodeInterpreterTool, NamedCodeInterpreter
+    from gateway.responses.shapes.request import NamedCodeInterpreter
+    from gateway.responses.shapes.tool_models import CodeInterpreterTool
     from gateway.responses.tools.code_interpreter import CodeInterpreter
 
     assert kind_of(CodeInterpreterTool(type="code_interpreter")) is CodeInterpreter
@@ -48,7 +50,7 @@ def test_lookups() -> None:
 
 def _input_types() -> dict[str, type]:
     """The input items a request may hold, by their `type` tag."""
-    from gateway.responses.shapes.request import InputItem
+    from gateway.responses.shapes.input_models import InputItem
 
     members = typing.get_args(typing.get_args(InputItem)[0])
     return {typing.get_args(member)[1].tag: typing.get_args(member)[0] for member in members}

@@ -23,7 +23,7 @@ from ..jsontext import JSONResponse
 from ..responses.history.conversation_items import duplicate, keep_state, missing, new_items, open_conversation, refuse_known_ids
 from ..responses.history.dialog import Dialog
 from ..responses.loop.input_items import append_input
-from ..responses.shapes.request import InputItem
+from ..responses.shapes.input_models import InputItem
 from ..responses.tools.mcp_history import McpState
 from ..responses.tools.registry import check_include
 from ..storage.conversation_store import Conversation, DuplicateItem

@@ -26,7 +26,7 @@ import time
 from dataclasses import replace
 from typing import Awaitable, Callable
 
-from .client import EngineBroke, EngineUsage, Sampling
+from .completion import EngineBroke, EngineUsage, Sampling
 from .harmony import Prompt
 from .transport import EngineResponse
 

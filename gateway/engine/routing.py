@@ -24,9 +24,11 @@ import anyio
 
 from ..config import EngineConfig
 from ..errors import APIError, server_error
-from .client import Bounds, EngineBroke, EngineClient, EngineStream, ModelInfo, Sampling
+from .client import EngineClient
+from .completion import Bounds, EngineBroke, ModelInfo, Sampling
 from .harmony import Prompt
 from .resume import Continuation, backoff
+from .stream import EngineStream
 from .transport import EngineResponse
 
 logger = logging.getLogger("gateway.engine")

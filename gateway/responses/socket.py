@@ -35,8 +35,9 @@ from ..web.middleware import access_log, new_request_id, request_id_var
 from .loop.dialog_plan import Remembered
 from .loop.needs import ResponsesNeeds, needs_of
 from .loop.run import ResponseRun
+from .shapes.input_models import MessageItem
 from .shapes.items import Delta, Event
-from .shapes.request import MessageItem, ResponsesRequest
+from .shapes.request import ResponsesRequest
 from .steering import Steer, SteerError, SteerEvent, accepted, failed, pending, required_input
 from .tools.mcp_history import McpState
 

@@ -19,7 +19,7 @@ from pydantic import Field
 from ..core.ids import new_id
 from ..core.models import StrictModel
 from ..protocol import EventType
-from .shapes.request import ContentPart, MessageItem
+from .shapes.input_models import ContentPart, MessageItem
 from .tools.registry import OWED_INPUT
 
 

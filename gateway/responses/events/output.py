@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any, Callable, TypeVar, cast
 
 from ...core.ids import derived_ids
-from ...engine.client import FinishReason
+from ...engine.completion import FinishReason
 from ...protocol import ItemStatus
 from ..shapes.items import Events, OutputItem
 from ..shapes.output_items import OutputItemShape

@@ -8,7 +8,8 @@ from pydantic import TypeAdapter, ValidationError
 
 from ...errors import bad_request
 from ...storage.response_store import ResponseStore
-from ..shapes.request import InputItem, ItemReference, ResponsesRequest
+from ..shapes.input_models import InputItem, ItemReference
+from ..shapes.request import ResponsesRequest
 
 _ITEMS = TypeAdapter(list[InputItem])  # one item in a list: the union validated as the request validates it
 

@@ -10,7 +10,8 @@ from typing import Any, Mapping
 
 from ...core.ids import new_id
 from ...errors import bad_request
-from ..shapes.request import ConfigurationUpdateItem, Reasoning, ResponsesRequest, TextConfig, TextFormat
+from ..shapes.input_models import ConfigurationUpdateItem
+from ..shapes.request import Reasoning, ResponsesRequest, TextConfig, TextFormat
 from .dialog import Dialog, Records
 
 

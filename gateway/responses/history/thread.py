@@ -16,7 +16,7 @@ import hashlib
 from dataclasses import dataclass
 from typing import Sequence
 
-from ..shapes.request import (
+from ..shapes.input_models import (
     AdditionalToolsItem,
     ConfigurationUpdateItem,
     CustomToolCallOutputItem,

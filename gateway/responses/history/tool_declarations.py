@@ -12,7 +12,7 @@ from connectors.namespaces import reserved_problem
 
 from ...engine.harmony import ToolDescription, ToolNamespaceConfig, declarations_text
 from ...errors import bad_request, param_path
-from ..shapes.request import CustomTool, FunctionTool, GrammarInput, McpTool, NamespaceFunction, NamespaceTool
+from ..shapes.tool_models import CustomTool, FunctionTool, GrammarInput, McpTool, NamespaceFunction, NamespaceTool
 
 Function = Union[FunctionTool, CustomTool, NamespaceFunction]
 # An MCP server's loaded tools are named by `server_label` and `allowed_tools` only: their declarations

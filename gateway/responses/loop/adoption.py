@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import AsyncIterator
 
-from ...engine.client import Chunks, EngineChunk, EngineUsage
+from ...engine.completion import Chunks, EngineChunk, EngineUsage
 from ..events.output import ResponseOutput
 from .run_state import Checkpoint
 

@@ -19,14 +19,15 @@ from pydantic import Field
 
 from ...core.ids import new_id
 from ...core.models import StrictModel
-from ...engine.client import Sampling
+from ...engine.completion import Sampling
 from ...engine.harmony import Preamble
 from ...engine.routing import ModelEngine
 from ...errors import APIError
 from ...protocol import EventType, ItemStatus
+from ..shapes.input_models import InputItem
 from ..shapes.items import Event, Events, OutputItem
 from ..shapes.output_items import CompactionShape
-from ..shapes.request import InputItem, ResponsesRequest
+from ..shapes.request import ResponsesRequest
 from .needs import ResponsesNeeds
 from .side_call import final_answer, text_of
 

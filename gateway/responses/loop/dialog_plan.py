@@ -16,7 +16,8 @@ from ...storage.response_store import RUNNING
 from ..history.conversation_items import open_conversation, refuse_known_ids
 from ..history.dialog import Dialog
 from ..history.item_references import resolve_references
-from ..shapes.request import CompactionItem, ReasoningItem, ReasoningText, ResponsesRequest
+from ..shapes.input_models import CompactionItem, ReasoningItem, ReasoningText
+from ..shapes.request import ResponsesRequest
 from .input_items import append_input
 from .needs import ResponsesNeeds
 

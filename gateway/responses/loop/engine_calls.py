@@ -10,8 +10,9 @@ import logging
 import time
 from dataclasses import replace
 
-from ...engine.client import Chunks, EngineStream, GrammarRefused
+from ...engine.completion import Chunks, GrammarRefused
 from ...engine.routing import ModelEngine
+from ...engine.stream import EngineStream
 from ...errors import APIError
 from ..events.output import ResponseOutput
 from ..tools import Toolset

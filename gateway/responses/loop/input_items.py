@@ -17,7 +17,7 @@ from ...errors import bad_request
 from ..history.dialog import Dialog, InputReader, Records, message_record
 from ..history.settings import read_configuration_update
 from ..history.thread import input_key, resent_prefix
-from ..shapes.request import (
+from ..shapes.input_models import (
     AdditionalToolsItem,
     CompactionItem,
     CompactionTriggerItem,

@@ -13,7 +13,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from ...engine.client import EngineChunk, TokenLogprob
+from ...engine.completion import EngineChunk, TokenLogprob
 from ...engine.harmony import encoding
 from ...engine.parser import HarmonyStreamParser, MessageFinished, MessageStarted, ParsedEvent
 from ...engine.vocab import token_bytes

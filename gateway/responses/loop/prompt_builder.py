@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from openai_harmony import Role
 
 from ...core.sealed import Purpose
-from ...engine.client import Sampling
+from ...engine.completion import Sampling
 from ...engine.harmony import GrowingPrompt, Preamble, Prompt, encoding
 from ...engine.routing import ModelEngine
 from ...errors import APIError, bad_request

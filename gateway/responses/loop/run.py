@@ -25,7 +25,7 @@ import anyio
 
 from ...core.admission import Slot
 from ...core.sealed import Purpose
-from ...engine.client import FinishReason
+from ...engine.completion import FinishReason
 from ...errors import APIError, bad_request
 from ...protocol import Include, ResponseStatus
 from ...storage.response_store import Orphan

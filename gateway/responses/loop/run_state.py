@@ -14,7 +14,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...engine.client import FinishReason
+from ...engine.completion import FinishReason
 from ...jsontext import dumps
 from ..events.output import ResponseOutput
 from ..history.dialog import Dialog

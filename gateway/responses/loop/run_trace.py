@@ -11,7 +11,7 @@ from typing import Any, Iterator, Mapping
 from opentelemetry import context as otel_context
 from opentelemetry.trace import INVALID_SPAN, Span, SpanKind
 
-from ...engine.client import FinishReason
+from ...engine.completion import FinishReason
 from ...tracing import carried, child_span, failed, in_span, tracer
 from ..events.tool_call import ToolCall
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from openai_harmony import Message
 
-from ...engine.client import Sampling
+from ...engine.completion import Sampling
 from ...engine.harmony import Prompt
 from ...engine.parser import HarmonyStreamParser, MessageFinished
 from ...engine.routing import ModelEngine

@@ -25,7 +25,7 @@ import anyio
 from anyio.abc import TaskGroup
 from openai_harmony import Message, Role
 
-from ...engine.client import Sampling
+from ...engine.completion import Sampling
 from ...engine.harmony import Preamble
 from ...engine.routing import ModelEngine
 from ...protocol import EventType, ItemStatus

@@ -12,7 +12,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
 
-from ...engine.client import Chunks, FinishReason
+from ...engine.completion import Chunks, FinishReason
 from ...engine.parser import HarmonyStreamParser, MalformedHarmony, MessageFinished, MessageStarted, TextDelta
 from ...errors import APIError
 from ...protocol import ItemStatus

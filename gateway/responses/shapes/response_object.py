@@ -9,7 +9,8 @@ from typing import Any, Literal, TypedDict
 from ...core.ids import new_id
 from ...protocol import ResponseStatus
 from .output_items import OutputItemShape
-from .request import FunctionTool, McpTool, ResponsesRequest
+from .request import ResponsesRequest
+from .tool_models import FunctionTool, McpTool
 
 
 @dataclass

@@ -16,7 +16,8 @@ from ...core.ids import new_id
 from ...errors import bad_request
 from ..history.dialog import Dialog, Records
 from ..history.tool_declarations import checked_definitions, loaded_record, loaded_text
-from ..shapes.request import AdditionalToolsItem, CustomTool, GrammarInput
+from ..shapes.input_models import AdditionalToolsItem
+from ..shapes.tool_models import CustomTool, GrammarInput
 from .loaded import LoadedTools
 
 ADDABLE = ("function", "custom", "namespace")

@@ -59,7 +59,8 @@ from ..events.output import ResponseOutput
 from ..events.tool_call import CallKind, ToolCall
 from ..history.dialog import Dialog, InputReader
 from ..shapes.items import OutputItem
-from ..shapes.request import RequestTool, ResponsesRequest, ToolChoiceForm
+from ..shapes.request import ResponsesRequest, ToolChoiceForm
+from ..shapes.tool_models import RequestTool
 from .containers import ResponseContainers
 
 INTERRUPTED = (

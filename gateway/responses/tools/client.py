@@ -21,18 +21,10 @@ from ..events.tool_call import CallKind, ToolCall
 from ..history.dialog import Dialog, Records, read_call, read_call_output, tool_call_message
 from ..history.tool_declarations import Function, LoadedTool, describe, parsed_definitions
 from ..shapes.grammars import input_problem
+from ..shapes.input_models import CustomToolCallItem, CustomToolCallOutputItem, FunctionCallItem, FunctionCallOutputItem
 from ..shapes.items import CustomToolCallOutput, Delta, Event, FunctionCallOutput
-from ..shapes.request import (
-    CustomTool,
-    CustomToolCallItem,
-    CustomToolCallOutputItem,
-    FunctionCallItem,
-    FunctionCallOutputItem,
-    FunctionTool,
-    GrammarInput,
-    NamespaceFunction,
-)
 from ..shapes.schemas import InvalidSchema, checked_schema, json_object, json_problem, schema_compiles
+from ..shapes.tool_models import CustomTool, FunctionTool, GrammarInput, NamespaceFunction
 from ..shapes.tool_search_models import TOOL_SEARCH_RECIPIENT, is_loaded
 from .base import DeclaredT, Tool, ToolContext
 from .loaded import LoadedTools

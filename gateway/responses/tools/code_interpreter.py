@@ -8,7 +8,8 @@ from typing import Any, Iterable
 
 from openai_harmony import Message, Role
 
-from sandbox.manager import BACKEND_ERRORS, Execution, SandboxFull, SessionNotFound, describe_python_tool
+from sandbox.descriptions import describe_python_tool
+from sandbox.manager import BACKEND_ERRORS, Execution, SandboxFull, SessionNotFound
 
 from ...core.ids import new_id
 from ...engine.harmony import ToolNamespaceConfig
@@ -21,7 +22,8 @@ from ..history.dialog import Dialog, Records, tool_result
 from ..shapes.code_interpreter_models import CodeInterpreterCallItem
 from ..shapes.items import Event, Events, OutputItem, ToolCallItem
 from ..shapes.output_items import CodeInterpreterCallShape
-from ..shapes.request import CodeInterpreterTool, NamedCodeInterpreter, RequestTool, ToolChoiceForm
+from ..shapes.request import NamedCodeInterpreter, ToolChoiceForm
+from ..shapes.tool_models import CodeInterpreterTool, RequestTool
 from .base import Declarations, Tool, ToolContext
 from .containers import ContainerState, ContainerUse
 

@@ -9,20 +9,10 @@ from ...errors import bad_request
 from ..history.dialog import Dialog
 from ..history.tool_declarations import LoadedTool
 from ..shapes.grammars import InvalidGrammar, check_grammar
+from ..shapes.input_models import CustomToolCallItem, CustomToolCallOutputItem, FunctionCallItem, FunctionCallOutputItem
 from ..shapes.items import CustomToolCallOutput, FunctionCallOutput
-from ..shapes.request import (
-    CustomTool,
-    CustomToolCallItem,
-    CustomToolCallOutputItem,
-    FunctionCallItem,
-    FunctionCallOutputItem,
-    FunctionTool,
-    GrammarInput,
-    NamedCustom,
-    NamedFunction,
-    RequestTool,
-    ToolChoiceForm,
-)
+from ..shapes.request import NamedCustom, NamedFunction, ToolChoiceForm
+from ..shapes.tool_models import CustomTool, FunctionTool, GrammarInput, RequestTool
 from ..shapes.tool_search_models import is_loaded
 from .base import Declarations, ToolContext
 from .client import ClientTools, describe, read_custom_call, read_function_call, read_function_output

@@ -25,18 +25,11 @@ from ...protocol import EventType, ItemStatus
 from ..events.tool_call import CallKind, ToolCall
 from ..history.dialog import Dialog, tool_result
 from ..history.tool_declarations import LoadedTool, loaded_text
+from ..shapes.input_models import McpApprovalRequestItem, McpApprovalResponseItem, McpCallItem, McpListToolsItem
 from ..shapes.items import Event, Events, OutputItem, ToolCallItem
 from ..shapes.output_items import McpApprovalRequestShape, McpCallShape, McpListToolsShape
-from ..shapes.request import (
-    McpApprovalRequestItem,
-    McpApprovalResponseItem,
-    McpCallItem,
-    McpListToolsItem,
-    McpTool,
-    NamedMcp,
-    RequestTool,
-    ToolChoiceForm,
-)
+from ..shapes.request import NamedMcp, ToolChoiceForm
+from ..shapes.tool_models import McpTool, RequestTool
 from ..shapes.tool_search_models import TOOL_SEARCH_RECIPIENT, is_loaded
 from .base import Declarations, Tool, ToolContext, run_call
 from .loaded import LoadedTools

@@ -9,7 +9,7 @@ from typing import Any, Mapping
 from ...core.ids import new_id
 from ...errors import bad_request
 from ..history.dialog import Dialog, Records, tool_call_message, tool_result
-from ..shapes.request import McpApprovalRequestItem, McpApprovalResponseItem, McpCallItem, McpListToolsItem
+from ..shapes.input_models import McpApprovalRequestItem, McpApprovalResponseItem, McpCallItem, McpListToolsItem
 
 
 @dataclass

@@ -11,7 +11,7 @@ from ...engine.harmony import ToolNamespaceConfig
 from ...errors import bad_request
 from ..history.tool_declarations import LoadedTool
 from ..shapes.items import CustomToolCallOutput, FunctionCallOutput
-from ..shapes.request import CustomTool, NamespaceTool, RequestTool
+from ..shapes.tool_models import CustomTool, NamespaceTool, RequestTool
 from .base import AnyTool, Declarations, ToolContext
 from .client import ClientTools, describe
 

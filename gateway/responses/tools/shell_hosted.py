@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import logging
 
-from sandbox.manager import BACKEND_ERRORS, SandboxFull, SessionNotFound, ShellCommand, ShellEnd, ShellOutput, describe_shell_tool
+from sandbox.descriptions import describe_shell_tool
+from sandbox.manager import BACKEND_ERRORS, SandboxFull, SessionNotFound, ShellCommand, ShellEnd, ShellOutput
 
 from ...core.ids import new_id
 from ...errors import bad_request

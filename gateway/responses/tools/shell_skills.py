@@ -18,8 +18,8 @@ from functools import partial
 from typing import IO, Awaitable, Callable
 
 from runtime.cpu import run_cpu
+from sandbox.backend import SessionFiles
 from sandbox.channel import KernelChannel
-from sandbox.manager import SessionFiles
 from sandbox.transfer import FilesState, TransferFailed, install_tree
 
 from ...errors import bad_request

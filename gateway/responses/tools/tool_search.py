@@ -27,7 +27,7 @@ from ..history.dialog import Dialog, Records, tool_call_message, tool_result
 from ..history.tool_declarations import checked_definitions, loaded_record, loaded_text, parsed_definitions
 from ..shapes.items import Event, Events, OutputItem
 from ..shapes.output_items import ToolSearchCallShape, ToolSearchOutputShape
-from ..shapes.request import CustomTool, FunctionTool, McpTool, NamespaceTool
+from ..shapes.tool_models import CustomTool, FunctionTool, McpTool, NamespaceTool
 from ..shapes.tool_search_models import (
     TOOL_SEARCH_NAMESPACE,
     TOOL_SEARCH_RECIPIENT,

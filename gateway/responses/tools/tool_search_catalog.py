@@ -10,7 +10,7 @@ from typing import Any, Iterable, Union
 
 from connectors.servers import EnabledServer
 
-from ..shapes.request import CustomTool, FunctionTool, NamespaceFunction, NamespaceTool
+from ..shapes.tool_models import CustomTool, FunctionTool, NamespaceFunction, NamespaceTool
 
 MAX_FOUND = 8  # functions one search loads
 MAX_QUERY_WORDS = 32

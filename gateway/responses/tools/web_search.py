@@ -17,9 +17,11 @@ from ...protocol import EventType, Include, ItemStatus
 from ..events.citations import LINES, Cited, Resolve, UrlCitation
 from ..events.tool_call import CallKind, ToolCall
 from ..history.dialog import Dialog, Records
+from ..shapes.input_models import WebSearchCallItem
 from ..shapes.items import Event, Events, OutputItem
 from ..shapes.output_items import WebSearchCallShape
-from ..shapes.request import WEB_SEARCH_TYPES, NamedWebSearch, RequestTool, ToolChoiceForm, WebSearchCallItem, WebSearchTool
+from ..shapes.request import NamedWebSearch, ToolChoiceForm
+from ..shapes.tool_models import WEB_SEARCH_TYPES, RequestTool, WebSearchTool
 from .base import Declarations, Tool, ToolContext, ToolNeeds
 from .search_call import SearchCallOutput
 
