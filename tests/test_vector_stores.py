@@ -159,6 +159,23 @@ def test_upload_and_poll_and_batches(stores_gateway: Gateway, tmp_path: Path) ->
     assert missing.value.body["param"] == "file_ids[1]"  # type: ignore[index]
 
 
+def test_ne_and_nin_hold_for_a_file_without_the_key(stores_gateway: Gateway) -> None:
+    """As filters.py says and OpenAI filters: a file that lacks the key is not equal to the value, nor in the list."""
+    api = client(stores_gateway)
+    store = api.vector_stores.create(name="keyless")
+    for name, attributes in [("red.txt", {"team": "red"}), ("blue.txt", {"team": "blue"}), ("none.txt", {"year": 2024})]:
+        api.vector_stores.files.create(store.id, file_id=upload(api, name, "Quarterly report of a team."), attributes=attributes)
+    ready(api, store.id)
+
+    def found(filters: dict[str, Any]) -> set[str]:
+        return {result.filename for result in api.vector_stores.search(store.id, query="quarterly report", filters=filters)}  # type: ignore[arg-type]
+
+    assert found({"type": "ne", "key": "team", "value": "red"}) == {"blue.txt", "none.txt"}
+    assert found({"type": "nin", "key": "team", "value": ["red", "blue"]}) == {"none.txt"}
+    assert found({"type": "eq", "key": "team", "value": "red"}) == {"red.txt"}
+    assert found({"type": "in", "key": "team", "value": ["red", "blue"]}) == {"red.txt", "blue.txt"}
+
+
 def test_filters_narrow_the_search_in_the_query(stores_gateway: Gateway) -> None:
     api = client(stores_gateway)
     store = api.vector_stores.create(name="filtered")
