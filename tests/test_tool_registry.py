@@ -112,7 +112,9 @@ def test_every_item_the_gateway_produces_is_one_the_sdk_sends_back_and_it_reads(
 def test_each_call_the_client_answers_is_owed_by_its_tool() -> None:
     """What steering names as owed (`response.steer.pending`) for each kind of call the client runs: every
     tool's `owes`, gathered by the registry. A call no longer open is owed nothing."""
+    from gateway.responses.history.dialog import Dialog
     from gateway.responses.steering import required_input
+    from gateway.responses.tools.mcp_history import McpState, PendingApproval
 
     output = [
         {"type": "function_call", "call_id": "c1", "name": "get_weather"},
@@ -120,15 +122,83 @@ def test_each_call_the_client_answers_is_owed_by_its_tool() -> None:
         {"type": "shell_call", "call_id": "c3"},
         {"type": "apply_patch_call", "call_id": "c4"},
         {"type": "tool_search_call", "call_id": "c5", "execution": "client"},
+        {"type": "local_shell_call", "call_id": "c6"},
         {"type": "function_call", "call_id": "answered", "name": "get_time"},
         {"type": "mcp_approval_request", "id": "mcpr_1"},
     ]
-    open_calls = {call_id: "x" for call_id in ("c1", "c2", "c3", "c4", "c5")}
-    assert required_input(output, open_calls, {"mcpr_1": object()}) == [
+    dialog = Dialog()
+    dialog.open_calls.update({call_id: "x" for call_id in ("c1", "c2", "c3", "c4", "c5", "c6")})
+    dialog.tool_state(McpState).pending_approvals["mcpr_1"] = PendingApproval("server", "tool", "{}", "mcp_server.tool", "commentary")
+    assert required_input(output, dialog) == [
         {"type": "function_call_output", "call_id": "c1", "name": "get_weather"},
         {"type": "custom_tool_call_output", "call_id": "c2"},
         {"type": "shell_call_output", "call_id": "c3"},
         {"type": "apply_patch_call_output", "call_id": "c4"},
         {"type": "tool_search_output", "call_id": "c5", "execution": "client"},
+        {"type": "local_shell_call_output", "call_id": "c6"},
         {"type": "mcp_approval_response", "approval_request_id": "mcpr_1"},
     ]
+
+
+def test_an_item_types_id_prefix_is_spelled_once() -> None:
+    """Each output item type names its id prefix on its class (`id_prefix`); whatever makes an id of that
+    type (its input reader, for an item sent back without one) asks the class (`fresh_id()`): a prefix
+    spelled again, or an id made from a position, is found here."""
+    import ast
+    from pathlib import Path
+
+    from gateway.responses.shapes.items import OutputItem
+
+    def subclasses(cls: type) -> list[type]:
+        return [cls, *(each for sub in cls.__subclasses__() for each in subclasses(sub))]
+
+    import gateway.responses.loop.compaction  # noqa: F401  (its item type, among the registry's)
+
+    prefixes = {cls.id_prefix for cls in subclasses(OutputItem) if "id_prefix" in vars(cls)}
+    assert {"msg", "rs", "fc", "mcp", "fs", "ws", "cmp"} <= prefixes
+    spelled = []
+    for path in sorted(Path("gateway").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and ast.unparse(node.func) == "new_id" and node.args:
+                argument = node.args[0]
+                made_by_its_class = ast.unparse(argument) == "cls.id_prefix"  # OutputItem.fresh_id
+                if not made_by_its_class and (not isinstance(argument, ast.Constant) or argument.value in prefixes):
+                    spelled.append(f"{path}:{node.lineno}: {ast.unparse(argument)}")
+            if isinstance(node, ast.JoinedStr) and any(
+                isinstance(part, ast.Constant) and str(part.value).startswith(tuple(f"{prefix}_" for prefix in prefixes)) for part in node.values[:1]
+            ):
+                spelled.append(f"{path}:{node.lineno}: {ast.unparse(node)}")
+    assert spelled == []
+
+
+def test_every_tool_has_the_hooks_its_kind_needs() -> None:
+    """Each registered tool, against the `Tool` contract (tools/base.py): what it lacks is named, hook by
+    hook, so a new tool is its module and its registry line, and this test says what is left to write."""
+    from gateway.responses.tools.base import Tool
+    from gateway.responses.tools.client import ClientTools
+    from gateway.responses.tools.client_actions import ClientAction
+    from gateway.responses.tools.registry import OWED_INPUT
+
+    lacking = []
+    for kind in TOOLS:
+
+        def lacks(hook: str, kind: type = kind) -> None:
+            lacking.append(f"{kind.__name__} lacks {hook}")
+
+        for attribute in ("request_types", "metric", "produces"):
+            if not getattr(kind, attribute):
+                lacks(attribute)
+        for produced in kind.produces:
+            if not getattr(produced, "id_prefix", None) or not getattr(produced, "type", None):
+                lacks(f"the type and id prefix of {produced.__name__}")
+        if kind.open_call is Tool.open_call:
+            lacks("open_call (it refuses every call)")
+        if kind.declare is Tool.declare:
+            lacks("declare (the model is never told of it)")
+        if kind.choices and kind.check_choice is Tool.check_choice:
+            lacks("check_choice (it owns a named tool_choice)")
+        if issubclass(kind, (ClientAction, ClientTools)):  # the client runs its calls: a stopped response owes them
+            for produced in kind.produces:
+                if produced.type.endswith("_call") and produced.type not in OWED_INPUT:
+                    lacks(f"owes for {produced.type}")
+    assert lacking == []

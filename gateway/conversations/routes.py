@@ -24,8 +24,7 @@ from ..responses.history.conversation_items import duplicate, keep_state, missin
 from ..responses.history.dialog import Dialog
 from ..responses.loop.input_items import append_input
 from ..responses.shapes.input_models import InputItem
-from ..responses.tools.mcp_history import McpState
-from ..responses.tools.registry import check_include
+from ..responses.tools.registry import carried_out_by_a_response, check_include
 from ..storage.conversation_store import Conversation, DuplicateItem
 from ..storage.paging import listing, page_query, unknown_after
 from ..web.body import parse_body
@@ -153,10 +152,11 @@ async def _stored(write: Awaitable[T]) -> T:
 
 
 def _refuse_decisions(dialog: Dialog) -> None:
-    """An approval response is carried out by a response, which runs the call: here it has nothing to run."""
-    if dialog.tool_state(McpState).decisions:
+    """An item only a response carries out (an approval runs its call): here nothing runs it."""
+    kind = carried_out_by_a_response(dialog)
+    if kind is not None:
         raise bad_request(
-            "An mcp_approval_response is answered by running the call: send it as the input of a response with this conversation.",
+            f"An {kind} is answered by running the call: send it as the input of a response with this conversation.",
             param="items",
         )
 

@@ -39,7 +39,6 @@ from .shapes.input_models import MessageItem
 from .shapes.items import Delta, Event
 from .shapes.request import ResponsesRequest
 from .steering import Steer, SteerError, SteerEvent, accepted, failed, pending, required_input
-from .tools.mcp_history import McpState
 
 logger = logging.getLogger("gateway.responses")
 
@@ -237,7 +236,7 @@ class ResponsesSocket:
                     failed(steer, response_id, steer.input, SteerError.NOT_ACTIVE, f"The response ended {status}: the input was not applied.")
                 )
             return None
-        owed = required_input(run.output.as_dicts(), run.dialog.open_calls, run.dialog.tool_state(McpState).pending_approvals)
+        owed = required_input(run.output.as_dicts(), run.dialog)
         if owed:
             self.steers[response_id] = steers
             for steer in steers:

@@ -19,6 +19,7 @@ from pydantic import Field
 from ..core.ids import new_id
 from ..core.models import StrictModel
 from ..protocol import EventType
+from .history.dialog import Dialog
 from .shapes.input_models import ContentPart, MessageItem
 from .tools.registry import OWED_INPUT
 
@@ -99,15 +100,13 @@ def failed(steer: Steer | None, previous_response_id: str, raw_input: Any, code:
     }
 
 
-def required_input(output: Sequence[Mapping[str, Any]], open_calls: dict[str, str], pending_approvals: dict[str, Any]) -> list[dict[str, Any]]:
-    """The input stubs of the tool results and approvals a response waits for (only identifying fields)."""
+def required_input(output: Sequence[Mapping[str, Any]], dialog: Dialog) -> list[dict[str, Any]]:
+    """The input stubs of the tool results and approvals a response waits for (only identifying fields),
+    as each item's tool says (its `owes`)."""
     stubs: list[dict[str, Any]] = []
     for item in output:
-        kind = item.get("type")
-        if kind == "mcp_approval_request" and item.get("id") in pending_approvals:
-            stubs.append({"type": "mcp_approval_response", "approval_request_id": item["id"]})
-            continue
-        owed = OWED_INPUT.get(str(kind))  # each tool's (its `owes`)
-        if owed is not None and item.get("call_id") in open_calls:
-            stubs.append(owed(item))
+        owed = OWED_INPUT.get(str(item.get("type")))
+        stub = owed(item, dialog) if owed is not None else None
+        if stub is not None:
+            stubs.append(stub)
     return stubs

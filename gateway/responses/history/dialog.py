@@ -15,6 +15,7 @@ from openai_harmony import Author, Message, Role
 from ...core.ids import new_id
 from ...errors import bad_request
 from ...protocol import ItemStatus
+from ..shapes.items import MessageOutput
 from .thread import ThreadMark
 
 SUMMARY_HEAD = "Summary of the conversation so far (earlier turns were compacted):\n"
@@ -171,7 +172,7 @@ def message_record(item_id: str | None, role: str, text: str) -> dict[str, Any]:
     """A message as the input items list it."""
     part_type = "output_text" if role == "assistant" else "input_text"
     return {
-        "id": item_id or new_id("msg"),
+        "id": item_id or MessageOutput.fresh_id(),
         "type": "message",
         "role": role,
         "status": ItemStatus.COMPLETED,

@@ -25,7 +25,7 @@ from ...engine.routing import ModelEngine
 from ...errors import APIError
 from ...protocol import EventType, ItemStatus
 from ..shapes.input_models import InputItem
-from ..shapes.items import Event, Events, OutputItem
+from ..shapes.items import Event, Events, MessageOutput, OutputItem
 from ..shapes.output_items import CompactionShape
 from ..shapes.request import ResponsesRequest
 from .needs import ResponsesNeeds
@@ -119,10 +119,16 @@ class CompactionOutput(OutputItem):
 def compacted_response(messages: list[Message], summary: Summary, encrypted_content: str) -> dict[str, Any]:
     """`POST /v1/responses/compact`'s answer: every user message, then one compaction item."""
     users = [
-        {"id": new_id("msg"), "type": "message", "role": "user", "status": ItemStatus.COMPLETED, "content": [{"type": "input_text", "text": text}]}
+        {
+            "id": MessageOutput.fresh_id(),
+            "type": "message",
+            "role": "user",
+            "status": ItemStatus.COMPLETED,
+            "content": [{"type": "input_text", "text": text}],
+        }
         for text in user_texts(messages)
     ]
-    compaction = {"id": new_id("cmp"), "type": "compaction", "encrypted_content": encrypted_content, "created_by": None}
+    compaction = {"id": CompactionOutput.fresh_id(), "type": "compaction", "encrypted_content": encrypted_content, "created_by": None}
     return {
         "id": new_id("resp"),
         "object": "response.compaction",

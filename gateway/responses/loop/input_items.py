@@ -12,7 +12,6 @@ from typing import Any
 
 from openai_harmony import Message, Role
 
-from ...core.ids import new_id
 from ...errors import bad_request
 from ..history.dialog import Dialog, InputReader, Records, message_record
 from ..history.settings import read_configuration_update
@@ -27,8 +26,10 @@ from ..shapes.input_models import (
     MessageItem,
     ReasoningItem,
 )
+from ..shapes.items import ReasoningOutput
 from ..tools.additional import read_additional_tools
 from ..tools.registry import INPUT_READERS
+from .compaction import CompactionOutput
 
 _ROLES = {"user": Role.USER, "system": Role.DEVELOPER, "developer": Role.DEVELOPER}
 
@@ -70,12 +71,12 @@ def _read_message(dialog: Dialog, index: int, item: MessageItem, records: Record
 
 def _read_reasoning(dialog: Dialog, index: int, item: ReasoningItem, records: Records) -> None:
     dialog.append(Message.from_role_and_content(Role.ASSISTANT, item.text()).with_channel("analysis"))
-    records.append(item.model_dump(exclude_none=True) | {"id": item.id or new_id("rs")})
+    records.append(item.model_dump(exclude_none=True) | {"id": item.id or ReasoningOutput.fresh_id()})
 
 
 def _read_compaction(dialog: Dialog, index: int, item: CompactionItem, records: Records) -> None:
     dialog.compact(item._summary or "")  # what it summarised is left out of what the model reads
-    records.append(item.model_dump(exclude_none=True) | {"id": item.id or new_id("cmp")})
+    records.append(item.model_dump(exclude_none=True) | {"id": item.id or CompactionOutput.fresh_id()})
 
 
 def _unresolved(dialog: Dialog, index: int, item: ItemReference, records: Records) -> None:

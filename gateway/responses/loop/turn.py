@@ -16,7 +16,7 @@ from ...engine.completion import Chunks, FinishReason
 from ...engine.parser import HarmonyStreamParser, MalformedHarmony, MessageFinished, MessageStarted, TextDelta
 from ...errors import APIError
 from ...protocol import ItemStatus
-from ..events.citations import CitationRewriter, Piece, container_file_citations
+from ..events.citations import CitationRewriter, Piece
 from ..events.output import ResponseOutput
 from ..events.tool_call import ToolCall
 from ..history.dialog import Dialog
@@ -182,9 +182,8 @@ class Turn:
             return []
         events = self.output.events
         batch = self._held_back(item, stopper, rewriter)
-        containers = self.toolset.context.containers
-        if isinstance(item, MessageOutput) and containers.used:
-            batch += [item.annotated(events, citation) for citation in container_file_citations(item.text, containers.container_file)]
+        if isinstance(item, MessageOutput):
+            batch += [item.annotated(events, annotation) for annotation in self.toolset.annotations(item.text)]
         if isinstance(item, ReasoningOutput) and self.summaries is not None:
             return [*batch, *self.summaries.reasoning_ended(item)]  # its summary, and its end, follow
         return [*batch, *item.closed(events)]

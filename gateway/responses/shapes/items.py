@@ -59,10 +59,15 @@ class OutputItem:
     id_prefix: str
 
     def __init__(self, output_index: int) -> None:
-        self.id = new_id(self.id_prefix)
+        self.id = self.fresh_id()
         self.output_index = output_index
         self.status: ItemStatus = ItemStatus.IN_PROGRESS
         self.done_sent = False  # its `output_item.done` was emitted: nothing more of it will come
+
+    @classmethod
+    def fresh_id(cls) -> str:
+        """A new id of this item type: its prefix is spelled here alone, also for one read back without an id."""
+        return new_id(cls.id_prefix)
 
     def as_dict(self) -> OutputItemShape:
         raise NotImplementedError

@@ -7,14 +7,14 @@ all of them (declarations, `tool_choice`, work before the first engine call).
 
 from __future__ import annotations
 
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from ...engine.structural_tag import CallShape
 from ..events.citations import Cited, Resolve
 from ..events.log import Batch
 from ..events.tool_call import ToolCall
 from ..history.dialog import Dialog
-from ..shapes.items import OutputItem
+from ..shapes.items import Event, OutputItem
 from .base import AnyTool, CallBudget, Declarations, Tool, ToolContext, run_call
 from .registry import TOOLS, choice_owner, kind_of
 
@@ -61,6 +61,15 @@ class Toolset:
         owner = choice_owner(choice)
         if owner is not None and not isinstance(choice, str):
             self._one(owner).check_choice(choice)
+
+    def annotations(self, text: str) -> list[Event]:
+        """A finished message's annotations of the tools' work, each once (tools sharing a container find
+        the same)."""
+        found: dict[tuple[Any, ...], Event] = {}
+        for tool in self.tools:
+            for annotation in tool.annotations(text):
+                found.setdefault((annotation.get("start_index"), annotation.get("end_index"), annotation.get("type")), annotation)
+        return list(found.values())
 
     def call_shapes(self) -> list[CallShape]:
         """Every call the model may make now, for the engine's grammar (loop/constraint.py)."""

@@ -18,6 +18,7 @@ from ..shapes.shell_models import (
     NamedApplyPatch,
     PatchOperation,
 )
+from .base import owed_output
 from .client_actions import ClientAction, ClientActionItem, action_call_reader, action_output_reader
 
 DESCRIPTION = (
@@ -85,8 +86,8 @@ class ApplyPatch(ClientAction[ApplyPatchTool]):
     choices = (NamedApplyPatch,)
     metric = "apply_patch"
     produces = (ApplyPatchCall,)
-    reads = {ApplyPatchCallItem: action_call_reader(APPLY_PATCH_RECIPIENT, "apc"), ApplyPatchCallOutputItem: action_output_reader()}
-    owes = {"apply_patch_call": lambda item: {"type": "apply_patch_call_output", "call_id": item["call_id"]}}
+    reads = {ApplyPatchCallItem: action_call_reader(APPLY_PATCH_RECIPIENT, ApplyPatchCall), ApplyPatchCallOutputItem: action_output_reader()}
+    owes = {"apply_patch_call": owed_output("apply_patch_call_output")}
     function = "apply_patch"
     description = DESCRIPTION
     parameters = PARAMETERS

@@ -58,7 +58,7 @@ from ..events.log import Batch
 from ..events.output import ResponseOutput
 from ..events.tool_call import CallKind, ToolCall
 from ..history.dialog import Dialog, InputReader
-from ..shapes.items import OutputItem
+from ..shapes.items import Event, OutputItem
 from ..shapes.request import ResponsesRequest, ToolChoiceForm
 from ..shapes.tool_models import RequestTool
 from .containers import ResponseContainers
@@ -132,6 +132,21 @@ class Declarations:
     developer: list[ToolNamespaceConfig] = field(default_factory=list)
 
 
+Owed = Callable[[Mapping[str, Any], Dialog], "dict[str, Any] | None"]
+
+
+def owed_output(output_type: str, *named: str, **fixed: str) -> Owed:
+    """What a call the client runs is owed while it is open: its output, naming the call (and the call's
+    `named` fields, and `fixed` ones)."""
+
+    def owed(item: Mapping[str, Any], dialog: Dialog) -> dict[str, Any] | None:
+        if item.get("call_id") not in dialog.open_calls:
+            return None
+        return {"type": output_type, "call_id": item["call_id"], **{name: item.get(name) for name in named}, **fixed}
+
+    return owed
+
+
 DeclaredT = TypeVar("DeclaredT", bound=BaseModel)
 AnyTool: TypeAlias = "Tool[Any]"  # a tool of any kind, where kinds are mixed
 
@@ -147,14 +162,26 @@ class Tool(Generic[DeclaredT]):
     metric: ClassVar[str] = ""  # its calls' label in gateway_tool_calls_total
     produces: ClassVar[tuple[type[OutputItem], ...]] = ()  # the output items it writes
     reads: ClassVar[Mapping[type[BaseModel], InputReader]] = {}  # the input items it reads back, and how
-    # The input a response that stopped for the client owes, by the type of the output item that asks for
-    # it: the stub steering names (steering.py), with only the fields that identify the answer.
-    owes: ClassVar[Mapping[str, Callable[[Mapping[str, Any]], dict[str, Any]]]] = {}
+    # What a response that stopped for the client owes for one of its output items, by the item's type: the
+    # stub steering names (steering.py), with only the fields that identify the answer; None: nothing (any more).
+    owes: ClassVar[Mapping[str, Owed]] = {}
 
     def __init__(self, context: ToolContext, declared: list[DeclaredT]) -> None:
         self.context = context
         self.declared = declared  # the request's tools of this kind (after `allowed_tools`), in order
         self.dialog = Dialog()
+
+    @classmethod
+    def carried_out(cls, dialog: Dialog) -> str | None:
+        """The type of an input item of this tool in `dialog` that only a response carries out (an MCP approval
+        runs its call): refused where no response runs, a conversation's items API. None: none there."""
+        return None
+
+    def annotations(self, text: str) -> list[Event]:
+        """The annotations a finished message of the model's has for this tool's work (links to files its
+        container wrote), announced after the message's last delta; the numbered citations of what a tool
+        found resolve through `citations()` as the text streams."""
+        return []
 
     @classmethod
     def available(cls, services: ToolNeeds) -> bool:

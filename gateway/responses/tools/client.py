@@ -161,13 +161,13 @@ class ClientTools(Tool[DeclaredT]):
 
 
 def read_function_call(dialog: Dialog, index: int, item: FunctionCallItem, records: Records) -> None:
-    record = item.model_dump() | {"id": item.id or new_id("fc"), "status": ItemStatus.COMPLETED}
+    record = item.model_dump() | {"id": item.id or FunctionCallOutput.fresh_id(), "status": ItemStatus.COMPLETED}
     read_call(dialog, item.call_id, item.recipient, tool_call_message(item.recipient, item.arguments), record, records)
 
 
 def read_custom_call(dialog: Dialog, index: int, item: CustomToolCallItem, records: Records) -> None:
     message = Message.from_role_and_content(Role.ASSISTANT, item.input).with_channel("commentary").with_recipient(item.recipient)
-    record = item.model_dump() | {"id": item.id or new_id("ctc"), "status": ItemStatus.COMPLETED}
+    record = item.model_dump() | {"id": item.id or CustomToolCallOutput.fresh_id(), "status": ItemStatus.COMPLETED}
     read_call(dialog, item.call_id, item.recipient, message, record, records)
 
 

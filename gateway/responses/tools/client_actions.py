@@ -54,12 +54,12 @@ class ClientActionItem(OutputItem, Generic[ArgumentsT]):
         return [self.done(events)]
 
 
-def action_call_reader(recipient: str, id_prefix: str) -> InputReader:
+def action_call_reader(recipient: str, produced: type[OutputItem]) -> InputReader:
     """How the call item of an action the client runs comes back: the JSON call to `recipient` the model
     wrote, left open for the client's output."""
 
     def read(dialog: Dialog, index: int, item: Any, records: Records) -> None:
-        record = item.model_dump(exclude_none=True) | {"id": item.id or new_id(id_prefix), "status": ItemStatus.COMPLETED}
+        record = item.model_dump(exclude_none=True) | {"id": item.id or produced.fresh_id(), "status": ItemStatus.COMPLETED}
         read_call(dialog, item.call_id, recipient, tool_call_message(recipient, item.arguments()), record, records)
 
     return read

@@ -11,7 +11,6 @@ from openai_harmony import Message, Role
 from sandbox.descriptions import describe_python_tool
 from sandbox.manager import BACKEND_ERRORS, Execution, SandboxFull, SessionNotFound
 
-from ...core.ids import new_id
 from ...engine.harmony import ToolNamespaceConfig
 from ...errors import bad_request
 from ...files.service import check_memory_limit
@@ -74,7 +73,7 @@ def _read_call(dialog: Dialog, index: int, item: CodeInterpreterCallItem, record
     dialog.append(call.with_content_type("code"))
     logs = item.logs()
     dialog.append(tool_result("python", "analysis", NO_OUTPUTS if logs is None else logs))
-    records.append(item.model_dump(exclude_none=True) | {"id": item.id or new_id("ci")})
+    records.append(item.model_dump(exclude_none=True) | {"id": item.id or CodeInterpreterCallOutput.fresh_id()})
 
 
 class CodeInterpreter(Tool[CodeInterpreterTool]):
@@ -96,6 +95,9 @@ class CodeInterpreter(Tool[CodeInterpreterTool]):
     @staticmethod
     def matches(tool: RequestTool, ref: dict[str, Any]) -> bool:
         return ref.get("type") == "code_interpreter"
+
+    def annotations(self, text: str) -> list[Event]:
+        return self.context.containers.annotations(text) if self.container is not None else []
 
     async def prepare(self, dialog: Dialog, provision: bool) -> None:
         """The container the code will run in: the one named, or (auto) the conversation's, or a new one;

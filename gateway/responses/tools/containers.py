@@ -10,6 +10,7 @@ from typing import Any, Mapping
 from ...files.requested import AutoContainer
 from ...files.service import FileService
 from ...files.sync import ContainerSync, open_container
+from ..events.citations import container_file_citations
 
 
 @dataclass
@@ -83,6 +84,10 @@ class ResponseContainers:
     def used(self) -> bool:
         """Whether any tool of the response runs in a container."""
         return self._auto is not None or bool(self._named)
+
+    def annotations(self, text: str) -> list[dict[str, Any]]:
+        """The `container_file_citation`s of a finished message: its links to files a container has."""
+        return container_file_citations(text, self.container_file) if self.used else []
 
     def container_file(self, path: str) -> dict[str, Any] | None:
         """A `container_file_citation` (without its indices) for a file the answer links to

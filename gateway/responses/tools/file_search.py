@@ -96,7 +96,7 @@ class FileSearchCallOutput(SearchCallOutput):
 
 def _read_file_search_call(dialog: Dialog, index: int, item: FileSearchCallItem, records: Records) -> None:
     # As the browser's calls: listed, while the model reads the answer that cited them.
-    records.append(item.model_dump(exclude_none=True) | {"id": item.id or f"fs_{index}"})
+    records.append(item.model_dump(exclude_none=True) | {"id": item.id or FileSearchCallOutput.fresh_id()})
 
 
 class FileSearch(Tool[FileSearchTool]):

@@ -14,7 +14,7 @@ from ..shapes.items import CustomToolCallOutput, FunctionCallOutput
 from ..shapes.request import NamedCustom, NamedFunction, ToolChoiceForm
 from ..shapes.tool_models import CustomTool, FunctionTool, GrammarInput, RequestTool
 from ..shapes.tool_search_models import is_loaded
-from .base import Declarations, ToolContext
+from .base import Declarations, ToolContext, owed_output
 from .client import ClientTools, describe, read_custom_call, read_function_call, read_function_output
 from .loaded import LoadedTools
 
@@ -32,10 +32,7 @@ class FunctionTools(ClientTools[FunctionTool | CustomTool]):
         CustomToolCallItem: read_custom_call,
         CustomToolCallOutputItem: read_function_output,
     }
-    owes = {
-        "function_call": lambda item: {"type": "function_call_output", "call_id": item["call_id"], "name": item.get("name")},
-        "custom_tool_call": lambda item: {"type": "custom_tool_call_output", "call_id": item["call_id"]},
-    }
+    owes = {"function_call": owed_output("function_call_output", "name"), "custom_tool_call": owed_output("custom_tool_call_output")}
 
     def __init__(self, context: ToolContext, declared: list[FunctionTool | CustomTool]) -> None:
         super().__init__(context, declared)

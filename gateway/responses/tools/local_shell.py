@@ -15,6 +15,7 @@ from ..shapes.shell_models import (
     LocalShellCallOutputItem,
     LocalShellTool,
 )
+from .base import owed_output
 from .client_actions import ClientAction, ClientActionItem, action_call_reader, action_output_reader
 
 DESCRIPTION = (
@@ -49,9 +50,10 @@ class LocalShell(ClientAction[LocalShellTool]):
     metric = "local_shell"
     produces = (LocalShellCall,)
     reads = {
-        LocalShellCallItem: action_call_reader(LOCAL_SHELL_RECIPIENT, "lsh"),
+        LocalShellCallItem: action_call_reader(LOCAL_SHELL_RECIPIENT, LocalShellCall),
         LocalShellCallOutputItem: action_output_reader(lambda item: item.answers),
     }
+    owes = {"local_shell_call": owed_output("local_shell_call_output")}
     function = "exec"
     description = DESCRIPTION
     parameters = PARAMETERS

@@ -21,107 +21,21 @@ from connectors.servers import EnabledServer, ServerRefused, schema_for_model, t
 from ...engine.harmony import ToolDescription, ToolNamespaceConfig
 from ...engine.structural_tag import JSON_OBJECT, CallShape, json_schema
 from ...errors import APIError, bad_request
-from ...protocol import EventType, ItemStatus
+from ...protocol import ItemStatus
 from ..events.tool_call import CallKind, ToolCall
 from ..history.dialog import Dialog, tool_result
 from ..history.tool_declarations import LoadedTool, loaded_text
 from ..shapes.input_models import McpApprovalRequestItem, McpApprovalResponseItem, McpCallItem, McpListToolsItem
-from ..shapes.items import Event, Events, OutputItem, ToolCallItem
-from ..shapes.output_items import McpApprovalRequestShape, McpCallShape, McpListToolsShape
+from ..shapes.items import Event, OutputItem
 from ..shapes.request import NamedMcp, ToolChoiceForm
 from ..shapes.tool_models import McpTool, RequestTool
 from ..shapes.tool_search_models import TOOL_SEARCH_RECIPIENT, is_loaded
 from .base import Declarations, Tool, ToolContext, run_call
 from .loaded import LoadedTools
-from .mcp_history import McpState, PendingApproval, read_approval_request, read_approval_response, read_call, read_listing
+from .mcp_history import McpState, PendingApproval, owed_approval, read_approval_request, read_approval_response, read_call, read_listing
+from .mcp_items import McpApprovalRequestOutput, McpCallOutput, McpListToolsOutput
 
 log = logging.getLogger("gateway.tools")
-
-
-class McpCallOutput(ToolCallItem):
-    """A call to `LABEL.TOOL` of an MCP server; its done item carries `output`, or `error` when it failed."""
-
-    type = "mcp_call"
-    id_prefix = "mcp"
-    input_field = "arguments"
-    delta_type = EventType.MCP_CALL_ARGUMENTS_DELTA
-    done_type = EventType.MCP_CALL_ARGUMENTS_DONE
-    in_progress_type = EventType.MCP_CALL_IN_PROGRESS
-    completed_type = EventType.MCP_CALL_COMPLETED
-    failed_type = EventType.MCP_CALL_FAILED
-
-    def __init__(self, output_index: int, server_label: str, name: str, approval_request_id: str | None = None) -> None:
-        self.server_label = server_label
-        self.name = name
-        self.approval_request_id = approval_request_id
-        self.output: str | None = None
-        self.error: dict[str, Any] | None = None  # mcp_tool_execution_error or mcp_protocol_error
-        super().__init__(output_index)
-
-    def as_dict(self) -> McpCallShape:
-        return {
-            "id": self.id,
-            "type": "mcp_call",
-            "status": self.status,
-            "approval_request_id": self.approval_request_id,
-            "arguments": self.input_text,
-            "error": self.error,
-            "name": self.name,
-            "output": self.output,
-            "server_label": self.server_label,
-        }
-
-
-class McpListToolsOutput(OutputItem):
-    """What the model is told of one server's tools; listed once per server per conversation."""
-
-    type = "mcp_list_tools"
-    id_prefix = "mcpl"
-
-    def __init__(self, output_index: int, server_label: str) -> None:
-        super().__init__(output_index)
-        self.server_label = server_label
-        self.tools: list[dict[str, Any]] = []
-        self.error: str | None = None
-
-    def listed(self, events: Events, tools: list[dict[str, Any]], error: str | None) -> list[Event]:
-        added = self.added(events)
-        in_progress = self._event(events, EventType.MCP_LIST_TOOLS_IN_PROGRESS)
-        self.tools, self.error = tools, error
-        self.status = ItemStatus.FAILED if error else ItemStatus.COMPLETED
-        outcome = self._event(events, EventType.MCP_LIST_TOOLS_FAILED if error else EventType.MCP_LIST_TOOLS_COMPLETED)
-        return [added, in_progress, outcome, self.done(events)]
-
-    def as_dict(self) -> McpListToolsShape:
-        item: McpListToolsShape = {"id": self.id, "type": "mcp_list_tools", "server_label": self.server_label, "tools": self.tools}
-        if self.error:
-            item["error"] = self.error
-        return item
-
-
-class McpApprovalRequestOutput(OutputItem):
-    """A call that waits for the user's approval: added and done at once, with its full arguments."""
-
-    type = "mcp_approval_request"
-    id_prefix = "mcpr"
-
-    def __init__(self, output_index: int, server_label: str, name: str, arguments: str) -> None:
-        super().__init__(output_index)
-        self.server_label, self.name, self.arguments = server_label, name, arguments
-
-    def announced(self, events: Events) -> list[Event]:
-        added = self.added(events)
-        self.status = ItemStatus.COMPLETED
-        return [added, self.done(events)]
-
-    def as_dict(self) -> McpApprovalRequestShape:
-        return {
-            "id": self.id,
-            "type": "mcp_approval_request",
-            "arguments": self.arguments,
-            "name": self.name,
-            "server_label": self.server_label,
-        }
 
 
 class McpServers(Tool[McpTool]):
@@ -135,6 +49,12 @@ class McpServers(Tool[McpTool]):
         McpCallItem: read_call,
         McpListToolsItem: read_listing,
     }
+    owes = {"mcp_approval_request": owed_approval}
+
+    @classmethod
+    def carried_out(cls, dialog: Dialog) -> str | None:
+        # An approval response runs (or refuses) the call it answers: only a response does that.
+        return "mcp_approval_response" if dialog.tool_state(McpState).decisions else None
 
     def __init__(self, context: ToolContext, declared: list[McpTool]) -> None:
         super().__init__(context, declared)

@@ -10,6 +10,7 @@ from ...core.ids import new_id
 from ...errors import bad_request
 from ..history.dialog import Dialog, Records, tool_call_message, tool_result
 from ..shapes.input_models import McpApprovalRequestItem, McpApprovalResponseItem, McpCallItem, McpListToolsItem
+from .mcp_items import McpCallOutput, McpListToolsOutput
 
 
 @dataclass
@@ -54,6 +55,13 @@ class McpState:
         return McpState(list(self.listed), dict(self.pending_approvals), list(self.decisions))
 
 
+def owed_approval(item: Mapping[str, Any], dialog: Dialog) -> dict[str, Any] | None:
+    """An approval request the client has not answered yet is owed its response."""
+    if item.get("id") not in dialog.tool_state(McpState).pending_approvals:
+        return None
+    return {"type": "mcp_approval_response", "approval_request_id": item["id"]}
+
+
 def read_approval_response(dialog: Dialog, index: int, item: McpApprovalResponseItem, records: Records) -> None:
     """The user's answer to a pending approval: carried out before the model goes on (`before_engine`)."""
     state = dialog.tool_state(McpState)
@@ -76,11 +84,11 @@ def read_call(dialog: Dialog, index: int, item: McpCallItem, records: Records) -
     dialog.append(tool_call_message(recipient, item.arguments))
     result = item.output if item.error is None else f"Error: {item.error}"
     dialog.append(tool_result(recipient, "commentary", result or ""))
-    records.append(item.model_dump() | {"id": item.id or new_id("mcp")})
+    records.append(item.model_dump() | {"id": item.id or McpCallOutput.fresh_id()})
 
 
 def read_listing(dialog: Dialog, index: int, item: McpListToolsItem, records: Records) -> None:
     listed = dialog.tool_state(McpState).listed
     if item.error is None and item.server_label not in listed:
         listed.append(item.server_label)
-    records.append(item.model_dump(exclude_none=True) | {"id": item.id or new_id("mcpl")})
+    records.append(item.model_dump(exclude_none=True) | {"id": item.id or McpListToolsOutput.fresh_id()})

@@ -14,7 +14,7 @@ from connectors.namespaces import RESERVED_NAMESPACES
 
 from ...errors import bad_request
 from ...protocol import Include
-from ..history.dialog import InputReader
+from ..history.dialog import Dialog, InputReader
 from ..shapes.request import NOT_INCLUDABLE, AllowedTools, ResponsesRequest, unsupported
 from ..shapes.response_object import echo_tool
 from .apply_patch import ApplyPatch
@@ -60,6 +60,12 @@ def _input_readers() -> dict[type[Any], InputReader]:
 INPUT_READERS = _input_readers()
 # What a response that stopped for the client owes, by the type of the item that asks (steering.py).
 OWED_INPUT = {kind: stub for tool in TOOLS for kind, stub in tool.owes.items()}
+
+
+def carried_out_by_a_response(dialog: Dialog) -> str | None:
+    """An input item type in `dialog` that only a response carries out, if one is there (each tool's `carried_out`)."""
+    return next((kind for tool in TOOLS if (kind := tool.carried_out(dialog)) is not None), None)
+
 
 # `include` values the response itself honours; the tools' own are added from their classes.
 CORE_INCLUDES = (Include.ENCRYPTED_REASONING, Include.LOGPROBS)

@@ -23,7 +23,7 @@ from ..shapes.shell_models import (
     ShellCallOutputItem,
     ShellTool,
 )
-from .base import ToolContext
+from .base import ToolContext, owed_output
 from .client_actions import ClientAction, action_call_reader, action_output_reader
 from .shell_hosted import HostedShell
 from .shell_items import ShellCall, ShellCallOutput
@@ -51,8 +51,8 @@ class Shell(ClientAction[ShellTool]):
     choices = (NamedShell,)
     metric = "shell"
     produces = (ShellCall, ShellCallOutput)
-    reads = {ShellCallItem: action_call_reader(SHELL_RECIPIENT, "sh"), ShellCallOutputItem: action_output_reader()}
-    owes = {"shell_call": lambda item: {"type": "shell_call_output", "call_id": item["call_id"]}}
+    reads = {ShellCallItem: action_call_reader(SHELL_RECIPIENT, ShellCall), ShellCallOutputItem: action_output_reader()}
+    owes = {"shell_call": owed_output("shell_call_output")}
     function = "exec"
     description = DESCRIPTION
     parameters = PARAMETERS
@@ -71,6 +71,9 @@ class Shell(ClientAction[ShellTool]):
     @property
     def runs_here(self) -> bool:
         return self.hosted is not None
+
+    def annotations(self, text: str) -> list[Event]:
+        return self.context.containers.annotations(text) if self.hosted is not None else []
 
     async def prepare(self, dialog: Dialog, provision: bool) -> None:
         await super().prepare(dialog, provision)

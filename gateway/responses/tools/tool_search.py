@@ -36,7 +36,7 @@ from ..shapes.tool_search_models import (
     ToolSearchOutputItem,
     ToolSearchTool,
 )
-from .base import AnyTool, Declarations, Tool, ToolContext
+from .base import AnyTool, Declarations, Tool, ToolContext, owed_output
 from .loaded import LoadedTools, UnwrittenLoad
 from .mcp import McpServers, loaded_servers
 from .tool_search_catalog import Catalog
@@ -103,7 +103,7 @@ def _read_search_call(dialog: Dialog, index: int, item: ToolSearchCallItem, reco
     dialog.append(tool_call_message(TOOL_SEARCH_RECIPIENT, item.arguments_text()))
     if item.execution == "client" and item.call_id is not None:
         dialog.open_calls[item.call_id] = TOOL_SEARCH_RECIPIENT
-    records.append(item.model_dump(exclude_none=True) | {"id": item.id or new_id("tsc"), "status": item.status or ItemStatus.COMPLETED})
+    records.append(item.model_dump(exclude_none=True) | {"id": item.id or SearchCall.fresh_id(), "status": item.status or ItemStatus.COMPLETED})
 
 
 def _read_search_output(dialog: Dialog, index: int, item: ToolSearchOutputItem, records: Records) -> None:
@@ -122,7 +122,7 @@ def _read_search_output(dialog: Dialog, index: int, item: ToolSearchOutputItem, 
         dialog.tool_state(LoadedTools).unwritten.append(UnwrittenLoad(len(dialog.messages), tools))
     dialog.append(tool_result(TOOL_SEARCH_RECIPIENT, "commentary", loaded_text(tools)))
     dialog.tool_state(LoadedTools).load([loaded_record(tool) for tool in tools])
-    record = item.model_dump(exclude_none=True) | {"id": item.id or new_id("tso"), "status": item.status or ItemStatus.COMPLETED}
+    record = item.model_dump(exclude_none=True) | {"id": item.id or SearchResult.fresh_id(), "status": item.status or ItemStatus.COMPLETED}
     record["tools"] = [_without_credentials(tool) for tool in item.tools]
     records.append(record)
 
@@ -144,7 +144,7 @@ class ToolSearch(Tool[ToolSearchTool]):
     metric = "tool_search"
     produces = (SearchCall, SearchResult)
     reads = {ToolSearchCallItem: _read_search_call, ToolSearchOutputItem: _read_search_output}
-    owes = {"tool_search_call": lambda item: {"type": "tool_search_output", "call_id": item["call_id"], "execution": "client"}}
+    owes = {"tool_search_call": owed_output("tool_search_output", execution="client")}
 
     def __init__(self, context: ToolContext, declared: list[ToolSearchTool]) -> None:
         super().__init__(context, declared)

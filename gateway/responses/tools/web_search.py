@@ -9,7 +9,6 @@ from typing import Any, Iterable, Mapping
 
 from connectors.browser.session import ACTIONS, BrowseOptions, Browser
 
-from ...core.ids import new_id
 from ...engine.harmony import ToolNamespaceConfig
 from ...engine.structural_tag import JSON_OBJECT, CallShape
 from ...errors import bad_request
@@ -81,7 +80,7 @@ class WebSearchCallOutput(SearchCallOutput):
 def _read_search_call(dialog: Dialog, index: int, item: WebSearchCallItem, records: Records) -> None:
     # What the browser showed is not kept with the item, and Harmony leaves a past turn's calls out of the
     # prompt anyway (they are analysis): the item is listed, the model reads the answer that cited it.
-    records.append(item.model_dump(exclude_none=True) | {"id": item.id or new_id("ws")})
+    records.append(item.model_dump(exclude_none=True) | {"id": item.id or WebSearchCallOutput.fresh_id()})
 
 
 class WebSearch(Tool[WebSearchTool]):
