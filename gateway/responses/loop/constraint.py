@@ -46,7 +46,7 @@ class TurnConstraint:
     def tag(self, tool_called: bool, prefill: str) -> str | None:
         """The structural tag of the next engine call, as JSON text; `prefill` is the forced call's header
         the prompt ends with. None when nothing constrains it (a prefill of another shape)."""
-        choice = self._request.tool_choice
+        choice = self._toolset.context.tool_choice
         shapes = tuple(self._toolset.call_shapes()) if choice != "none" else ()
         must_call = choice != "auto" and choice != "none" and not tool_called  # required, or a named tool
         made = (shapes, must_call, prefill)

@@ -17,6 +17,7 @@ from ...errors import APIError
 from ..events.output import ResponseOutput
 from ..tools import Toolset
 from .adoption import ReplayStream
+from .compaction_step import CompactionStep
 from .constraint import AnswerBackstop
 from .needs import ResponsesNeeds
 from .prompt_builder import EngineCall, PromptBuilder
@@ -47,6 +48,7 @@ class EngineCalls:
         engine: ModelEngine,
         state: RunState,
         prompts: PromptBuilder,
+        compaction: CompactionStep,
         toolset: Toolset,
         options: AnswerOptions,
         trace: RunTrace,
@@ -56,6 +58,7 @@ class EngineCalls:
         self._services = services
         self._engine = engine  # the model the request names
         self._state = state
+        self._compaction = compaction
         self._prompts = prompts
         self._toolset = toolset
         self._options = options
@@ -70,11 +73,12 @@ class EngineCalls:
 
     async def open(self) -> None:
         """Open the run's next engine call, with the prompt the dialog makes now."""
-        state = self._state
-        if not state.marked:  # the run's first engine call
-            state.mark_turn()
-        state.turns += 1
+        self._state.begin_call()
         call = await self._prompts.next_call()
+        if call is None:  # past `context_management`'s threshold: the dialog is compacted first, a step of the loop
+            await self._compaction.run()
+            call = await self._prompts.next_call()
+            assert call is not None, "not due again until the dialog grows"
         headers = self._trace.engine_call(self.model_id or call.model_id, len(call.prompt), call.sampling.max_tokens)
         try:
             self.current = await self._generate(call, headers)
@@ -105,7 +109,7 @@ class EngineCalls:
         finished it, the engine's continuation of the prompt that ends with them."""
         prompts, output = self._prompts, self._state.output
         if checkpoint.finish_reason is not None:
-            self._state.turns += 1
+            self._state.begin_call()
             prompts.force_call()
             self.current = ReplayStream(output, checkpoint, None)
         else:
@@ -123,17 +127,17 @@ class EngineCalls:
         """Stream the open engine call into the output."""
         assert self.current is not None
         turn = Turn(output, self._state.dialog, self._toolset, self._options, self._summaries)
-        usage = self._state.usage
-        written = usage.output
+        state = self._state
+        written = state.usage.output
         try:
             outcome = await self._streamed(turn, output)
             if output.enforced:
                 await self._verify(outcome)
         except BaseException as exc:
-            self._trace.engine_done(usage.output - written, None, failure_text(exc))
+            self._trace.engine_done(state.usage.output - written, None, failure_text(exc))
             raise
         output.call_ended = True  # its events are all out, its summaries' too
-        self._trace.engine_done(usage.output - written, outcome.finish_reason)
+        self._trace.engine_done(state.usage.output - written, outcome.finish_reason)
         return outcome
 
     async def _verify(self, outcome: TurnOutcome) -> None:
@@ -172,7 +176,7 @@ class EngineCalls:
     async def _streamed(self, turn: Turn, output: ResponseOutput) -> TurnOutcome:
         assert self.current is not None
         check = None if output.enforced else self._backstop.check  # what the grammar did not hold, checked
-        stream = turn.stream(self.current, self._prompts.prefill, self._state.usage, len(self._prompts.prompt), self._first_chunk, check)
+        stream = turn.stream(self.current, self._prompts.prefill, self._state.count, len(self._prompts.prompt), self._first_chunk, check)
         if self._summaries is None:
             return await stream
         failure: Exception | None = None

@@ -14,14 +14,12 @@ from dataclasses import dataclass
 
 from openai_harmony import Role
 
-from ...core.sealed import Purpose
 from ...engine.completion import Sampling
 from ...engine.harmony import GrowingPrompt, Preamble, Prompt, encoding
 from ...engine.routing import ModelEngine
 from ...errors import APIError, bad_request
 from ..shapes.request import ResponsesRequest
 from ..tools import Toolset
-from .compaction import CompactionOutput, summarize
 from .constraint import TurnConstraint
 from .needs import ResponsesNeeds
 from .run_state import RunState
@@ -143,15 +141,14 @@ class PromptBuilder:
                     best = candidate
         return best  # still too long when even the turn in progress does not fit: the caller says so
 
-    async def next_call(self) -> EngineCall:
-        """The next engine call's prompt and sampling: compacted first when it is due, refused (400) when
-        even the truncated prompt leaves no room to generate."""
+    async def next_call(self) -> EngineCall | None:
+        """The next engine call's prompt and sampling; None when the dialog is to be compacted first (the
+        loop's step, compaction_step.py); refused (400) when even the truncated prompt leaves no room."""
         self.force_call()
         model = await self._engine.model()
         prompt = await self.render(model.max_model_len)
         if not self.continuing and self._compaction_due(len(prompt), model.max_model_len):
-            await self.compact()
-            prompt = await self.render(model.max_model_len)
+            return None
         room = None if model.max_model_len is None else model.max_model_len - len(prompt)
         if room is not None and room <= 0:
             raise APIError(
@@ -190,28 +187,12 @@ class PromptBuilder:
         """`context_management` asks for compaction past a threshold; once per growth of the dialog, so a
         summary that still does not fit ends as the context allows, not in a loop."""
         settings = self._request.context_management
-        if not settings or self._state.compacted_at == len(self._state.dialog.messages):
+        if not settings or self._state.compaction_is_fresh:
             return False
         threshold = settings[0].compact_threshold or (int(max_model_len * COMPACT_AT) if max_model_len else None)
         return threshold is not None and prompt_tokens > threshold
 
-    async def compact(self) -> None:
-        """Replace the dialog's past with the model's summary of it, streamed as a `compaction` item; the
-        prompt is rendered anew from there, and the response is stored whole (its past was rewritten).
-        Past `context_management`'s threshold, or asked for by a `compaction_trigger` (run.py)."""
-        state, services = self._state, self._services
-        output, dialog = state.output, state.dialog
-        state.unmark()
-        item = output.add(CompactionOutput)
-        output.emit(item.compacting(output.events))
-        effort = self._request.reasoning.effort if self._request.reasoning else None
-        summary = await summarize(services, self._engine, dialog.messages, self.affinity_key, effort, tenant=self._tenant)
-        state.usage.input += summary.input_tokens
-        state.usage.output += summary.output_tokens
-        dialog.owner = item.id
-        dialog.compact(summary.text)
-        state.compacted_at = len(dialog.messages)
-        output.emit(item.sealed(output.events, services.sealer.seal(summary.text, Purpose.COMPACTION, self._tenant)))
+    def dialog_rewritten(self) -> None:
+        """The dialog's past was replaced (a compaction): the prompt is rendered anew from the start."""
+        services = self._services
         self.growing = GrowingPrompt(services.renderer.for_tenant(self._tenant), services.metrics.prompt_tokens)
-        state.forget_parent()
-        state.mark_turn(state.turns - 1)

@@ -38,6 +38,7 @@ from ..shapes.request import ResponsesRequest
 from ..shapes.response_object import ResponseObject, skeleton
 from ..tools import CallBudget, ToolContext, Toolset
 from ..tools.registry import settle_tools
+from .compaction_step import CompactionStep
 from .constraint import AnswerBackstop
 from .dialog_plan import DialogPlan, Remembered, plan_dialog
 from .durable import DurableRun
@@ -74,11 +75,12 @@ class ResponseRun:
         self.generate = generate
         self.request = request
         self.tenant = tenant
-        self.echoed = settle_tools(request, services)
+        offered = settle_tools(request, services)
+        self.echoed = offered.echoed
         self.background = bool(request.background)  # runs on whatever the client does; resumable, cancellable
         self.output = ResponseOutput()
         self.log = self.output.log  # what every reader of the response follows
-        self.toolset = Toolset(ToolContext(services, request, tenant, self.output, CallBudget(request.max_tool_calls)))
+        self.toolset = Toolset(ToolContext(services, request, tenant, self.output, CallBudget(request.max_tool_calls), offered.tools, offered.choice))
         self.state = RunState(self.output, self.toolset.context.containers, resumable=self.background)
         # Alternatives per token when the answer's logprobs are asked for; None when they are not.
         wants_logprobs = request.includes(Include.LOGPROBS) or bool(request.top_logprobs)
@@ -94,7 +96,10 @@ class ResponseRun:
         summaries = (
             Summaries(services, self.served, style or "", self.state, tenant) if wanted(style, services.config.server.reasoning_summaries) else None
         )
-        self.engine = EngineCalls(services, self.served, self.state, self.prompts, self.toolset, options, self.trace, self.backstop, summaries)
+        self.compaction = CompactionStep(services, self.served, request, tenant, self.state, self.prompts)
+        self.engine = EngineCalls(
+            services, self.served, self.state, self.prompts, self.compaction, self.toolset, options, self.trace, self.backstop, summaries
+        )
         self.ending = RunEnding(services, request, tenant, self.state, self.prompts, self.trace)
         self._cancel = anyio.CancelScope()
         # A background run's side in the store: begun there, journaled, handed over (durable.py).
@@ -273,7 +278,7 @@ class ResponseRun:
             if self.request.compacts and self.generate:
                 # Its one output is the compaction item (Codex's remote compaction needs exactly one); an adopter
                 # would go on past it, so none may: a compaction's replica stopping fails it (run_state.py).
-                await self.prompts.compact()
+                await self.compaction.run()
                 self.state.unmark()
                 return ResponseStatus.COMPLETED, None
             await self.toolset.before_engine()
@@ -297,7 +302,7 @@ class ResponseRun:
             await self._run_tool(call, resumed=adopted is not None and adopted.ended)
             adopted = None
             if call.kind is CallKind.HOSTED:
-                self.state.tool_called = True
+                self.state.tool_ran()
             # The tool's output, or what went wrong (no such tool, bad arguments), goes to the model.
             self.dialog.append(tool_result(call.recipient, call.channel, call.output or ""))
             self.state.mark_turn()

@@ -3,15 +3,16 @@
 A run's resumable state is the dialog (with what the request planned around it), the tokens used, the
 engine calls made, whether a declared tool was called (a forced `tool_choice` is then satisfied), where
 the last compaction left the dialog, the auto container its tools use and how far its output got.
-`RunState` holds all of it; as each engine call begins it takes its own picture (`mark_turn`), which a
-background run writes with its events as its checkpoint (journal.py), and from which a replica that
-adopts the run puts it back (`restore`; adoption.py goes on from there).
+`RunState` holds all of it, and is changed through its verbs alone (`begin_call`, `tool_ran`, `count`,
+`compacted`); as each engine call begins it takes its own picture (`mark_turn`), which a background run
+writes with its events as its checkpoint (journal.py), and from which a replica that adopts the run puts
+it back (`restore`; adoption.py goes on from there).
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ...engine.completion import FinishReason
@@ -91,16 +92,62 @@ class RunState:
         self.output = output
         self.containers = containers
         self.resumable = resumable  # a background run: another replica may go on with it
-        self.usage = Usage()
-        self.turns = 0  # engine calls made
-        self.tool_called = False  # a declared tool was called: a forced choice is satisfied
-        self.compacted_at = -1  # the dialog's length after the last compaction
+        self._usage = Usage()
+        self._turns = 0  # engine calls made
+        self._tool_called = False  # a declared tool was called: a forced choice is satisfied
+        self._compacted_at = -1  # the dialog's length after the last compaction
         self.planned_length = 0  # the planned dialog's messages: those before the run's own
         self._turn_start: str | None = None  # the engine call in progress as it began, encoded
 
     @property
     def dialog(self) -> Dialog:
         return self.plan.dialog
+
+    @property
+    def usage(self) -> Usage:
+        """The tokens counted so far (a copy: they are counted through `count` alone)."""
+        return replace(self._usage)
+
+    @property
+    def turns(self) -> int:
+        """The engine calls made."""
+        return self._turns
+
+    @property
+    def tool_called(self) -> bool:
+        return self._tool_called
+
+    @property
+    def compaction_is_fresh(self) -> bool:
+        """Nothing was added to the dialog since it was last compacted: compacting again would not help."""
+        return self._compacted_at == len(self.dialog.messages)
+
+    # -- the verbs -----------------------------------------------------------------------------------------
+
+    def begin_call(self) -> None:
+        """An engine call begins (the run's first: its picture is taken first)."""
+        if not self.marked:
+            self.mark_turn()
+        self._turns += 1
+
+    def tool_ran(self) -> None:
+        """A declared tool was called and ran here: a forced `tool_choice` is satisfied."""
+        self._tool_called = True
+
+    def count(self, usage: Usage) -> None:
+        """Tokens an engine call of the run used, however it ended (its turns, summaries, compactions)."""
+        mine = self._usage
+        mine.input += usage.input
+        mine.cached += usage.cached
+        mine.output += usage.output
+        mine.reasoning += usage.reasoning
+
+    def compacted(self) -> None:
+        """The dialog's past was replaced by its summary: nothing of a parent response lines up any more, and
+        an adopter goes on from here, making again the engine call the compaction came before."""
+        self._compacted_at = len(self.dialog.messages)
+        self.forget_parent()
+        self.mark_turn(self._turns - 1)
 
     def planned(self, plan: DialogPlan, adopted: Checkpoint | None) -> None:
         """The dialog the request plans; an adopted run's, as its engine call in progress began."""
@@ -129,12 +176,12 @@ class RunState:
         if not self.resumable:
             return
         dialog = self.dialog
-        base = WHOLE if self.compacted_at >= 0 else self.planned_length
+        base = WHOLE if self._compacted_at >= 0 else self.planned_length
         start = max(base, 0)
         self._turn_start = TurnStart(
             base, [message.to_dict() for message in dialog.messages[start:]], dialog.owners[start:], dialog.open_calls,
-            dialog.state(), len(self.output.items), self.usage.__dict__, self.turns if turns is None else turns,
-            self.tool_called, self.compacted_at, self.containers.auto_id,
+            dialog.state(), len(self.output.items), self._usage.__dict__, self._turns if turns is None else turns,
+            self._tool_called, self._compacted_at, self.containers.auto_id,
         ).encode()  # fmt: skip
 
     def unmark(self) -> None:
@@ -154,6 +201,6 @@ class RunState:
         turn = checkpoint.turn
         self.output.restore(output[: turn.items], next_sequence_number)
         self.output.summaries = dict(checkpoint.summaries)
-        self.usage = Usage(**turn.usage)
-        self.turns, self.tool_called, self.compacted_at = turn.turns, turn.tool_called, turn.compacted_at
+        self._usage = Usage(**turn.usage)
+        self._turns, self._tool_called, self._compacted_at = turn.turns, turn.tool_called, turn.compacted_at
         self._turn_start = turn.encode()

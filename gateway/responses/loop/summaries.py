@@ -30,6 +30,7 @@ from ...engine.harmony import Preamble
 from ...engine.routing import ModelEngine
 from ...protocol import EventType, ItemStatus
 from ..shapes.items import Event, Events, ReasoningOutput
+from ..shapes.response_object import Usage
 from .needs import ResponsesNeeds
 from .run_state import RunState
 from .side_call import final_answer
@@ -112,9 +113,7 @@ class Summaries:
         prompt = await services.renderer.prompt(Preamble(effort="low"), [ask], self._tenant)
         sampling = Sampling(max_tokens=services.config.server.reasoning_summary_max_tokens)
         answer = await final_answer(self._engine, prompt, sampling, self._state.dialog.session_key)
-        usage = self._state.usage  # read now: an adopted run's is put back after this was made
-        usage.input += answer.input_tokens
-        usage.output += answer.output_tokens
+        self._state.count(Usage(input=answer.input_tokens, output=answer.output_tokens))
         return answer.text
 
 

@@ -64,7 +64,7 @@ class Turn:
         self,
         stream: Chunks,
         prefill: list[int],
-        usage: Usage,
+        count: Callable[[Usage], None],
         prompt_length: int,
         first_token: Callable[[], None] | None,
         check_answer: CheckAnswer | None = None,
@@ -143,10 +143,9 @@ class Turn:
         finally:
             # What the engine did is counted however the call ended: done, failed, cancelled.
             counted = stream.usage
-            usage.input += counted.prompt_tokens or prompt_length
-            usage.cached += counted.cached_tokens
-            usage.output += max(counted.completion_tokens, tokens)
-            usage.reasoning += parser.reasoning_tokens
+            count(
+                Usage(counted.prompt_tokens or prompt_length, counted.cached_tokens, max(counted.completion_tokens, tokens), parser.reasoning_tokens)
+            )
         unended = parser.unended() if outcome.finish_reason is FinishReason.STOP and not outcome.stopped else None
         if unended is not None:  # the engine stopped on its own: the message is whole without its end token
             dialog.append(unended.message)

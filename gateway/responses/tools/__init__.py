@@ -38,7 +38,7 @@ def _each_of(resolvers: list[Resolve]) -> Resolve | None:
 class Toolset:
     def __init__(self, context: ToolContext) -> None:
         self.context = context
-        tools = context.request.tools
+        tools = context.tools
         self.tools: list[AnyTool] = [kind(context, [tool for tool in tools if kind_of(tool) is kind]) for kind in TOOLS]
         self._by_namespace: dict[str, AnyTool] = {}
         self.citations: Resolve | None = None  # how the answer's citations resolve (the browser's, file search's), once prepared
@@ -57,7 +57,7 @@ class Toolset:
             tool.prepared(self.tools)
         self.citations = _each_of([resolve for tool in self.tools if (resolve := tool.citations()) is not None])
         self._by_namespace = {name: tool for tool in self.tools for name in tool.recipients()}
-        choice = self.context.request.tool_choice
+        choice = self.context.tool_choice
         owner = choice_owner(choice)
         if owner is not None and not isinstance(choice, str):
             self._one(owner).check_choice(choice)
@@ -83,7 +83,7 @@ class Toolset:
 
     def forced_header(self) -> str | None:
         """The start of the call `tool_choice` forces, or None when the model chooses freely."""
-        choice = self.context.request.tool_choice
+        choice = self.context.tool_choice
         return next((header for tool in self.tools if (header := tool.forced_header(choice)) is not None), None)
 
     # -- before the first engine call ----------------------------------------------------------------------

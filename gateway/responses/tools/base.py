@@ -103,15 +103,17 @@ class ToolContext:
     """What every tool of a response may use."""
 
     services: ToolNeeds
-    request: ResponsesRequest
+    request: ResponsesRequest  # as it came: what the model is offered of its tools is below
     tenant: str
     output: ResponseOutput
     budget: CallBudget
+    tools: list[RequestTool]  # the request's tools offered to the model (after `allowed_tools`), in order
+    tool_choice: str | ToolChoiceForm  # the choice `allowed_tools` leaves
 
     @property
     def enabled(self) -> bool:
         """`tool_choice: "none"`: tools are declared to no one and no call is taken."""
-        return self.request.tool_choice != "none"
+        return self.tool_choice != "none"
 
     def includes(self, value: Include) -> bool:
         return self.request.includes(value)

@@ -15,8 +15,9 @@ from connectors.namespaces import RESERVED_NAMESPACES
 from ...errors import bad_request
 from ...protocol import Include
 from ..history.dialog import Dialog, InputReader
-from ..shapes.request import NOT_INCLUDABLE, AllowedTools, ResponsesRequest, unsupported
+from ..shapes.request import NOT_INCLUDABLE, AllowedTools, ResponsesRequest, ToolChoiceForm, unsupported
 from ..shapes.response_object import echo_tool
+from ..shapes.tool_models import RequestTool
 from .apply_patch import ApplyPatch
 from .base import AnyTool, ToolNeeds
 from .code_interpreter import CodeInterpreter
@@ -131,12 +132,22 @@ class Echoed:
     choice: str | dict[str, Any]
 
 
-def settle_tools(request: ResponsesRequest, services: ToolNeeds) -> Echoed:
+@dataclass(frozen=True)
+class Offered:
+    """What the model is offered of the request's tools, and the choice left; and what the Response echoes
+    (what came before `allowed_tools` narrowed them). The request itself is left as it came."""
+
+    tools: list[RequestTool]
+    choice: str | ToolChoiceForm
+    echoed: Echoed
+
+
+def settle_tools(request: ResponsesRequest, services: ToolNeeds) -> Offered:
     """Check the request's `include`, drop (or refuse) the tools nothing here runs, and narrow `tools` and
-    `tool_choice` to what the model is offered; what the Response echoes is what came before narrowing."""
+    `tool_choice` to what the model is offered."""
     check_include(request.include or [])
-    request.tools = available_tools(request.tools, services)
+    available = available_tools(request.tools, services)
     choice = request.tool_choice
-    echoed = Echoed([echo_tool(tool) for tool in request.tools], choice if isinstance(choice, str) else choice.model_dump(exclude_none=True))
-    request.tools, request.tool_choice = offered_tools(request.tools, choice)
-    return echoed
+    echoed = Echoed([echo_tool(tool) for tool in available], choice if isinstance(choice, str) else choice.model_dump(exclude_none=True))
+    tools, narrowed = offered_tools(available, choice)
+    return Offered(tools, narrowed, echoed)

@@ -149,7 +149,7 @@ class ToolSearch(Tool[ToolSearchTool]):
     def __init__(self, context: ToolContext, declared: list[ToolSearchTool]) -> None:
         super().__init__(context, declared)
         self.tool = declared[0] if declared else None
-        self.catalog = Catalog(context.request.tools)
+        self.catalog = Catalog(context.tools)
 
     def prepared(self, tools: Sequence[AnyTool]) -> None:
         # What tool search finds of MCP servers is known once they are connected.
@@ -166,7 +166,7 @@ class ToolSearch(Tool[ToolSearchTool]):
         for tool in self.declared[1:]:
             raise bad_request("A request has at most one tool_search tool.", param=f"{self.param(tool)}.type")
         if self.tool is None:
-            deferred = _first_deferred(self.context.request.tools)
+            deferred = _first_deferred(self.context.tools)
             if deferred is not None:
                 raise bad_request("Tools with defer_loading need a tool_search tool in tools, to be found with.", param=deferred)
 
