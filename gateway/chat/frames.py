@@ -11,7 +11,7 @@ from typing import Any, AsyncIterator, Literal
 
 from ..jsontext import dumps
 from ..protocol import RESPONSE_ENDINGS, EventType, ItemStatus, ResponseStatus
-from ..responses.loop.run import ResponseRun
+from ..responses.run_service import LiveResponse
 from ..responses.shapes.items import CustomToolCallOutput, Delta, FunctionCallOutput, MessageOutput, ReasoningOutput
 
 DONE = b"data: [DONE]\n\n"
@@ -20,14 +20,14 @@ DONE = b"data: [DONE]\n\n"
 ChatFinishReason = Literal["stop", "length", "tool_calls"]
 
 
-def finish_reason(run: ResponseRun) -> ChatFinishReason:
-    if any(isinstance(item, FunctionCallOutput) and item.status == ItemStatus.COMPLETED for item in run.output.items):
+def finish_reason(run: LiveResponse) -> ChatFinishReason:
+    if any(isinstance(item, FunctionCallOutput) and item.status == ItemStatus.COMPLETED for item in run.items):
         return "tool_calls"
     return "length" if run.response["status"] == ResponseStatus.INCOMPLETE else "stop"
 
 
-def chat_usage(run: ResponseRun) -> dict[str, Any]:
-    usage = run.state.usage
+def chat_usage(run: LiveResponse) -> dict[str, Any]:
+    usage = run.usage
     return {
         "prompt_tokens": usage.input,
         "completion_tokens": usage.output,
@@ -37,14 +37,14 @@ def chat_usage(run: ResponseRun) -> dict[str, Any]:
     }
 
 
-def completion(completion_id: str, run: ResponseRun, include_reasoning: bool) -> dict[str, Any]:
-    content = "".join(item.text for item in run.output.items if isinstance(item, MessageOutput))
-    reasoning = "".join(item.text for item in run.output.items if isinstance(item, ReasoningOutput))
-    calls = [tool_call(item) for item in run.output.items if isinstance(item, FunctionCallOutput) and item.status == ItemStatus.COMPLETED]
+def completion(completion_id: str, run: LiveResponse, include_reasoning: bool) -> dict[str, Any]:
+    content = "".join(item.text for item in run.items if isinstance(item, MessageOutput))
+    reasoning = "".join(item.text for item in run.items if isinstance(item, ReasoningOutput))
+    calls = [tool_call(item) for item in run.items if isinstance(item, FunctionCallOutput) and item.status == ItemStatus.COMPLETED]
     message: dict[str, Any] = {"role": "assistant", "content": content or (None if calls else ""), "annotations": message_annotations(run)}
     logprobs = None
     if run.logprob_count is not None:
-        entries = [entry for item in run.output.items if isinstance(item, MessageOutput) for entry in item.logprobs or ()]
+        entries = [entry for item in run.items if isinstance(item, MessageOutput) for entry in item.logprobs or ()]
         logprobs = {"content": entries, "refusal": None}
     if include_reasoning and reasoning:
         message["reasoning"] = reasoning
@@ -68,10 +68,10 @@ def tool_call(item: FunctionCallOutput) -> dict[str, Any]:
     return {"id": item.call_id, "type": "function", "function": {"name": item.name, "arguments": item.text}}
 
 
-def message_annotations(run: ResponseRun) -> list[dict[str, Any]]:
+def message_annotations(run: LiveResponse) -> list[dict[str, Any]]:
     """The messages' url_citation annotations, in Chat Completions' shape, over the joined content."""
     found, offset = [], 0
-    for item in run.output.items:
+    for item in run.items:
         if isinstance(item, MessageOutput):
             found += [chat_annotation(annotation, offset) for annotation in item.annotations]
             offset += len(item.text)
@@ -104,15 +104,15 @@ class ChatChunks:
     def chunk(self, delta: str) -> bytes:
         return f"{self.head}{delta}{self.tail}".encode()
 
-    async def frames(self, run: ResponseRun) -> AsyncIterator[bytes]:
+    async def frames(self, run: LiveResponse) -> AsyncIterator[bytes]:
         yield self.chunk('{"role":"assistant","content":""}')
-        async for batch in run.log.follow():
+        async for batch in run.follow():
             out = []
             for event in batch:
                 if isinstance(event, Delta):
                     frame = self._delta(event)
                 elif (kind := event["type"]) == EventType.OUTPUT_ITEM_ADDED:  # the item itself, not its snapshot
-                    item = run.output.items[event["output_index"]]
+                    item = run.items[event["output_index"]]
                     frame = self._tool_call_start(item) if isinstance(item, FunctionCallOutput) else None
                 elif kind == EventType.ANNOTATION_ADDED:
                     annotation = chat_annotation(event["annotation"], self.message_starts.get(event["item_id"], 0))
@@ -162,7 +162,7 @@ class ChatChunks:
             call |= {"type": "function", "function": {"name": item.name, "arguments": ""}}
         return self.chunk(dumps({"tool_calls": [call]}))
 
-    def _terminal(self, run: ResponseRun, event: dict[str, Any]) -> bytes:
+    def _terminal(self, run: LiveResponse, event: dict[str, Any]) -> bytes:
         if event["type"] == EventType.FAILED:
             error = (
                 run.failure.body()

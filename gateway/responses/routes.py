@@ -25,7 +25,7 @@ from .loop.compaction import CompactRequest, compacted_response, summarize
 from .loop.dialog_plan import plan_dialog
 from .loop.follow import follow_stored, storage_unavailable, stored_before
 from .loop.needs import ResponsesNeeds, needs_of
-from .loop.run import ResponseRun
+from .run_service import LiveResponse, RunService
 from .shapes.request import ResponsesRequest
 from .socket import ResponsesSocketApp
 from .tools.registry import check_include
@@ -36,16 +36,13 @@ async def create_response(request: Request) -> Response:
     refuse_while_draining(services.drain)
     body = await parse_body(request, ResponsesRequest, services.config.server.body_limits())
     refuse_while_draining(services.drain)  # again: the body may have finished arriving after SIGTERM
-    run = ResponseRun(services, body, tenant_of(request))
-    await run.launch()
+    run = await RunService(services).start(body, tenant_of(request))
     if body.stream:
         return event_stream(services, run, _frames(services, run))
     if run.background:  # answered at once; the client polls, resumes or cancels
         return JSONResponse(run.snapshot())
     await wait_for_run(request, run)
-    if run.failure is not None:
-        raise run.failure
-    return JSONResponse(run.response)
+    return JSONResponse(await run.result())
 
 
 async def compact(request: Request) -> Response:
@@ -69,7 +66,7 @@ async def compact(request: Request) -> Response:
     return JSONResponse(compacted_response(messages, summary, services.sealer.seal(summary.text, Purpose.COMPACTION, tenant)))
 
 
-def event_stream(services: ResponsesNeeds, run: ResponseRun, frames: AsyncIterator[bytes]) -> EventStream:
+def event_stream(services: ResponsesNeeds, run: LiveResponse, frames: AsyncIterator[bytes]) -> EventStream:
     """The SSE response for a run's frames, counted while it lasts. It ends early when the client goes
     away, reads nothing for `send_timeout_s`, or still reads a while after the shutdown grace period;
     then the run is cancelled, aborting its engine request."""
@@ -86,7 +83,7 @@ def sse_response(services: ResponsesNeeds, frames: AsyncIterator[bytes]) -> Even
 READER_GRACE_S = 2.0  # how long after the shutdown grace period a slow reader may go on reading
 
 
-async def _reading(services: ResponsesNeeds, run: ResponseRun, frames: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+async def _reading(services: ResponsesNeeds, run: LiveResponse, frames: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
     gauge = services.metrics.active_streams
     gauge.inc()
     try:
@@ -94,17 +91,17 @@ async def _reading(services: ResponsesNeeds, run: ResponseRun, frames: AsyncIter
             yield frame
     finally:
         gauge.dec()
-        if not run.log.closed and not run.background:  # a background run goes on without its reader
+        if not run.ended and not run.background:  # a background run goes on without its reader
             run.cancel()
 
 
-async def _frames(services: ResponsesNeeds, run: ResponseRun, after: int = -1) -> AsyncIterator[bytes]:
+async def _frames(services: ResponsesNeeds, run: LiveResponse, after: int = -1) -> AsyncIterator[bytes]:
     """The run's events as SSE frames, from the one after sequence number `after` on: those a replica
     that began an adopted run stored, read back first; then the run's log here; if another replica took
     the run over meanwhile, the rest as that replica stored it."""
     if after + 1 < run.first_logged:
         try:
-            async for stored_to, frames in stored_before(services.store, run.response["id"], after, run.first_logged):
+            async for stored_to, frames in stored_before(services.store, run.id, after, run.first_logged):
                 after = stored_to  # where a storage failure is reported from
                 yield frames
         except StorageError:
@@ -117,17 +114,17 @@ async def _frames(services: ResponsesNeeds, run: ResponseRun, after: int = -1) -
         if batch:
             after = sequence_number(batch[-1])
             yield b"".join(map(sse_frame, batch))
-    if run.journal is not None and run.journal.taken_over:
-        async for frame in follow_stored(services.store, run.response["id"], after):
+    if run.taken_over:
+        async for frame in follow_stored(services.store, run.id, after):
             yield frame
 
 
-async def wait_for_run(request: Request, run: ResponseRun) -> None:
+async def wait_for_run(request: Request, run: LiveResponse) -> None:
     """Wait for the run's end; if the client goes away first, cancel it, which aborts the engine request."""
     async with anyio.create_task_group() as group:
 
         async def wait() -> None:
-            await run.log.wait_closed()
+            await run.wait()
             group.cancel_scope.cancel()
 
         async def watch() -> None:
@@ -144,7 +141,7 @@ async def count_input_tokens(request: Request) -> Response:
     """`POST /v1/responses/input_tokens`: exact, since the gateway renders the prompt itself."""
     services = needs_of(request)
     body = await parse_body(request, ResponsesRequest, services.config.server.body_limits())
-    count = await ResponseRun(services, body, tenant_of(request)).input_tokens()
+    count = await RunService(services).input_tokens(body, tenant_of(request))
     return JSONResponse({"object": "response.input_tokens", "input_tokens": count})
 
 
@@ -161,8 +158,8 @@ async def retrieve_response(request: Request) -> Response:
             # Ended here, its final record being written: shown once stored, so that a client told it ended
             # can continue it at once (a continuation reads the store).
             with anyio.move_on_after(FINAL_WRITE_WAIT_S):
-                await run.log.wait_closed()
-            if run.log.closed:
+                await run.wait()
+            if run.ended:
                 run = None
         return JSONResponse(run.snapshot() if run is not None else (await _stored(request)).response)
     if run is not None:
@@ -181,7 +178,7 @@ async def cancel_response(request: Request) -> Response:
     run = _live(request)
     if run is not None:
         run.cancel()
-        await run.log.wait_closed()
+        await run.wait()
         return JSONResponse(run.response)
     stored = await _stored(request)
     if not stored.response.get("background"):
@@ -196,11 +193,9 @@ CANCEL_WAIT_S = 30.0  # how long a cancel waits for another replica to stop the 
 FINAL_WRITE_WAIT_S = 5.0  # how long a retrieve waits for an ended response's final record
 
 
-def _live(request: Request) -> ResponseRun | None:
+def _live(request: Request) -> LiveResponse | None:
     """The tenant's background response of this id, if it runs in this process."""
-    services = needs_of(request)
-    run = services.runs.background.get(request.path_params["response_id"])
-    return run if isinstance(run, ResponseRun) and run.tenant == tenant_of(request) else None
+    return RunService(needs_of(request)).live(request.path_params["response_id"], tenant_of(request))
 
 
 def _stream_query(request: Request) -> tuple[bool, int]:

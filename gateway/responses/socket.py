@@ -34,11 +34,11 @@ from ..web.body import INLINE_BYTES, parse_json
 from ..web.middleware import access_log, new_request_id, request_id_var
 from .loop.dialog_plan import Remembered
 from .loop.needs import ResponsesNeeds, needs_of
-from .loop.run import ResponseRun
+from .run_service import LiveResponse, RunService
 from .shapes.input_models import MessageItem
 from .shapes.items import Delta, Event
 from .shapes.request import ResponsesRequest
-from .steering import Steer, SteerError, SteerEvent, accepted, failed, pending, required_input
+from .steering import Steer, SteerError, SteerEvent, accepted, failed, pending
 
 logger = logging.getLogger("gateway.responses")
 
@@ -99,7 +99,7 @@ class ResponsesSocket:
         self.config = services.config.server.websocket
         self.limits = services.config.server.body_limits()
         self.creates_in, self.creates = anyio.create_memory_object_stream[tuple[CreateEvent, int]](self.config.max_queued)
-        self.active: ResponseRun | None = None
+        self.active: LiveResponse | None = None
         self.queued = 0  # response.create events received and not finished
         self.queued_weight = 0  # what they weigh once parsed (`parsed_weight`)
         self.remembered: Remembered | None = None  # the last response, to continue without the store
@@ -199,8 +199,7 @@ class ResponsesSocket:
         request_id_var.set(new_request_id())  # its log lines, the run's among them, name it as an HTTP request's do
         try:
             refuse_while_draining(self.services.drain)
-            run = ResponseRun(self.services, request, self.tenant, remembered=self.remembered, generate=event.generate is not False)
-            await run.launch()
+            run = await RunService(self.services).start(request, self.tenant, remembered=self.remembered, generate=event.generate is not False)
         except APIError as exc:
             await self._error(exc, event.stream_id, started)
             for steer in carried:
@@ -212,31 +211,31 @@ class ResponsesSocket:
                 await self._send(*(_message(item, event.stream_id) for item in batch))
         finally:
             self.active = None
-            if not run.log.closed and not run.background:  # the client left: stop it, aborting its engine request
+            if not run.ended and not run.background:  # the client left: stop it, aborting its engine request
                 run.cancel()
-        if run.journal is not None and run.journal.taken_over:  # its last events are another replica's, stored
+        if run.taken_over:  # its last events are another replica's, stored
             message = "Another replica took this response over: retrieve it, or resume its stream over HTTP."
             await self._error(APIError(503, message, type="server_error", code="response_taken_over"), event.stream_id, started)
         else:
             self._log_access(200, started)
-        response_id = run.response["id"]
+        response_id = run.id
         self.ended.add(response_id)
-        self.remembered = await run.ending.remembered()
+        self.remembered = await run.remembered()
         return await self._after(run, event, self.steers.pop(response_id, []))
 
-    async def _after(self, run: ResponseRun, event: CreateEvent, steers: list[Steer]) -> tuple[CreateEvent, list[Steer]] | None:
+    async def _after(self, run: LiveResponse, event: CreateEvent, steers: list[Steer]) -> tuple[CreateEvent, list[Steer]] | None:
         """A steered response is continued by a successor with the input; one that waits for the client
         keeps it queued for the client's continuation."""
         if not steers:
             return None
-        status, response_id = run.response["status"], run.response["id"]
+        status, response_id = run.response["status"], run.id
         if status not in (ResponseStatus.COMPLETED, ResponseStatus.INCOMPLETE):
             for steer in steers:
                 await self._send_own(
                     failed(steer, response_id, steer.input, SteerError.NOT_ACTIVE, f"The response ended {status}: the input was not applied.")
                 )
             return None
-        owed = required_input(run.output.as_dicts(), run.dialog)
+        owed = run.owed_input()
         if owed:
             self.steers[response_id] = steers
             for steer in steers:
@@ -254,12 +253,12 @@ class ResponsesSocket:
         steer = Steer.of(event, raw, size)
         queued = [each for steers in self.steers.values() for each in steers]
         problem: tuple[SteerError, str] | None = None
-        if run is None or run.response["id"] != target:
+        if run is None or run.id != target:
             if target in self.ended:
                 problem = SteerError.ALREADY_COMPLETED, f"Response '{target}' has ended."
             else:
                 problem = SteerError.RESPONSE_NOT_FOUND, f"Response '{target}' is not running on this connection."
-        elif run.plan.conversation is not None:
+        elif run.in_conversation:
             problem = SteerError.NOT_SUPPORTED, "A response bound to a conversation cannot be steered."
         elif not ResponseStatus(run.response["status"]).running:
             problem = SteerError.ALREADY_COMPLETED, f"Response '{target}' has ended."
@@ -276,7 +275,7 @@ class ResponsesSocket:
         assert run is not None
         steer.accept()
         self.steers.setdefault(target, []).append(steer)
-        run.steered = True
+        run.steer()
         await self._send_own(accepted(steer))
 
     async def _drop_pending(self) -> None:
