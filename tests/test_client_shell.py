@@ -12,15 +12,12 @@ import openai
 import pytest
 
 from .conftest import MODEL, emulator_stats, stream_sdk
+from .helpers import items_of
 
 SHELL = {"type": "shell", "environment": {"type": "local"}}
 COMMANDS = {"commands": ["ls -la", "cat notes.txt"], "timeout_ms": 5000}
 RUN = f"[[call shell.exec {json.dumps(COMMANDS)}]]"
 PATCH = {"type": "create_file", "path": "hello.txt", "diff": "+hello\n+world\n"}
-
-
-def _calls(response: Any, kind: str) -> list[Any]:
-    return [item for item in response.output if item.type == kind]
 
 
 def test_the_shell_is_declared_to_the_model_as_a_namespace(gateway, emulator):
@@ -63,7 +60,7 @@ def test_a_shell_call_streams_its_commands_and_ends_the_response(gateway):
 def test_the_client_answers_a_shell_call_and_the_model_reads_it(gateway):
     client = gateway.client()
     first = client.responses.create(model=MODEL, input=RUN, tools=[SHELL])
-    (call,) = _calls(first, "shell_call")
+    (call,) = items_of(first, "shell_call")
     output = [
         {"stdout": "total 0\nnotes.txt\n", "stderr": "", "outcome": {"type": "exit", "exit_code": 0}},
         {"stdout": "", "stderr": "cat: notes.txt: Permission denied\n", "outcome": {"type": "exit", "exit_code": 1}},
@@ -86,7 +83,7 @@ def test_arguments_that_are_not_a_shell_call_go_back_to_the_model(gateway):
     bad = '[[call shell.exec {"command": "ls"}]] [[call shell.exec {"commands": ["ls"]}]]'
     response = gateway.client().responses.create(model=MODEL, input=bad, tools=[SHELL])
     # The call the client could not run shows no item; the model wrote it again, and that one is shown.
-    (call,) = _calls(response, "shell_call")
+    (call,) = items_of(response, "shell_call")
     assert call.status == "completed" and call.action.commands == ["ls"]
 
 
@@ -156,7 +153,7 @@ def test_a_diff_that_is_not_v4a_goes_back_to_the_model(gateway, operation):
     good = {"type": "update_file", "path": "a.txt", "diff": "@@ def f():\n-    return 1\n+    return 2\n"}
     ask = f"[[call apply_patch.apply_patch {json.dumps(operation)}]] [[call apply_patch.apply_patch {json.dumps(good)}]]"
     response = gateway.client().responses.create(model=MODEL, input=ask, tools=[{"type": "apply_patch"}])
-    (call,) = _calls(response, "apply_patch_call")
+    (call,) = items_of(response, "apply_patch_call")
     assert call.status == "completed" and call.operation.diff == good["diff"]
 
 

@@ -124,10 +124,6 @@ def test_a_compaction_item_added_to_a_conversation_replaces_what_came_before(gat
 TRIGGER = {"type": "compaction_trigger"}
 
 
-def compactions(output: list[Any]) -> list[Any]:
-    return [item for item in output if item.type == "compaction"]
-
-
 def test_a_compaction_trigger_answers_with_one_compaction_item(gateway: Any, emulator: Process) -> None:
     """SDK 3.57's `compaction_trigger`, last in the input: the response compacts what comes before it and
     its one output item is the compaction (no answer is generated); streamed or not, stored or not."""

@@ -21,6 +21,7 @@ from sandbox.channel import ShellEnd, ShellOutput
 from sandbox.shell_output import CharacterLimit
 
 from .conftest import MODEL, Gateway, Process, emulator_stats, gateway_config, sandbox_section, stream_sdk
+from .helpers import items_of
 from .test_skills import MANIFEST, SCRIPT, zipped
 
 AUTO = {"type": "shell", "environment": {"type": "container_auto"}}
@@ -44,10 +45,6 @@ def hosted(request: pytest.FixtureRequest, emulator: Process, tmp_path_factory: 
     process.stop()
 
 
-def _items(response: dict[str, Any], kind: str) -> list[dict[str, Any]]:
-    return [item for item in response["output"] if item["type"] == kind]
-
-
 def test_the_shell_reads_what_python_wrote_and_streams_as_it_runs(hosted: Gateway, emulator: Process) -> None:
     client = hosted.client(api_key="alice-key")
     code = "open('/mnt/data/notes.txt', 'w').write('written by python\\n')"
@@ -55,9 +52,9 @@ def test_the_shell_reads_what_python_wrote_and_streams_as_it_runs(hosted: Gatewa
     events = stream_sdk(client, input=ask, tools=[PYTHON, AUTO], include=["code_interpreter_call.outputs"])
     response = events[-1]["response"]
     assert response["status"] == "completed", response
-    python_calls = _items(response, "code_interpreter_call")
-    (shell_call,) = _items(response, "shell_call")
-    (result,) = _items(response, "shell_call_output")
+    python_calls = items_of(response, "code_interpreter_call")
+    (shell_call,) = items_of(response, "shell_call")
+    (result,) = items_of(response, "shell_call_output")
     # One container: the conversation's, shared by python and the shell.
     assert shell_call["environment"] == {"type": "container_reference", "container_id": python_calls[0]["container_id"]}
     assert shell_call["status"] == "completed" and result["call_id"] == shell_call["call_id"]
@@ -149,9 +146,9 @@ def test_the_commands_stream_while_the_model_writes_them(hosted: Gateway) -> Non
     deltas = [event["delta"] for event in events if event["type"] == "response.shell_call_command.delta" and event["command_index"] == 0]
     assert len(deltas) > 1 and "".join(deltas) == first  # token by token, as the model wrote it
     assert kinds.index(("response.shell_call_command.done", 0)) < kinds.index(("response.shell_call_command.added", 1))
-    calls = _items(events[-1]["response"], "shell_call")
+    calls = items_of(events[-1]["response"], "shell_call")
     assert [call["status"] for call in calls] == ["completed", "incomplete"]  # the second call's arguments were not valid
-    assert calls[1]["action"]["commands"] == [] and len(_items(events[-1]["response"], "shell_call_output")) == 1
+    assert calls[1]["action"]["commands"] == [] and len(items_of(events[-1]["response"], "shell_call_output")) == 1
 
 
 def test_a_command_that_runs_too_long_and_one_that_writes_too_much(hosted: Gateway) -> None:
@@ -159,7 +156,7 @@ def test_a_command_that_runs_too_long_and_one_that_writes_too_much(hosted: Gatew
     wide = "python3 -c \"print('é' * 1000, end='')\""  # 2 bytes a character: the limit counts characters
     ask = run(["sleep 30", "seq 1 200000", "echo after", wide], timeout_ms=500, max_output_length=300)
     events = stream_sdk(client, input=ask, tools=[AUTO])
-    (result,) = _items(events[-1]["response"], "shell_call_output")
+    (result,) = items_of(events[-1]["response"], "shell_call_output")
     slow, loud, after, accents = result["output"]
     assert len(accents["stdout"]) == 300 and "\n[... output truncated: 2000 bytes written in all ...]\n" in accents["stdout"]
     live = [
@@ -180,7 +177,7 @@ def test_another_tenants_container_is_not_found(hosted: Gateway) -> None:
     container = alice.containers.create(name="alice's")
     mine = {"type": "shell", "environment": {"type": "container_reference", "container_id": container.id}}
     response = alice.responses.create(model=MODEL, input=run(["echo hi > hi.txt", "ls"]), tools=[mine])
-    assert _items(response.model_dump(), "shell_call_output")[0]["output"][1]["stdout"] == "hi.txt\n"
+    assert items_of(response.model_dump(), "shell_call_output")[0]["output"][1]["stdout"] == "hi.txt\n"
     assert [file.path for file in alice.containers.files.list(container.id)] == ["/mnt/data/hi.txt"]
     with pytest.raises(openai.NotFoundError) as raised:
         bob.responses.create(model=MODEL, input=run(["ls"]), tools=[mine])
@@ -231,7 +228,7 @@ def test_skills_are_installed_read_only_and_listed_for_the_model(hosted: Gateway
         "rm /mnt/skills/pdf-forms/SKILL.md",
     ]
     response = client.responses.create(model=MODEL, input=run(commands), tools=[tool])
-    (result,) = _items(response.model_dump(), "shell_call_output")
+    (result,) = items_of(response.model_dump(), "shell_call_output")
     manifest, fill, meeting, planted, removed = result["output"]
     assert manifest["stdout"] == MANIFEST.decode() and fill["stdout"] == "filled\n" and meeting["stdout"] == notes.decode()
     assert planted["outcome"]["exit_code"] != 0 and removed["outcome"]["exit_code"] != 0  # read-only
@@ -245,7 +242,7 @@ def test_skills_are_installed_read_only_and_listed_for_the_model(hosted: Gateway
     again = client.responses.create(
         model=MODEL, previous_response_id=response.id, input=run(["grep -c v2 /mnt/skills/pdf-forms/SKILL.md"]), tools=[tool]
     )
-    assert _items(again.model_dump(), "shell_call_output")[0]["output"][0]["stdout"] == "1\n"
+    assert items_of(again.model_dump(), "shell_call_output")[0]["output"][0]["stdout"] == "1\n"
     # Another tenant cannot name it; an inline bundle that is not a skill is a 400 naming it.
     with pytest.raises(openai.NotFoundError):
         hosted.client(api_key="bob-key").responses.create(model=MODEL, input="hi", tools=[tool])
@@ -325,7 +322,7 @@ def test_stored_skills_are_installed_without_being_unpacked_in_memory(hosted: Ga
         thread.join()
     assert len(results) == 4
     for response in results:
-        (result,) = _items(response.model_dump(), "shell_call_output")
+        (result,) = items_of(response.model_dump(), "shell_call_output")
         assert int(result["output"][0]["stdout"]) > 30_000_000  # all four skills, whole, in the container
     grown = hosted.peak_rss_bytes() - before
     # Measured: 215 MB when each request unpacked its skills in memory; ~80 MB streamed (four copies in flight

@@ -19,6 +19,7 @@ from connectors.connection import _describe
 from connectors.urls import shown
 
 from .conftest import MODEL, ROOT, Gateway, Process, emulator_stats, free_port, gateway_config, metric, stream_raw, stream_sdk, wait_for_port
+from .helpers import items_of
 from .mcp_server import digest
 
 PYTHON = sys.executable
@@ -98,10 +99,6 @@ def run(gateway: Gateway, text: str, tools: list[dict[str, Any]], **extra: Any) 
     return events[-1]["response"], events
 
 
-def items(response: dict[str, Any], kind: str) -> list[dict[str, Any]]:
-    return [item for item in response["output"] if item["type"] == kind]
-
-
 def final_text(response: dict[str, Any]) -> str:
     return response["output"][-1]["content"][0]["text"]
 
@@ -117,7 +114,7 @@ def test_max_tool_calls_runs_calls_up_to_its_limit_and_times_each(mcp_gateway: G
     count, seconds = timed()
     add = '{"a": 1, "b": 1}'
     response, _ = run(mcp_gateway, f"[[call local.add {add}]][[call local.add {add}]][[call local.add {add}]]", [mcp("local")], max_tool_calls=2)
-    assert [call["status"] for call in items(response, "mcp_call")] == ["completed", "completed"]
+    assert [call["status"] for call in items_of(response, "mcp_call")] == ["completed", "completed"]
     assert "limit of 2 tool calls" in final_text(response)
     now_count, now_seconds = timed()
     assert now_count - count == 2 and 0 < now_seconds - seconds < 30
@@ -127,9 +124,9 @@ def test_max_tool_calls_runs_calls_up_to_its_limit_and_times_each(mcp_gateway: G
 def test_each_transport_end_to_end(mcp_gateway: Gateway, emulator: Process, label: str) -> None:
     events = stream_sdk(mcp_gateway.client(), input=f'[call {label}.add {{"a": 2, "b": 3}}]', tools=[mcp(label)])
     response = events[-1]["response"]
-    (listing,) = items(response, "mcp_list_tools")
+    (listing,) = items_of(response, "mcp_list_tools")
     assert listing["server_label"] == label and "add" in [tool["name"] for tool in listing["tools"]]
-    (call,) = items(response, "mcp_call")
+    (call,) = items_of(response, "mcp_call")
     assert (call["server_label"], call["name"], call["status"], call["output"]) == (label, "add", "completed", "5")
     assert json.loads(call["arguments"]) == {"a": 2, "b": 3}
     assert final_text(response) == "The tool said: 5"
@@ -152,21 +149,21 @@ def test_non_streaming(mcp_gateway: Gateway) -> None:
 def test_tools_listed_once_per_conversation(mcp_gateway: Gateway) -> None:
     first, _ = run(mcp_gateway, '[call local.add {"a": 1, "b": 1}]', [mcp("local")])
     second, _ = run(mcp_gateway, '[call local.add {"a": 2, "b": 2}]', [mcp("local")], previous_response_id=first["id"])
-    assert len(items(first, "mcp_list_tools")) == 1
-    assert items(second, "mcp_list_tools") == []
-    assert items(second, "mcp_call")[0]["output"] == "4"
+    assert len(items_of(first, "mcp_list_tools")) == 1
+    assert items_of(second, "mcp_list_tools") == []
+    assert items_of(second, "mcp_call")[0]["output"] == "4"
 
 
 def test_configured_headers_reach_the_server(mcp_gateway: Gateway) -> None:
     response, _ = run(mcp_gateway, "[call remote.whoami {}]", [mcp("remote")])
-    assert items(response, "mcp_call")[0]["output"] == f"headers=[('authorization', '{digest('Bearer config-token')}')]"
+    assert items_of(response, "mcp_call")[0]["output"] == f"headers=[('authorization', '{digest('Bearer config-token')}')]"
 
 
 def test_request_level_server_with_headers(mcp_gateway: Gateway, http_server: MCPProcess, workdir: Path) -> None:
     secret = "tenant-secret-7731"
     tool = mcp("mine", server_url=http_server.url, headers={"X-Tenant": secret}, require_approval="never")
     response, _ = run(mcp_gateway, "[call mine.whoami {}]", [tool])
-    assert items(response, "mcp_call")[0]["output"] == f"headers=[('x-tenant', '{digest(secret)}')]"
+    assert items_of(response, "mcp_call")[0]["output"] == f"headers=[('x-tenant', '{digest(secret)}')]"
     # The header goes to that server only: not in the response, the stored record or the logs.
     assert response["tools"][0]["headers"] is None
     stored = httpx.get(f"{mcp_gateway.url}/v1/responses/{response['id']}").json()
@@ -176,7 +173,7 @@ def test_request_level_server_with_headers(mcp_gateway: Gateway, http_server: MC
             assert secret.encode() not in path.read_bytes(), path
     # The session is reused by the next turn.
     follow, _ = run(mcp_gateway, '[call mine.add {"a": 5, "b": 5}]', [tool], previous_response_id=response["id"])
-    assert items(follow, "mcp_call")[0]["output"] == "10"
+    assert items_of(follow, "mcp_call")[0]["output"] == "10"
 
 
 def test_credentials_in_a_server_url_are_used_and_never_shown(mcp_gateway: Gateway, http_server: MCPProcess, workdir: Path) -> None:
@@ -185,14 +182,14 @@ def test_credentials_in_a_server_url_are_used_and_never_shown(mcp_gateway: Gatew
     token = "url-token-5813"
     tool = mcp("mine", server_url=f"{http_server.url}?token={token}", require_approval="never")
     response, _ = run(mcp_gateway, '[call mine.add {"a": 2, "b": 2}]', [tool])
-    assert items(response, "mcp_call")[0]["output"] == "4"
+    assert items_of(response, "mcp_call")[0]["output"] == "4"
     assert response["tools"][0]["server_url"] == http_server.url
     stored = httpx.get(f"{mcp_gateway.url}/v1/responses/{response['id']}").json()
     assert token not in json.dumps(stored) and stored["tools"][0]["server_url"] == http_server.url
     # A server that fails: httpx quotes the URL it was asked, the listing's error and the logs do not.
     missing = mcp("gone", server_url=f"http://127.0.0.1:{http_server.port}/missing?token={token}", require_approval="never")
     failed, _ = run(mcp_gateway, "[call gone.add {}]", [missing])
-    (listing,) = items(failed, "mcp_list_tools")
+    (listing,) = items_of(failed, "mcp_list_tools")
     assert listing["error"] and token not in json.dumps(failed)
     # User info: refused (the allow-list reads no URL two ways), and not repeated in the refusal.
     secret = httpx.post(
@@ -217,11 +214,11 @@ def test_a_url_is_shown_without_its_credentials() -> None:
 def test_allowed_tools_filter_the_list_and_the_model(mcp_gateway: Gateway, emulator: Process) -> None:
     # `events` allows add, echo and whoami in the config; the request narrows it to add.
     response, _ = run(mcp_gateway, "[call events.secret {}] [misbehave]", [mcp("events", allowed_tools=["add", "secret"])])
-    (listing,) = items(response, "mcp_list_tools")
+    (listing,) = items_of(response, "mcp_list_tools")
     assert [tool["name"] for tool in listing["tools"]] == ["add"]
     prompt = emulator_stats(emulator)["last_prompt"]
     assert "type add" in prompt and "type secret" not in prompt and "type echo" not in prompt
-    assert items(response, "mcp_call") == []  # the filtered tool is not called
+    assert items_of(response, "mcp_call") == []  # the filtered tool is not called
     assert "has no tool named 'secret'" in final_text(response)
 
 
@@ -229,13 +226,13 @@ def test_approval_approved(mcp_gateway: Gateway) -> None:
     tools = [mcp("guarded")]
     asked, _ = run(mcp_gateway, '[call guarded.add {"a": 20, "b": 22}]', tools)
     assert asked["status"] == "completed"
-    (request,) = items(asked, "mcp_approval_request")
+    (request,) = items_of(asked, "mcp_approval_request")
     assert (request["server_label"], request["name"], json.loads(request["arguments"])) == ("guarded", "add", {"a": 20, "b": 22})
-    assert items(asked, "mcp_call") == []
+    assert items_of(asked, "mcp_call") == []
     assert asked["output"][-1] == request  # the response ends with the request: the user answers first
     answer = [{"type": "mcp_approval_response", "approval_request_id": request["id"], "approve": True}]
     done, events = run(mcp_gateway, "", tools, input=answer, previous_response_id=asked["id"])
-    (call,) = items(done, "mcp_call")
+    (call,) = items_of(done, "mcp_call")
     assert call["approval_request_id"] == request["id"] and call["output"] == "42"
     assert final_text(done) == "The tool said: 42"
     # The same id cannot be answered twice.
@@ -246,29 +243,29 @@ def test_approval_approved(mcp_gateway: Gateway) -> None:
 def test_approval_denied(mcp_gateway: Gateway, emulator: Process) -> None:
     tools = [mcp("guarded")]
     asked, _ = run(mcp_gateway, '[call guarded.add {"a": 1, "b": 2}]', tools)
-    request = items(asked, "mcp_approval_request")[0]
+    request = items_of(asked, "mcp_approval_request")[0]
     answer = [{"type": "mcp_approval_response", "approval_request_id": request["id"], "approve": False, "reason": "not today"}]
     done, _ = run(mcp_gateway, "", tools, input=answer, previous_response_id=asked["id"])
-    assert items(done, "mcp_call") == []
+    assert items_of(done, "mcp_call") == []
     assert final_text(done) == "The tool said: The user denied this call. Reason: not today"
 
 
 def tally_count(gateway: Gateway, label: str = "guarded", tools: list[dict[str, Any]] | None = None) -> int:
     response, _ = run(gateway, f"[call {label}.tally_count {{}}]", tools or [mcp(label)])
-    return int(items(response, "mcp_call")[0]["output"])
+    return int(items_of(response, "mcp_call")[0]["output"])
 
 
 def test_a_denied_call_never_runs(mcp_gateway: Gateway) -> None:
     before = tally_count(mcp_gateway)
     asked, _ = run(mcp_gateway, "[call guarded.tally {}]", [mcp("guarded")])
-    request = items(asked, "mcp_approval_request")[0]
+    request = items_of(asked, "mcp_approval_request")[0]
     answer = [{"type": "mcp_approval_response", "approval_request_id": request["id"], "approve": False}]
     done, _ = run(mcp_gateway, "", [mcp("guarded")], input=answer, previous_response_id=asked["id"])
-    assert items(done, "mcp_call") == [] and "denied" in final_text(done)
+    assert items_of(done, "mcp_call") == [] and "denied" in final_text(done)
     assert tally_count(mcp_gateway) == before  # the tool's side effect did not happen
     approve = [answer[0] | {"approve": True}]
     asked, _ = run(mcp_gateway, "[call guarded.tally {}]", [mcp("guarded")])
-    approve[0]["approval_request_id"] = items(asked, "mcp_approval_request")[0]["id"]
+    approve[0]["approval_request_id"] = items_of(asked, "mcp_approval_request")[0]["id"]
     run(mcp_gateway, "", [mcp("guarded")], input=approve, previous_response_id=asked["id"])
     assert tally_count(mcp_gateway) == before + 1  # and the approved one did
 
@@ -277,18 +274,18 @@ def test_a_request_cannot_weaken_the_operators_approval(mcp_gateway: Gateway) ->
     before = tally_count(mcp_gateway)
     for rule in ("never", {"never": {"tool_names": ["tally"]}}):
         response, _ = run(mcp_gateway, "[call guarded.tally {}]", [mcp("guarded", require_approval=rule)])
-        assert items(response, "mcp_call") == [] and len(items(response, "mcp_approval_request")) == 1
+        assert items_of(response, "mcp_call") == [] and len(items_of(response, "mcp_approval_request")) == 1
     assert tally_count(mcp_gateway) == before
 
 
 def test_a_requests_own_server_asks_for_approval_by_default(mcp_gateway: Gateway, http_server: MCPProcess) -> None:
     own = mcp("mine", server_url=http_server.url)
     response, _ = run(mcp_gateway, '[call mine.add {"a": 1, "b": 2}]', [own])
-    assert items(response, "mcp_call") == []
-    (request,) = items(response, "mcp_approval_request")
+    assert items_of(response, "mcp_call") == []
+    (request,) = items_of(response, "mcp_approval_request")
     assert (request["server_label"], request["name"]) == ("mine", "add")
     response, _ = run(mcp_gateway, '[call mine.add {"a": 1, "b": 2}]', [own | {"require_approval": "never"}])
-    assert items(response, "mcp_call")[0]["output"] == "3"
+    assert items_of(response, "mcp_call")[0]["output"] == "3"
 
 
 ECHO = json.dumps({"text": " ".join(f"word{i}" for i in range(40))})
@@ -301,15 +298,15 @@ def test_engine_faults_around_a_tool_call(mcp_gateway: Gateway) -> None:
     # Step directives: a short analysis, then the call (the drop comes about 20 tokens into its arguments).
     cut, _ = run(mcp_gateway, f"[[call guarded.echo {ECHO}]] [drop@1 45]", tools)
     assert cut["status"] == "failed"
-    (call,) = items(cut, "mcp_call")
+    (call,) = items_of(cut, "mcp_call")
     assert call["status"] == "incomplete" and call.get("output") is None
     ran, events = run(mcp_gateway, f"[[call guarded.echo {ECHO}]] [midstream-error@2 3]", tools)
     assert ran["status"] == "failed"
-    (call,) = items(ran, "mcp_call")
+    (call,) = items_of(ran, "mcp_call")
     assert call["status"] == "completed" and call["output"] == json.loads(ECHO)["text"]
     assert ran["output"][-1]["type"] == "reasoning" and ran["output"][-1]["status"] == "incomplete"
     refused, _ = run(mcp_gateway, f"[[call guarded.echo {ECHO}]] [error500@2]", tools)
-    assert refused["status"] == "failed" and items(refused, "mcp_call")[0]["status"] == "completed"
+    assert refused["status"] == "failed" and items_of(refused, "mcp_call")[0]["status"] == "completed"
     slow_started = time.monotonic()
     delayed, _ = run(mcp_gateway, '[[call guarded.echo {"text": "hi"}]] [slow@1 40]', tools)
     assert delayed["status"] == "completed" and time.monotonic() - slow_started > 0.4
@@ -324,7 +321,7 @@ def test_tool_choice_forces_an_mcp_call_once(mcp_gateway: Gateway, choice: dict[
     # holds them to echo's schema, unless the model names add (the alternative).
     picked = f"[[constrained add <|constrain|>json<|message|>{arguments}<|call|>]]"
     response, _ = run(mcp_gateway, f"hi [args {arguments}] {picked}", [mcp(label)], tool_choice=choice)
-    (call,) = items(response, "mcp_call")
+    (call,) = items_of(response, "mcp_call")
     assert call["server_label"] == label
     if label == "guarded":  # named: that tool; unnamed: the model picked one of the server's tools
         assert call["name"] == "echo" and call["output"] == "forced"
@@ -333,7 +330,7 @@ def test_tool_choice_forces_an_mcp_call_once(mcp_gateway: Gateway, choice: dict[
 
 def test_tools_without_approval_in_a_filter(mcp_gateway: Gateway) -> None:
     response, _ = run(mcp_gateway, '[call guarded.echo {"text": "free"}]', [mcp("guarded")])
-    assert items(response, "mcp_call")[0]["output"] == "free"
+    assert items_of(response, "mcp_call")[0]["output"] == "free"
 
 
 @pytest.mark.parametrize(
@@ -349,7 +346,7 @@ def test_failed_calls_are_reported_and_told(mcp_gateway: Gateway, call: str, err
     label = call.split(".")[0][6:]
     response, _ = run(mcp_gateway, call, [mcp(label)])
     assert response["status"] == "completed"
-    (item,) = items(response, "mcp_call")
+    (item,) = items_of(response, "mcp_call")
     assert item["status"] == "failed" and item["output"] is None
     failure = item["error"]
     if failure["type"] == "mcp_tool_execution_error":  # the tool ran and said it failed
@@ -362,34 +359,34 @@ def test_failed_calls_are_reported_and_told(mcp_gateway: Gateway, call: str, err
 def test_tool_list_refreshed_on_list_changed(mcp_gateway: Gateway) -> None:
     tools = [mcp("growing")]
     before, _ = run(mcp_gateway, "[call growing.grow {}]", tools)
-    assert "extra" not in [tool["name"] for tool in items(before, "mcp_list_tools")[0]["tools"]]
-    assert items(before, "mcp_call")[0]["output"] == "grown"
+    assert "extra" not in [tool["name"] for tool in items_of(before, "mcp_list_tools")[0]["tools"]]
+    assert items_of(before, "mcp_call")[0]["output"] == "grown"
     deadline = time.monotonic() + 10
     while True:  # the notification is handled in the background; a new conversation lists again
         after, _ = run(mcp_gateway, "[call growing.extra {}]", tools)
-        if items(after, "mcp_call") or time.monotonic() > deadline:
+        if items_of(after, "mcp_call") or time.monotonic() > deadline:
             break
         time.sleep(0.2)
-    assert "extra" in [tool["name"] for tool in items(after, "mcp_list_tools")[0]["tools"]]
-    assert items(after, "mcp_call")[0]["output"] == "extra here"
+    assert "extra" in [tool["name"] for tool in items_of(after, "mcp_list_tools")[0]["tools"]]
+    assert items_of(after, "mcp_call")[0]["output"] == "extra here"
 
 
 def test_stdio_server_killed_and_back_on_the_next_call(mcp_gateway: Gateway) -> None:
     tools = [mcp("local")]
     first, _ = run(mcp_gateway, "[call local.pid {}]", tools)
-    pid = int(items(first, "mcp_call")[0]["output"])
+    pid = int(items_of(first, "mcp_call")[0]["output"])
     os.kill(pid, signal.SIGKILL)
     second, _ = run(mcp_gateway, "[call local.pid {}]", tools, previous_response_id=first["id"])
-    (call,) = items(second, "mcp_call")
+    (call,) = items_of(second, "mcp_call")
     assert call["status"] == "completed"
     assert int(call["output"]) != pid  # a new server process answered
 
 
 def test_third_party_time_server(mcp_gateway: Gateway) -> None:
     response, _ = run(mcp_gateway, '[call time.get_current_time {"timezone": "UTC"}]', [mcp("time")])
-    (listing,) = items(response, "mcp_list_tools")
+    (listing,) = items_of(response, "mcp_list_tools")
     assert {"get_current_time", "convert_time"} <= {tool["name"] for tool in listing["tools"]}
-    result = json.loads(items(response, "mcp_call")[0]["output"])
+    result = json.loads(items_of(response, "mcp_call")[0]["output"])
     assert result["timezone"] == "UTC" and result["datetime"].startswith(time.strftime("%Y-", time.gmtime()))
 
 
@@ -398,19 +395,19 @@ def test_server_down_at_startup_comes_back(make_gateway: Any, emulator: Process)
     config = [{"label": "late", "transport": "streamable-http", "url": f"http://127.0.0.1:{port}/mcp", "timeout_s": 2}]
     gateway = make_gateway(emulator.url, mcp={"connect_wait_s": 1}, tool_servers=config)  # starts although it is down
     response, _ = run(gateway, '[call late.add {"a": 1, "b": 1}]', [mcp("late")])
-    (listing,) = items(response, "mcp_list_tools")
+    (listing,) = items_of(response, "mcp_list_tools")
     assert "unavailable" in listing["error"] and listing["tools"] == []
-    assert items(response, "mcp_call") == [] and "unavailable" in final_text(response)
+    assert items_of(response, "mcp_call") == [] and "unavailable" in final_text(response)
     server = MCPProcess("streamable-http", port=port, name="late")
     try:
         deadline = time.monotonic() + 30
         while True:
             response, _ = run(gateway, '[call late.add {"a": 1, "b": 1}]', [mcp("late")])
-            if items(response, "mcp_call") or time.monotonic() > deadline:
+            if items_of(response, "mcp_call") or time.monotonic() > deadline:
                 break
             time.sleep(0.5)
-        assert items(response, "mcp_call")[0]["output"] == "2"
-        assert items(response, "mcp_list_tools")[0]["tools"]
+        assert items_of(response, "mcp_call")[0]["output"] == "2"
+        assert items_of(response, "mcp_list_tools")[0]["tools"]
     finally:
         server.stop()
 
@@ -455,7 +452,7 @@ def test_allowed_urls_are_matched_by_parts(make_gateway: Any, emulator: Process,
             assert response.json()["error"]["param"] == "tools[0].server_url"
         ok = mcp("mine", server_url=f"http://127.0.0.1:{b}/mcp", require_approval="never")
         response, _ = run(gateway, '[call mine.add {"a": 1, "b": 2}]', [ok])
-        assert items(response, "mcp_call")[0]["output"] == "3"
+        assert items_of(response, "mcp_call")[0]["output"] == "3"
     finally:
         other.stop()
 
@@ -468,7 +465,7 @@ def test_request_level_sessions_are_capped(make_gateway: Any, emulator: Process,
 
     for number in range(5):  # each set of headers is a session of its own
         response, _ = run(gateway, '[call mine.add {"a": 1, "b": 1}]', [tool(f"t{number}")])
-        assert items(response, "mcp_call")[0]["output"] == "2"
+        assert items_of(response, "mcp_call")[0]["output"] == "2"
         assert httpx.get(gateway.url + "/ready").json()["mcp_request_sessions"] <= 2
     # Every kept session busy: a new one is refused with a 429 rather than piling up.
     import threading
@@ -487,7 +484,7 @@ def test_a_call_whose_connection_dropped_is_not_sent_again(mcp_gateway: Gateway)
     import threading
 
     first, _ = run(mcp_gateway, "[call local.pid {}]", [mcp("local")])
-    pid = int(items(first, "mcp_call")[0]["output"])
+    pid = int(items_of(first, "mcp_call")[0]["output"])
     result: dict[str, Any] = {}
     slow = threading.Thread(
         target=lambda: result.update(run(mcp_gateway, '[call local.slow {"seconds": 3}]', [mcp("local")], previous_response_id=first["id"])[0])
@@ -496,7 +493,7 @@ def test_a_call_whose_connection_dropped_is_not_sent_again(mcp_gateway: Gateway)
     time.sleep(1.5)
     os.kill(pid, signal.SIGKILL)  # mid-call
     slow.join()
-    (call,) = items(result, "mcp_call")
+    (call,) = items_of(result, "mcp_call")
     assert call["status"] == "failed"
     assert call["error"]["type"] == "mcp_protocol_error" and "not sent again" in call["error"]["message"]
 
@@ -538,7 +535,7 @@ def test_redirects_to_another_origin_are_not_followed(make_gateway: Any, emulato
         gateway = make_gateway(emulator.url, mcp={"allowed_urls": [url], "connect_wait_s": 3})
         tool = mcp("mine", server_url=url, headers={"X-Secret": "do-not-forward"}, require_approval="never")
         response, _ = run(gateway, '[call mine.add {"a": 1, "b": 2}]', [tool])
-        (listing,) = items(response, "mcp_list_tools")
+        (listing,) = items_of(response, "mcp_list_tools")
         assert "unavailable" in listing["error"]
         assert seen == []
     finally:
