@@ -57,7 +57,7 @@ class ToolServerConfig(_Section):
 
 class MCPConfig(_Section):
     # URLs that request-level servers (`server_url`) may point at, matched by scheme, host, port and path
-    # segment (tools/urls.py); none by default, so no request can make the gateway connect where the
+    # segment (connectors/urls.py); none by default, so no request can make the gateway connect where the
     # operator did not allow.
     allowed_urls: list[str] = []
     request_server_ttl_s: float = Field(600.0, gt=0, description="Idle request-level sessions are closed after this")

@@ -34,7 +34,7 @@ def test_a_stock_pip_install_starts_and_serves(emulator: Process, tmp_path: Path
         answer = httpx.post(f"{server.url}/v1/responses", json={"model": MODEL, "input": "hi", "tools": [{"type": "web_search"}]}, timeout=30)
         assert answer.status_code == 200, answer.text
         imported = subprocess.run(
-            [str(venv / "bin" / "python"), "-c", "import lxml.html.clean, tools.browser.backends, gateway.app"],
+            [str(venv / "bin" / "python"), "-c", "import lxml.html.clean, connectors.browser.backends, gateway.app"],
             cwd=tmp_path,
             capture_output=True,
             text=True,

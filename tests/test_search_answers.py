@@ -1,4 +1,4 @@
-"""Search servers' answers in the shapes real servers give them, read as results (tools/browser/answers.py),
+"""Search servers' answers in the shapes real servers give them, read as results (connectors/browser/answers.py),
 and end to end through real MCP search tools that answer with a JSON string and with text."""
 
 from __future__ import annotations

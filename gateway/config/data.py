@@ -129,7 +129,7 @@ class WebhooksConfig(Section):
     """Webhook endpoints (gateway/webhooks/): where background responses report that they ended."""
 
     # URLs endpoints may name beyond the public internet, matched by scheme, host, port and path segment
-    # (tools/urls.py): self-hosted receivers usually live on private networks, and allowing one is the
+    # (connectors/urls.py): self-hosted receivers usually live on private networks, and allowing one is the
     # operator's choice. Every other URL must be https and resolve to public addresses only.
     allowed_urls: list[str] = []
     timeout_s: float = Field(10.0, gt=0, le=300, description="One attempt: connect, send, and read the answer's head")

@@ -3,13 +3,13 @@
 request → dialog (Harmony messages) → prompt tokens → engine → parser → output items and events.
 A tool call that the gateway runs loops back into the dialog and the engine is called again; a call
 to a client function ends the response, to be continued by the client's `function_call_output`.
-The run is a task of its own that appends every event to the response's log (log.py); a streamed
+The run is a task of its own that appends every event to the response's log (../events/log.py); a streamed
 response is a reader of that log, a non-streamed one waits for its end.
 
-The parts: history/dialog_plan.py (the dialog to start from), run_state.py (what the run carries from
+The parts: dialog_plan.py (the dialog to start from), run_state.py (what the run carries from
 call to call and replica to replica), prompt_builder.py (each engine call's prompt and sampling),
 engine_calls.py (each engine call opened, streamed through turn.py into the output, and traced),
-../tools/ (every kind of tool behind one interface), output.py (the one owner of the output and its
+../tools/ (every kind of tool behind one interface), ../events/output.py (the one owner of the output and its
 events), ending.py (the Response, opened, stored and ended once), durable.py (a background run's side
 in the store).
 """

@@ -106,7 +106,7 @@ class CompactionItem(StrictModel):
     encrypted_content: str = Field(min_length=1)
     id: str | None = None
     created_by: str | None = None
-    _summary: str | None = PrivateAttr(None)  # the text, once unsealed (dialog_plan.py)
+    _summary: str | None = PrivateAttr(None)  # the text, once unsealed (loop/dialog_plan.py)
 
 
 class ReasoningItem(StrictModel):

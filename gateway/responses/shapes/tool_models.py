@@ -120,7 +120,7 @@ WEB_SEARCH_TYPES = ("web_search", "web_search_preview", "web_search_preview_2025
 
 
 class WebSearchTool(StrictModel):
-    """gpt-oss's built-in `browser` (search, open, find), run by the gateway (tools/browser/)."""
+    """gpt-oss's built-in `browser` (search, open, find), run by the gateway (connectors/browser/)."""
 
     type: Literal["web_search", "web_search_preview", "web_search_preview_2025_03_11", "web_search_2025_08_26"]
     search_context_size: Literal["low", "medium", "high"] | None = None
