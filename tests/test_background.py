@@ -30,9 +30,9 @@ def poll(client: openai.OpenAI, response_id: str, timeout: float = 30) -> Any:
 
 def test_background_is_answered_at_once_and_polled(gateway):
     client = gateway.client()
-    started = time.monotonic()
     response = client.responses.create(model=MODEL, input=SLOW, background=True)
-    assert time.monotonic() - started < 1.5
+    # Answered before its run ends (not a wall-clock bound, which a busy machine outruns): queued, nothing
+    # output, and still running when retrieved after the answer.
     assert response.status == "queued" and response.background is True and response.output == []
     assert client.responses.retrieve(response.id).status in ("queued", "in_progress")  # still running
     done = poll(client, response.id)
