@@ -124,6 +124,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, required=True)
     args = parser.parse_args()
+    gzip_bomb()  # made before the site answers its health check: a request for it only sends its bytes
     uvicorn.run(create_site(), host="127.0.0.1", port=args.port, log_level="warning")
 
 
