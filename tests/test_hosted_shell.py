@@ -100,6 +100,21 @@ def test_a_commands_output_arrives_while_it_still_runs(hosted: Gateway) -> None:
     assert arrived["second"] - arrived["first"] > 1.5, arrived
 
 
+def test_a_file_the_shell_wrote_is_cited_where_the_answer_links_it(hosted: Gateway) -> None:
+    """With the hosted shell alone (no python), a link to a file its container has is a container_file_citation."""
+    client = hosted.client(api_key="alice-key")
+    answer = "Written: sandbox:/mnt/data/out.txt."
+    events = stream_sdk(client, input=f"{run(['printf done > out.txt'])} [[answer {answer}]]", tools=[AUTO])
+    response = events[-1]["response"]
+    assert response["status"] == "completed", response
+    (shell_call,) = items_of(response, "shell_call")
+    (part,) = items_of(response, "message")[-1]["content"]
+    (citation,) = part["annotations"]
+    assert citation["type"] == "container_file_citation" and citation["filename"] == "out.txt"
+    assert citation["container_id"] == shell_call["environment"]["container_id"]
+    assert part["text"][citation["start_index"] : citation["end_index"]] == "sandbox:/mnt/data/out.txt"
+
+
 @pytest.mark.parametrize("length", [1, 50, 239, 240, 300, 9000])
 def test_max_output_length_keeps_exactly_the_limit(length: int) -> None:
     """At exactly `max_output_length` characters nothing is cut; one more and the command returns exactly
