@@ -35,12 +35,14 @@ from .engine import harmony
 from .engine.completion import ModelInfo
 from .engine.renderer import PromptRenderer
 from .engine.routing import Engines
-from .errors import APIError, handle_api_error, handle_storage_error, handle_unexpected, handle_unstorable_value
+from .errors import APIError, error_response, handle_api_error, handle_storage_error, handle_unexpected, handle_unstorable_value, speaks_anthropic
 from .files.blobs import Blobs
 from .files.containers import routes as container_routes
 from .files.routes import routes as file_routes
 from .files.service import FileService
 from .jsontext import JSONResponse
+from .messages.routes import anthropic_model, anthropic_models, served_model
+from .messages.routes import routes as message_routes
 from .metrics import Metrics
 from .replicas import Replicas
 from .responses.loop.run import ResponseRun
@@ -110,16 +112,21 @@ def _model_object(model: ModelInfo) -> dict[str, Any]:
 async def list_models(request: Request) -> Response:
     """Every configured model, as its engine describes it (an engine down: as configured)."""
     services: Services = request.app.state.services
-    return JSONResponse({"object": "list", "data": [_model_object(model) for model, _ in await services.engines.listed()]})
+    listed = [model for model, _ in await services.engines.listed()]
+    if speaks_anthropic(request.scope):
+        return JSONResponse(anthropic_models(listed))
+    return JSONResponse({"object": "list", "data": [_model_object(model) for model in listed]})
 
 
 async def retrieve_model(request: Request) -> Response:
     """A model by any name a request may give it (its served name or an alias)."""
     services: Services = request.app.state.services
-    wanted = services.engines.route(request.path_params["model"])
+    name = request.path_params["model"]
+    anthropic = speaks_anthropic(request.scope)
+    wanted = services.engines.route(served_model(services.engines, name) if anthropic else name)
     for model, engine in await services.engines.listed():
         if engine is wanted:
-            return JSONResponse(_model_object(model))
+            return JSONResponse(anthropic_model(model, name) if anthropic else _model_object(model))
     raise APIError(404, f"The model '{request.path_params['model']}' does not exist.", param="model", code="model_not_found")
 
 
@@ -127,7 +134,7 @@ async def handle_http_exception(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     kind = "not_found" if exc.status_code == 404 else "invalid_request"
     message = f"{request.method} {request.url.path} is not a route of this gateway." if exc.status_code in (404, 405) else exc.detail
-    return APIError(exc.status_code, message, code=kind).response()
+    return error_response(request.scope, APIError(exc.status_code, message, code=kind))
 
 
 async def _start_sandbox(config: GatewayConfig, tasks: Supervisor, replicas: Replicas, database: Database) -> SandboxManager | None:
@@ -273,6 +280,7 @@ def create_app(config: GatewayConfig, drain: Drain | None = None) -> Starlette:
             Route("/v1/models/{model:path}", retrieve_model, methods=["GET"]),
             *response_routes,
             *chat_routes,
+            *message_routes,
             *conversation_routes,
             *file_routes,
             *skill_routes,

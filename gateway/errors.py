@@ -1,4 +1,6 @@
-"""Errors in OpenAI's shape: `{"error": {"message", "type", "param", "code"}}`."""
+"""Errors in OpenAI's shape, `{"error": {"message", "type", "param", "code"}}`, and in Anthropic's,
+`{"type": "error", "error": {"type", "message"}, "request_id"}`, for the requests that speak its API (the
+Messages door, and any request with an `anthropic-version` header)."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ from typing import Any
 
 from pydantic import ValidationError
 from starlette.requests import Request
+from starlette.types import Scope
 from starlette.websockets import WebSocket
 
 from .jsontext import JSONResponse
@@ -36,6 +39,63 @@ class APIError(Exception):
 
     def response(self) -> JSONResponse:
         return JSONResponse(self.body(), status_code=self.status)
+
+
+class ContextTooLong(APIError):
+    """The prompt does not fit the model's context: how long it is and the most there is room for."""
+
+    def __init__(self, tokens: int, maximum: int) -> None:
+        super().__init__(
+            400,
+            f"This model's maximum context length is {maximum} tokens. However, your request has {tokens} input tokens. "
+            "Please reduce the length of the input.",
+            param="input",
+            code="context_length_exceeded",
+        )
+        self.tokens = tokens
+        self.maximum = maximum
+
+
+class Overloaded(APIError):
+    """Back-pressure: the gateway as a whole runs as much as it may (not one tenant's limit)."""
+
+
+# Anthropic's error types by status (`anthropic/_client.py`); 529 is its own "overloaded".
+_ANTHROPIC_TYPES = {
+    400: "invalid_request_error", 401: "authentication_error", 402: "billing_error", 403: "permission_error", 404: "not_found_error",
+    413: "request_too_large", 429: "rate_limit_error", 504: "timeout_error", 529: "overloaded_error",
+}  # fmt: skip
+# Back-pressure, which Anthropic's clients wait out with backoff: its 529.
+_OVERLOADED = frozenset({"engine_unavailable", "server_shutting_down"})
+
+
+def speaks_anthropic(scope: Scope) -> bool:
+    """The request is the Messages API's, or says it speaks Anthropic's (its clients send `anthropic-version`)."""
+    path: str = scope.get("path", "")
+    return path.startswith("/v1/messages") or any(name == b"anthropic-version" for name, _ in scope.get("headers", ()))
+
+
+def anthropic_status(error: APIError) -> int:
+    return 529 if isinstance(error, Overloaded) or error.code in _OVERLOADED or error.status == 503 else error.status
+
+
+def anthropic_error(error: APIError, request_id: str | None = None) -> dict[str, Any]:
+    status = anthropic_status(error)
+    message = error.message
+    if isinstance(error, ContextTooLong):  # the wording Claude Code compacts on
+        message = f"prompt is too long: {error.tokens} tokens > {error.maximum} maximum"
+    elif error.code == "invalid_encrypted_content":
+        message = "Invalid `signature` in `thinking` block: it was not made by this gateway for this key."
+    kind = _ANTHROPIC_TYPES.get(status, "api_error" if status >= 500 else "invalid_request_error")
+    return {"type": "error", "error": {"type": kind, "message": message}, "request_id": request_id}
+
+
+def error_response(scope: Scope, error: APIError) -> JSONResponse:
+    """The error in the shape the request's API has."""
+    if not speaks_anthropic(scope):
+        return error.response()
+    request_id = scope.get("state", {}).get("request_id")
+    return JSONResponse(anthropic_error(error, request_id), status_code=anthropic_status(error))
 
 
 async def refuse_websocket(websocket: WebSocket, error: APIError) -> None:
@@ -111,19 +171,19 @@ def from_validation_error(exc: ValidationError, data: Any = None) -> APIError:
 
 async def handle_api_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, APIError)
-    return exc.response()
+    return error_response(request.scope, exc)
 
 
 async def handle_storage_error(request: Request, exc: Exception) -> JSONResponse:
     logging.getLogger("gateway").error("database unavailable on %s %s: %s", request.method, request.url.path, exc)
-    return server_error(503, "The gateway's database is unavailable; try again shortly.", "storage_unavailable").response()
+    return error_response(request.scope, server_error(503, "The gateway's database is unavailable; try again shortly.", "storage_unavailable"))
 
 
 async def handle_unstorable_value(request: Request, exc: Exception) -> JSONResponse:
     message = "A value of the request holds a character this gateway cannot store (a NUL character)."
-    return bad_request(message).response()
+    return error_response(request.scope, bad_request(message))
 
 
 async def handle_unexpected(request: Request, exc: Exception) -> JSONResponse:
     logging.getLogger("gateway").exception("unhandled error on %s %s", request.method, request.url.path)
-    return server_error(500, "The gateway failed to handle the request.", "internal_error").response()
+    return error_response(request.scope, server_error(500, "The gateway failed to handle the request.", "internal_error"))

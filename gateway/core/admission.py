@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from ..errors import APIError
+from ..errors import APIError, Overloaded
 
 
 class Slot:
@@ -41,7 +41,7 @@ class Admission:
                 "wait for one to end.", type="requests", code="rate_limit_exceeded",
             )  # fmt: skip
         if self._count >= self.total:
-            raise APIError(
+            raise Overloaded(
                 429, f"This gateway is running {self.total} responses, as many as it runs at once; try again shortly.",
                 type="requests", code="rate_limit_exceeded",
             )  # fmt: skip

@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import time
 import zlib
+from fnmatch import fnmatchcase
 from typing import Callable, Mapping
 
 import anyio
@@ -185,6 +186,7 @@ class Engines:
         self.interval_s = min(config.health_interval_s for config in configs)
         self._index: dict[str, ModelEngine] = {}
         self._ambiguous: dict[str, list[str]] = {}  # short names more than one model has: which
+        self._patterns: list[tuple[str, ModelEngine]] = []
         self._reindex()
 
     def _reindex(self) -> None:
@@ -193,7 +195,9 @@ class Engines:
         A name with an organisation (`openai/gpt-oss-20b`) is also reached without it (`gpt-oss-20b`), as
         clients send it (LiteLLM's `openai/` provider strips the prefix), unless another model's name or
         alias is that, or another model's name shortens to it too."""
-        index = {name: engine for engine in reversed(self.models) for name in engine.names()}
+        index = {name: engine for engine in reversed(self.models) for name in engine.names() if "*" not in name}
+        # Aliases with `*` match names by pattern (`claude-*`: Claude Code's default names), tried in order.
+        self._patterns = [(name, engine) for engine in self.models for name in engine.names() if "*" in name]
         shortened: dict[str, dict[str, ModelEngine]] = {}
         for engine in self.models:
             for name in engine.names():
@@ -219,6 +223,9 @@ class Engines:
             found = self._index.get(model)
         if found is not None:
             return found
+        matched = next((engine for pattern, engine in self._patterns if fnmatchcase(model, pattern)), None)
+        if matched is not None:
+            return matched
         if model in self._ambiguous:
             names = ", ".join(self._ambiguous[model])
             raise APIError(404, f"The model '{model}' is ambiguous here: name one of {names}.", param="model", code="model_not_found")

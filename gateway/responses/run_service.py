@@ -72,6 +72,16 @@ class LiveResponse:
         return self._run.output.items
 
     @property
+    def stop_sequence(self) -> str | None:
+        """The request's stop sequence that ended its answer, if one did."""
+        return self._run.stop_sequence
+
+    @property
+    def prompt_tokens(self) -> int:
+        """The length of the prompt its engine call was last sent (0 before its first)."""
+        return len(self._run.prompts.prompt)
+
+    @property
     def logprob_count(self) -> int | None:
         """Alternatives per token where logprobs were asked for; None where they were not."""
         return self._run.logprob_count

@@ -17,7 +17,7 @@ from starlette.websockets import WebSocket
 
 from .. import tracing
 from ..config import OPEN_TENANT, AuthConfig
-from ..errors import APIError, refuse_websocket
+from ..errors import APIError, error_response, refuse_websocket
 from ..metrics import Metrics, endpoint_label
 
 request_id_var: ContextVar[str | None] = ContextVar("request_id", default=None)
@@ -60,6 +60,7 @@ class GatewayMiddleware:
             return
         request_id = _request_id(scope)
         token = request_id_var.set(request_id)
+        scope.setdefault("state", {})["request_id"] = request_id  # for errors in Anthropic's shape (errors.py)
         started = time.perf_counter()
         status = 500
 
@@ -67,13 +68,14 @@ class GatewayMiddleware:
             nonlocal status
             if message["type"] == "http.response.start":
                 status = message["status"]
-                message["headers"] = [*message.get("headers", []), (b"x-request-id", request_id.encode())]
+                # `request-id` too: Anthropic's clients read that one.
+                message["headers"] = [*message.get("headers", []), (b"x-request-id", request_id.encode()), (b"request-id", request_id.encode())]
             await send(message)
 
         try:
             tenant = self._tenant(scope)
             if isinstance(tenant, APIError):
-                await tenant.response()(scope, receive, send_with_id)
+                await error_response(scope, tenant)(scope, receive, send_with_id)
             else:
                 scope.setdefault("state", {})["tenant"] = tenant
                 await self.app(scope, receive, send_with_id)
@@ -85,18 +87,22 @@ class GatewayMiddleware:
             request_id_var.reset(token)
 
     def _tenant(self, scope: Scope) -> str | APIError:
-        """The tenant of the request's key, or a 401 in OpenAI's shape when keys are configured and the
-        request has none of them."""
+        """The tenant of the request's key, or a 401 when keys are configured and the request has none of
+        them. The key comes as `Authorization: Bearer KEY`, or as Anthropic's clients send it, `x-api-key`."""
         if not self.keys or scope["path"] in self.open_paths:
             return OPEN_TENANT
-        header = next((value for name, value in scope["headers"] if name == b"authorization"), None)
-        if header is None or not header.lower().startswith(b"bearer "):
+        headers = scope["headers"]
+        header = next((value for name, value in headers if name == b"authorization"), None)
+        if header is not None and header.lower().startswith(b"bearer "):
+            presented = header[7:].strip()
+        elif (api_key := next((value for name, value in headers if name == b"x-api-key"), None)) is not None:
+            presented = api_key.strip()
+        else:
             return APIError(
                 401,
-                "You didn't provide an API key. Send it in the Authorization header: Authorization: Bearer YOUR_KEY.",
+                "You didn't provide an API key. Send it in the Authorization header (Authorization: Bearer YOUR_KEY) or as x-api-key.",
                 code="missing_api_key",
             )
-        presented = header[7:].strip()
         # Every key is compared, in constant time, so timing tells nothing about which one came close.
         tenant = None
         for key, key_tenant in self.keys:

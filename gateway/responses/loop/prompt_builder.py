@@ -17,7 +17,7 @@ from openai_harmony import Role
 from ...engine.completion import Sampling
 from ...engine.harmony import GrowingPrompt, Preamble, Prompt, encoding
 from ...engine.routing import ModelEngine
-from ...errors import APIError, bad_request
+from ...errors import ContextTooLong, bad_request
 from ..shapes.request import ResponsesRequest
 from ..tools import Toolset
 from .constraint import TurnConstraint
@@ -150,14 +150,8 @@ class PromptBuilder:
         if not self.continuing and self._compaction_due(len(prompt), model.max_model_len):
             return None
         room = None if model.max_model_len is None else model.max_model_len - len(prompt)
-        if room is not None and room <= 0:
-            raise APIError(
-                400,
-                f"This model's maximum context length is {model.max_model_len} tokens. However, your "
-                f"request has {len(prompt)} input tokens. Please reduce the length of the input.",
-                param="input",
-                code="context_length_exceeded",
-            )
+        if room is not None and model.max_model_len is not None and room <= 0:
+            raise ContextTooLong(len(prompt), model.max_model_len)
         budget = self._request.max_output_tokens
         if budget is not None:
             budget -= self._state.usage.output

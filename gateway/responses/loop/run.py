@@ -107,6 +107,7 @@ class ResponseRun:
         # Steering input waits for this response (socket.py): it ends at its next safe boundary, after a
         # tool's output and before the next engine call, for a successor to go on with the input.
         self.steered = False
+        self.stop_sequence: str | None = None  # the request's stop sequence that ended the answer, if one did
         self._adopted: Checkpoint | None = None  # the checkpoint a run adopted here goes on from
         self._slot: Slot | None = None  # a foreground run's place among those running (admission.py)
         # The sequence number of the first event this process's log holds: an adopted run's log goes on
@@ -288,6 +289,7 @@ class ResponseRun:
                 await self.engine.open()
         while True:
             outcome = await self.engine.stream(self.output)
+            self.stop_sequence = outcome.stop_sequence
             self.output.unmute()
             if outcome.finish_reason is FinishReason.LENGTH:
                 return ResponseStatus.INCOMPLETE, {"reason": "max_output_tokens"}

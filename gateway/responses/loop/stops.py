@@ -18,15 +18,17 @@ class StopMatcher:
     def __init__(self, stops: tuple[str, ...]) -> None:
         self.stops = stops
         self.held = ""  # the tail of the text so far that may begin a stop sequence
+        self.matched: str | None = None  # the stop sequence that ended the message
 
     def feed(self, text: str) -> tuple[str, bool]:
         """The text to pass on now, and whether a stop sequence ends the message (the text before it is
         passed on, nothing after it)."""
         text = self.held + text
-        found = [index for stop in self.stops if (index := text.find(stop)) >= 0]
+        found = [(index, stop) for stop in self.stops if (index := text.find(stop)) >= 0]
         if found:
             self.held = ""
-            return text[: min(found)], True
+            index, self.matched = min(found)
+            return text[:index], True
         keep = max(self._prefix_tail(text, stop) for stop in self.stops)
         self.held = text[len(text) - keep :] if keep else ""
         return text[: len(text) - keep], False

@@ -34,6 +34,7 @@ logger = logging.getLogger("gateway.responses")
 class TurnOutcome:
     finish_reason: FinishReason | None = None
     stopped: bool = False  # a stop sequence ended the generation before the engine did
+    stop_sequence: str | None = None  # which one
     call: ToolCall | None = None  # the call the model's turn ended with
     refused: str | None = None  # why the final answer was not shown: it breaks the request's format (CheckAnswer)
 
@@ -108,6 +109,7 @@ class Turn:
                             batch.append(item.delta(events, parsed.text))
                         elif self._visible(item, parsed.text, stopper, rewriter, batch):
                             # A stop sequence: the message ends here, and with it the generation.
+                            outcome.stop_sequence = stopper.matched if stopper is not None else None
                             item = stopper = rewriter = None
                             outcome.finish_reason, outcome.stopped = FinishReason.STOP, True
                             break
