@@ -45,6 +45,7 @@ class ToolUseBlock(StrictModel):
     input: Any = None  # an object; a client's unparsable one comes back as `{"__unparsedToolInput": ...}`
     cache_control: CacheControl = None
     caller: dict[str, Any] | None = None
+    toolset_name: str | None = Field(None, max_length=128)
 
 
 class ToolReferenceBlock(StrictModel):
