@@ -106,10 +106,22 @@ class Script:
             return summary
         plan = (self._continue_turn() or self._continue_prefill()) if self.prefill else self._write()
         self._apply_faults(plan)
-        said = self._text_of(self.messages[max(i for i, m in enumerate(self.messages) if m.author.role == Role.USER)])
+        said = self._text_of(self.messages[self._asked()])
         plan.alternatives = re.findall(r"\[\[constrained (.*?)\]\]", said, re.DOTALL)
         plan.misbehaves = plan.misbehaves or "[misbehave]" in said
         return plan
+
+    def _asked(self) -> int:
+        """The user message the model answers: the last one; but with `[notes]` in an earlier one, user messages
+        right after a tool's result (a client's notes beside it: Claude Code's "Tool loaded.") are not new asks."""
+        users = [i for i, m in enumerate(self.messages) if m.author.role == Role.USER]
+        for position in range(len(users) - 1, 0, -1):
+            before = next((m for m in reversed(self.messages[: users[position]]) if m.author.role != Role.DEVELOPER), None)
+            if before is None or before.author.role != Role.TOOL:
+                break
+            if "[notes]" in self._text_of(self.messages[users[position - 1]]):
+                return users[position - 1]
+        return users[-1]
 
     def _summary(self) -> Plan | None:
         """Asked to summarise a reasoning item (the gateway's `reasoning.summary`): a bold title and a sentence
@@ -151,10 +163,15 @@ class Script:
 
     def _write(self) -> Plan:
         last = self.messages[-1]
-        user_index = max(i for i, m in enumerate(self.messages) if m.author.role == Role.USER)
+        user_index = self._asked()
         if self._text_of(self.messages[user_index]).startswith("Context compaction:"):  # asked to summarise
             task = max((i for i, m in enumerate(self.messages[:user_index]) if m.author.role == Role.USER), default=0)
             return Plan(f"<|channel|>final<|message|>[[done {self._progress(task, user_index)}]] The work goes on.<|return|>")
+        # Claude Code asks for a summary of the conversation in its own words (its compaction): a short one.
+        if "followed by a <summary> block" in self._text_of(self.messages[-1]):
+            return Plan(
+                "<|channel|>final<|message|><analysis>What was done.</analysis>\n<summary>The user asked for counts; they ran.</summary><|return|>"
+            )
         # `[[raw HARMONY]]`: the model writes exactly this, however broken (gpt-oss's failure shapes).
         if raw := re.search(r"\[\[raw (.*?)\]\]", self._text_of(self.messages[user_index]), re.DOTALL):
             if last.author.role == Role.USER:
@@ -242,7 +259,7 @@ class Script:
         error500 (HTTP 500 before the stream), malformed (invalid Harmony), slow MS (delay per chunk); and
         `[chunk N]`: N tokens in every chunk. Once only (a continuation from there goes on unharmed): crash
         (connection closed at the Nth token of the call's writing), crash-error (an error line there)."""
-        user_index = max(i for i, m in enumerate(self.messages) if m.author.role == Role.USER)
+        user_index = self._asked()
         said = self._text_of(self.messages[user_index])
         call = 1 + sum(1 for m in self.messages[user_index:] if m.author.role == Role.TOOL)
         if m := re.search(r"\[repeat (\d+) (\d+)\]", said):
@@ -279,7 +296,7 @@ class Script:
 
     def _continue_prefill(self) -> Plan:
         """A forced tool call: the gateway wrote the header (or part of it); write the rest."""
-        user_index = max(i for i, m in enumerate(self.messages) if m.author.role == Role.USER)
+        user_index = self._asked()
         # `[args {json}]` directives, in order: the k-th forced call writes the k-th (or the last).
         found = re.findall(r"\[args (\{.*?\})\]", self._text_of(self.messages[user_index]))
         calls = sum(1 for m in self.messages[user_index:] if m.author.role == Role.TOOL)

@@ -142,7 +142,10 @@ def test_deferred_tools_are_declared_only_once_referenced(gateway: Gateway, emul
     history = [
         {"role": "user", "content": asked},
         {"role": "assistant", "content": [call.model_dump()]},
-        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call.id, "content": [{"type": "tool_reference", "tool_name": "CronList"}]}]},
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": call.id, "content": [{"type": "tool_reference", "tool_name": "CronList"}]}],
+        },
     ]
     sdk.messages.create(model=MODEL, max_tokens=512, tools=[search, cron], messages=history)
     prompt = emulator_stats(emulator)["last_prompt"]
@@ -153,7 +156,11 @@ def test_system_turns_the_billing_line_and_thinking_budgets(gateway: Gateway, em
     system = [{"type": "text", "text": "x-anthropic-billing-header: cc_version=2.1.332; cch=12345;"}, {"type": "text", "text": "Be terse."}]
     messages = [{"role": "user", "content": "[instructions]"}, {"role": "system", "content": "Mind the tests."}]
     messages = [messages[1], messages[0]]
-    for thinking, effort in (({"type": "enabled", "budget_tokens": 31999}, "high"), ({"type": "disabled"}, "low"), ({"type": "adaptive", "display": "updates"}, "medium")):
+    for thinking, effort in (
+        ({"type": "enabled", "budget_tokens": 31999}, "high"),
+        ({"type": "disabled"}, "low"),
+        ({"type": "adaptive", "display": "updates"}, "medium"),
+    ):
         body = {"model": "claude-sonnet-4-5-20250929", "max_tokens": 512, "system": system, "thinking": thinking, "messages": messages}
         answer = post(gateway, "/v1/messages", body)
         assert answer.status_code == 200, answer.text
@@ -198,11 +205,32 @@ def test_models_in_anthropic_shape_when_asked_so(gateway: Gateway) -> None:
     "body, status, words",
     [
         ({"model": MODEL, "messages": [{"role": "user", "content": "hi"}]}, 400, "max_tokens"),
-        ({"model": MODEL, "max_tokens": 10, "messages": [{"role": "user", "content": [{"type": "image", "source": {}}]}]}, 400, "'image' is not supported"),
+        (
+            {"model": MODEL, "max_tokens": 10, "messages": [{"role": "user", "content": [{"type": "image", "source": {}}]}]},
+            400,
+            "'image' is not supported",
+        ),
         ({"model": MODEL, "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}], "tempo": 1}, 400, "tempo"),
-        ({"model": MODEL, "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "computer_20250124", "name": "computer"}]}, 400, "computer_20250124"),
-        ({"model": MODEL, "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "Sure"}]}, 400, "prefill"),
-        ({"model": MODEL, "max_tokens": 10, "messages": [{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "nope"}]}]}, 400, "tool_use_id"),
+        (
+            {
+                "model": MODEL,
+                "max_tokens": 10,
+                "messages": [{"role": "user", "content": "hi"}],
+                "tools": [{"type": "computer_20250124", "name": "computer"}],
+            },
+            400,
+            "computer_20250124",
+        ),
+        (
+            {"model": MODEL, "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "Sure"}]},
+            400,
+            "prefill",
+        ),
+        (
+            {"model": MODEL, "max_tokens": 10, "messages": [{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "nope"}]}]},
+            400,
+            "tool_use_id",
+        ),
         ({"model": "gpt-4o", "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}]}, 404, "gpt-4o"),
         ([1, 2], 400, ""),
     ],
@@ -225,5 +253,10 @@ def test_a_huge_body_is_a_413_in_anthropic_shape(gateway: Gateway) -> None:
 def test_back_pressure_is_529_overloaded(make_gateway: Any, emulator: Process) -> None:
     gateway = make_gateway(emulator.url, auth={"api_keys": KEYS}, limits={"max_concurrent_per_tenant": 5, "max_concurrent": 1})
     with held(gateway, "alice-key"):
-        answer = post(gateway, "/v1/messages", {"model": MODEL, "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}]}, **{"x-api-key": "mallory-key"})
+        answer = post(
+            gateway,
+            "/v1/messages",
+            {"model": MODEL, "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}]},
+            **{"x-api-key": "mallory-key"},
+        )
         assert answer.status_code == 529 and answer.json()["error"]["type"] == "overloaded_error"
