@@ -10,7 +10,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-_ENDPOINTS = ("/v1/responses", "/v1/chat/completions", "/v1/models", "/health", "/ready", "/metrics")
+_ENDPOINTS = ("/v1/responses", "/v1/chat/completions", "/v1/messages", "/v1/messages/count_tokens", "/v1/models", "/health", "/ready", "/metrics")
 
 
 def endpoint_label(path: str) -> str:

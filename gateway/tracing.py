@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import os
 from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any, Iterator, Mapping
 
 from opentelemetry import context as otel_context
@@ -23,6 +24,9 @@ from .config import TracingConfig
 
 logger = logging.getLogger("gateway.tracing")
 tracer = trace.get_tracer("harmony-gateway")
+# The route of the request being served (its API: `/v1/messages`, `/v1/chat/completions`, ...), set by the
+# middleware: a run's span says which door started it.
+request_route: ContextVar[str | None] = ContextVar("request_route", default=None)
 
 _ENDPOINT_VARIABLES = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
 

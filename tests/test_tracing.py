@@ -12,6 +12,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Iterator
 
+import httpx
 import pytest
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
@@ -135,6 +136,14 @@ def _check_the_tree(gateway: Any, emulator: Process, receiver: Receiver) -> None
     assert f"traceparent=00-{TRACE_ID}-" in calls["remote"] and f"header=00-{TRACE_ID}-" in calls["remote"]  # HTTP: headers too
     # No prompt or output text in any span, unless content capture is on.
     assert not any("6 * 7" in str(value) or "done" == value for span in ours for value in span["attributes"].values())
+    # Each run's span names the door that started it.
+    assert root["attributes"]["http.route"] == "/v1/responses"
+    body = {"model": MODEL, "max_tokens": 64, "messages": [{"role": "user", "content": "hi"}]}
+    assert httpx.post(gateway.url + "/v1/messages", json=body, timeout=30).status_code == 200
+    deadline = time.monotonic() + 15
+    while len(receiver.named("invoke_agent")) < 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert [span["attributes"]["http.route"] for span in receiver.named("invoke_agent")] == ["/v1/responses", "/v1/messages"]
 
 
 def test_each_webhook_attempt_is_a_span_naming_no_secret(make_gateway: Any, emulator: Process, receiver: Receiver) -> None:

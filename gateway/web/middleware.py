@@ -60,6 +60,7 @@ class GatewayMiddleware:
             return
         request_id = _request_id(scope)
         token = request_id_var.set(request_id)
+        route = tracing.request_route.set(endpoint_label(scope["path"]))
         scope.setdefault("state", {})["request_id"] = request_id  # for errors in Anthropic's shape (errors.py)
         started = time.perf_counter()
         status = 500
@@ -85,6 +86,7 @@ class GatewayMiddleware:
             if self.log_access:
                 access_log.info("%s %s %d %.1fms", scope["method"], path, status, (time.perf_counter() - started) * 1000)
             request_id_var.reset(token)
+            tracing.request_route.reset(route)
 
     def _tenant(self, scope: Scope) -> str | APIError:
         """The tenant of the request's key, or a 401 when keys are configured and the request has none of

@@ -12,7 +12,7 @@ from opentelemetry import context as otel_context
 from opentelemetry.trace import INVALID_SPAN, Span, SpanKind
 
 from ...engine.completion import FinishReason
-from ...tracing import carried, child_span, failed, in_span, tracer
+from ...tracing import carried, child_span, failed, in_span, request_route, tracer
 from ..events.tool_call import ToolCall
 
 SYSTEM = "openai"  # gpt-oss speaks OpenAI's API through the gateway
@@ -21,6 +21,7 @@ SYSTEM = "openai"  # gpt-oss speaks OpenAI's API through the gateway
 class RunTrace:
     def __init__(self, capture_content: bool) -> None:
         self._parent = otel_context.get_current()  # the request's: its `traceparent`, when it had one
+        self._route = request_route.get()  # the door that started the run
         self._capture = capture_content
         self._response: Span = INVALID_SPAN
         self._engine: Span = INVALID_SPAN
@@ -30,6 +31,8 @@ class RunTrace:
         span = tracer.start_span(f"invoke_agent {model}", context=self._parent, kind=SpanKind.INTERNAL)
         if span.is_recording():
             span.set_attributes({"gen_ai.operation.name": "invoke_agent", "gen_ai.system": SYSTEM, "gen_ai.request.model": model})
+            if self._route is not None:
+                span.set_attribute("http.route", self._route)
             if self._capture and instructions:
                 span.set_attribute("gen_ai.system_instructions", instructions)
         self._response = span
