@@ -260,3 +260,20 @@ def test_back_pressure_is_529_overloaded(make_gateway: Any, emulator: Process) -
             **{"x-api-key": "mallory-key"},
         )
         assert answer.status_code == 529 and answer.json()["error"]["type"] == "overloaded_error"
+
+
+def test_an_engine_failing_mid_answer_ends_the_stream_with_an_error_event(gateway: Gateway) -> None:
+    body = {"model": MODEL, "max_tokens": 256, "messages": [{"role": "user", "content": "fail [midstream-error]"}]}
+    events = raw_events(gateway, body)
+    assert events[0][0] == "message_start" and events[-1][0] == "error" and "message_stop" not in [kind for kind, _ in events]
+    assert events[-1][1]["type"] == "error" and events[-1][1]["error"]["type"] == "api_error" and events[-1][1]["error"]["message"]
+    with pytest.raises(anthropic.InternalServerError) as failed:  # what Claude Code asks again without streaming
+        client(gateway).messages.create(**body)
+    assert failed.value.body["type"] == "error" and failed.value.body["error"]["type"] == "api_error"
+
+
+def test_an_engine_cut_mid_answer_goes_on_unseen(gateway: Gateway) -> None:
+    with client(gateway).messages.stream(model=MODEL, max_tokens=256, messages=[{"role": "user", "content": "go on [crash 9]"}]) as stream:
+        text = "".join(stream.text_stream)
+        final = stream.get_final_message()
+    assert text == "You said: go on [crash 9]" and final.stop_reason == "end_turn"

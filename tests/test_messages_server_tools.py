@@ -71,3 +71,16 @@ def test_server_tools_gpt_oss_cannot_serve_are_refused_by_name(serving: Gateway,
     body = {"model": MODEL, "max_tokens": 64, "tools": [{"type": kind, "name": "x"}], "messages": [{"role": "user", "content": "hi"}]}
     answer = httpx.post(serving.url + "/v1/messages", json=body, timeout=30)
     assert answer.status_code == 400 and kind in answer.json()["error"]["message"]
+
+
+def test_a_server_tool_loop_cut_at_its_bound_pauses_the_turn(make_gateway: Any, emulator: Process) -> None:
+    sandbox = sandbox_section("local", f"test-{os.getpid()}-pause", pool_size=0)
+    gateway = make_gateway(emulator.url, sandbox=sandbox, loop={"max_turns": 2})
+    steps = "[[python print(1)]] [[python print(2)]] [[python print(3)]] [[answer done]]"
+    tools = [{"type": "code_execution_20250825", "name": "code_execution"}]
+    message = client(gateway).messages.create(model=MODEL, max_tokens=512, tools=tools, messages=[{"role": "user", "content": steps}])
+    assert message.stop_reason == "pause_turn" and blocks(message).count("code_execution_tool_result") == 2
+    # Sent back as it came, the turn goes on from the calls it made: the third runs, then the answer.
+    history = [{"role": "user", "content": steps}, {"role": "assistant", "content": [block.model_dump() for block in message.content]}]
+    resumed = client(gateway).messages.create(model=MODEL, max_tokens=512, tools=tools, messages=history)
+    assert blocks(resumed).count("code_execution_tool_result") == 1 and resumed.content[-1].text == "done"

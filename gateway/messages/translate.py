@@ -80,7 +80,7 @@ def to_responses(request: MessagesRequest, model: str | None, session: str | Non
         elif isinstance(message, UserMessage):
             dialog.user(message, index)
         else:
-            if index == len(request.messages) - 1:
+            if index == len(request.messages) - 1 and not paused(message):
                 raise bad_request("This model does not support assistant message prefill: the conversation must end with a user message.")
             dialog.assistant(message, index)
     body: dict[str, Any] = {
@@ -102,6 +102,11 @@ def to_responses(request: MessagesRequest, model: str | None, session: str | Non
     if request.output_config is not None and request.output_config.format is not None:
         body["text"] = {"format": {"type": "json_schema", "name": "output", "schema": request.output_config.format.schema_, "strict": True}}
     return ResponsesRequest.model_validate(body, strict=False), ChatOptions(tuple(request.stop_sequences or ()))
+
+
+def paused(message: AssistantMessage) -> bool:
+    """The turn given back as it came after `pause_turn`, its server tool's result last: to go on from."""
+    return not isinstance(message.content, str) and bool(message.content) and message.content[-1].type.endswith("_tool_result")
 
 
 def system_text(system: str | list[TextBlock] | None) -> str:
@@ -190,6 +195,7 @@ class Dialog:
         self.tools = tools
         self.items: list[dict[str, Any]] = []
         self.calls: set[str] = set()  # the tool_use ids given back so far
+        self.server_uses: dict[str, dict[str, Any]] = {}  # a hosted tool's call given back: its input, by id
 
     def user(self, message: UserMessage, index: int) -> None:
         if isinstance(message.content, str):
@@ -256,8 +262,29 @@ class Dialog:
                 self.items.append({"type": "function_call", "call_id": block.id, "name": block.name, "arguments": arguments})
             elif block.type in ("tool_result", "tool_reference", "document", "search_result"):
                 raise refused_block(block.type, f"messages.{index}.content.{position}")
-            # A server tool's blocks given back (`server_tool_use`, `*_tool_result`, `mcp_tool_*`): what they
-            # found is in the turn's text that follows them; the model reads that.
+            elif (served := self._server_block(block.model_dump())) is not None:
+                self.items.append(served)
+
+    def _server_block(self, block: dict[str, Any]) -> dict[str, Any] | None:
+        """A hosted tool's call given back (its `server_tool_use` block, then its result block) as the Responses
+        item the model reads it from: the code it ran and what it printed, or the search it made. Other server
+        blocks (`mcp_tool_*`) are told by the turn's text that follows them."""
+        kind = block.get("type")
+        if kind == "server_tool_use" and isinstance(block.get("id"), str):
+            given = block.get("input")
+            self.server_uses[block["id"]] = given if isinstance(given, dict) else {}
+            return None
+        used = self.server_uses.get(str(block.get("tool_use_id")), {})
+        content = block.get("content")
+        if kind in ("code_execution_tool_result", "bash_code_execution_tool_result") and isinstance(content, dict):
+            printed = "".join(str(content.get(stream) or "") for stream in ("stdout", "stderr"))
+            code = str(used.get("code") or used.get("command") or "")
+            return {"type": "code_interpreter_call", "code": code, "outputs": [{"type": "logs", "logs": printed}], "status": "completed"}
+        if kind == "web_search_tool_result":
+            return {"type": "web_search_call", "status": "completed", "action": {"type": "search", "query": str(used.get("query") or "")}}
+        if kind == "web_fetch_tool_result":
+            return {"type": "web_search_call", "status": "completed", "action": {"type": "open_page", "url": str(used.get("url") or "")}}
+        return None
 
 
 def _answer(text: str, phase: str) -> dict[str, Any]:
