@@ -277,3 +277,36 @@ def test_an_engine_cut_mid_answer_goes_on_unseen(gateway: Gateway) -> None:
         text = "".join(stream.text_stream)
         final = stream.get_final_message()
     assert text == "You said: go on [crash 9]" and final.stop_reason == "end_turn"
+
+
+def test_clear_tool_uses_clears_the_older_results_once_due(gateway: Gateway, emulator: Process) -> None:
+    history: list[dict[str, Any]] = [{"role": "user", "content": ASK}]
+    for step in (1, 2, 3):
+        call = {"type": "tool_use", "id": f"toolu_{step}", "name": "get_weather", "input": {"location": f"city-{step}"}}
+        history += [
+            {"role": "assistant", "content": [call]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"toolu_{step}", "content": f"result-{step} " + "words " * 40}]},
+        ]
+    edit = {
+        "type": "clear_tool_uses_20250919",
+        "trigger": {"type": "tool_uses", "value": 3},
+        "keep": {"type": "tool_uses", "value": 1},
+        "clear_tool_inputs": True,
+    }
+    body = {"model": MODEL, "max_tokens": 256, "tools": [WEATHER], "messages": history, "context_management": {"edits": [edit]}}
+    answer = post(gateway, "/v1/messages", body).json()
+    prompt = emulator_stats(emulator)["last_prompt"]
+    assert "result-1" not in prompt and "city-2" not in prompt and "result-3" in prompt and prompt.count("cleared to save context") == 2
+    (applied,) = answer["context_management"]["applied_edits"]
+    assert (
+        applied["cleared_tool_uses"] == 2
+        and applied["cleared_input_tokens"] > 0
+        and answer["content"][-1]["text"].startswith("The tool said: result-3")
+    )
+    # Not yet due (a trigger of four uses), or excluded: nothing is cleared.
+    for changed in ({"trigger": {"type": "tool_uses", "value": 4}}, {"exclude_tools": ["get_weather"]}):
+        body["context_management"] = {"edits": [edit | changed]}
+        assert post(gateway, "/v1/messages", body).json()["context_management"] is None
+        assert "result-1" in emulator_stats(emulator)["last_prompt"]
+    body["context_management"] = {"edits": [{"type": "clear_everything"}]}
+    assert post(gateway, "/v1/messages", body).status_code == 400

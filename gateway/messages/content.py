@@ -154,7 +154,7 @@ def server_tool_counts(items: list[dict[str, Any]]) -> dict[str, int] | None:
     return {"web_search_requests": searches, "web_fetch_requests": 0} if searches else None
 
 
-def whole_message(run: LiveResponse, model: str, max_tokens: int, thinking_shown: bool) -> dict[str, Any]:
+def whole_message(run: LiveResponse, model: str, max_tokens: int, thinking_shown: bool, edits: dict[str, Any] | None = None) -> dict[str, Any]:
     output = run.response["output"]
     usage = run.usage
     counted = usage_object(usage.input - usage.cached, usage.cached, usage.output)
@@ -170,4 +170,5 @@ def whole_message(run: LiveResponse, model: str, max_tokens: int, thinking_shown
         "stop_reason": stop_reason(run, max_tokens),
         "stop_sequence": run.stop_sequence,
         "usage": counted,
+        "context_management": edits,
     }

@@ -4,6 +4,7 @@ under these paths are in Anthropic's shape (errors.py), with its statuses."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
@@ -19,10 +20,13 @@ from ..engine.routing import Engines
 from ..errors import APIError
 from ..jsontext import JSONResponse
 from ..responses.loop.needs import needs_of
+from ..responses.loop.prompt_builder import ChatOptions
 from ..responses.routes import event_stream, wait_for_run
 from ..responses.run_service import RunService
+from ..responses.shapes.request import ResponsesRequest
 from ..web.body import parse_body
 from .content import whole_message
+from .context_edits import applied, tool_clearing
 from .request import CountTokensRequest, MessagesRequest
 from .stream import MessageFrames
 from .translate import to_responses
@@ -47,24 +51,54 @@ async def create_message(request: Request) -> Response:
     refuse_while_draining(services.drain)
     body = await parse_body(request, MessagesRequest, services.config.server.body_limits())
     refuse_while_draining(services.drain)  # again: the body may have finished arriving after SIGTERM
-    model = served_model(services.engines, body.model)
-    translated, options = await run_cpu(to_responses, body, model, request.headers.get("x-claude-code-session-id"))
-    run = await RunService(services).start(translated, tenant_of(request), options)
+    tenant = tenant_of(request)
+    planned = await plan(
+        RunService(services), body, served_model(services.engines, body.model), tenant, request.headers.get("x-claude-code-session-id")
+    )
+    run = await RunService(services).start(planned.request, tenant, planned.options)
     shown = getattr(body.thinking, "display", None) in SHOWN_THINKING
     if body.stream:
-        return event_stream(services, run, MessageFrames(run, body.model, body.max_tokens, shown).frames())
+        return event_stream(services, run, MessageFrames(run, body.model, body.max_tokens, shown, planned.edits).frames())
     await wait_for_run(request, run)
     await run.result()
-    return JSONResponse(whole_message(run, body.model, body.max_tokens, shown))
+    return JSONResponse(whole_message(run, body.model, body.max_tokens, shown, planned.edits))
 
 
 async def count_tokens(request: Request) -> Response:
     """The prompt's exact length: the gateway renders it itself, as the first engine call would get it."""
     services = needs_of(request)
     body = await parse_body(request, CountTokensRequest, services.config.server.body_limits())
-    model = served_model(services.engines, body.model)
-    translated, _ = await run_cpu(to_responses, body, model, None)
-    return JSONResponse({"input_tokens": await RunService(services).input_tokens(translated, tenant_of(request))})
+    service, tenant = RunService(services), tenant_of(request)
+    planned = await plan(service, body, served_model(services.engines, body.model), tenant, None)
+    return JSONResponse({"input_tokens": await service.input_tokens(planned.request, tenant)})
+
+
+@dataclass
+class Planned:
+    request: ResponsesRequest
+    options: ChatOptions
+    edits: dict[str, Any] | None = None  # `context_management` as the answer tells it, where an edit was applied
+
+
+async def plan(service: RunService, body: MessagesRequest, model: str | None, tenant: str, session: str | None) -> Planned:
+    """The Responses request the Messages request runs as, its tool uses cleared first where its
+    `clear_tool_uses` edit is due (context_edits.py: counted on the prompt as rendered)."""
+    planned = Planned(*await run_cpu(to_responses, body, model, session))
+    clearing = tool_clearing(body)
+    if clearing is None:
+        return planned
+    before = await service.input_tokens(planned.request, tenant)
+    if not clearing.due(before, body):
+        return planned
+    edited, cleared = clearing.apply(body)
+    if not cleared:
+        return planned
+    shorter = Planned(*await run_cpu(to_responses, edited, model, session))
+    saved = before - await service.input_tokens(shorter.request, tenant)
+    if saved < clearing.clear_at_least:
+        return planned
+    shorter.edits = applied(cleared, saved)
+    return shorter
 
 
 def anthropic_models(listed: list[ModelInfo]) -> dict[str, Any]:

@@ -28,7 +28,8 @@ def sse(kind: str, data: dict[str, Any]) -> bytes:
 
 
 class MessageFrames:
-    def __init__(self, run: LiveResponse, model: str, max_tokens: int, thinking_shown: bool) -> None:
+    def __init__(self, run: LiveResponse, model: str, max_tokens: int, thinking_shown: bool, edits: dict[str, Any] | None = None) -> None:
+        self.edits = edits  # the `context_management` edits applied, told with `message_delta`
         self.run = run
         self.model = model
         self.max_tokens = max_tokens
@@ -130,8 +131,11 @@ class MessageFrames:
     def _ended(self) -> list[bytes]:
         run = self.run
         delta = {"stop_reason": stop_reason(run, self.max_tokens), "stop_sequence": run.stop_sequence}
+        ended: dict[str, Any] = {"type": "message_delta", "delta": delta, "usage": {"output_tokens": run.usage.output}}
+        if self.edits is not None:
+            ended["context_management"] = self.edits
         return [
-            sse("message_delta", {"type": "message_delta", "delta": delta, "usage": {"output_tokens": run.usage.output}}),
+            sse("message_delta", ended),
             sse("message_stop", {"type": "message_stop"}),
         ]
 
