@@ -233,6 +233,12 @@ def test_models_in_anthropic_shape_when_asked_so(gateway: Gateway) -> None:
         ),
         ({"model": "gpt-4o", "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}]}, 404, "gpt-4o"),
         ([1, 2], 400, ""),
+        (
+            {"model": MODEL, "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}], "tools": [WEATHER | {"name": "n" * 100}]},
+            400,
+            "tools[0].name",
+        ),
+        ({"model": MODEL, "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}], "thinking": {"type": "enabled"}}, 400, "budget_tokens"),
     ],
 )
 def test_bad_requests_are_anthropic_errors(gateway: Gateway, body: Any, status: int, words: str) -> None:

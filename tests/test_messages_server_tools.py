@@ -4,6 +4,7 @@ told as a `server_tool_use` block and its `*_tool_result` block, whole and strea
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any, Iterator
@@ -84,3 +85,24 @@ def test_a_server_tool_loop_cut_at_its_bound_pauses_the_turn(make_gateway: Any, 
     history = [{"role": "user", "content": steps}, {"role": "assistant", "content": [block.model_dump() for block in message.content]}]
     resumed = client(gateway).messages.create(model=MODEL, max_tokens=512, tools=tools, messages=history)
     assert blocks(resumed).count("code_execution_tool_result") == 1 and resumed.content[-1].text == "done"
+
+
+def test_an_mcp_server_named_in_the_request(make_gateway: Any, emulator: Process) -> None:
+    from .test_mcp import MCPProcess
+
+    server = MCPProcess("streamable-http")
+    try:
+        gateway = make_gateway(emulator.url, mcp={"allowed_urls": [f"http://127.0.0.1:{server.port}/"]})
+        body = {
+            "model": MODEL, "max_tokens": 512,
+            "mcp_servers": [{"type": "url", "name": "mine", "url": server.url, "authorization_token": "token-8841"}],
+            "tools": [{"type": "mcp_toolset", "mcp_server_name": "mine"}],
+            "messages": [{"role": "user", "content": '[call mine.add {"a": 2, "b": 3}]'}],
+        }  # fmt: skip
+        message = httpx.post(gateway.url + "/v1/messages", json=body, timeout=30).json()
+    finally:
+        server.stop()
+    use, result = [block for block in message["content"] if block["type"].startswith("mcp_tool_")]
+    assert use["type"] == "mcp_tool_use" and use["name"] == "add" and use["server_name"] == "mine" and use["input"] == {"a": 2, "b": 3}
+    assert result == {"type": "mcp_tool_result", "tool_use_id": use["id"], "is_error": False, "content": [{"type": "text", "text": "5"}]}
+    assert "token-8841" not in json.dumps(message)

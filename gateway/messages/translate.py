@@ -16,7 +16,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import APIError, bad_request
+from pydantic import ValidationError
+
+from ..errors import APIError, bad_request, from_validation_error
 from ..jsontext import dumps
 from ..protocol import Include
 from ..responses.loop.prompt_builder import ChatOptions
@@ -101,7 +103,11 @@ def to_responses(request: MessagesRequest, model: str | None, session: str | Non
     }
     if request.output_config is not None and request.output_config.format is not None:
         body["text"] = {"format": {"type": "json_schema", "name": "output", "schema": request.output_config.format.schema_, "strict": True}}
-    return ResponsesRequest.model_validate(body, strict=False), ChatOptions(tuple(request.stop_sequences or ()))
+    try:
+        translated = ResponsesRequest.model_validate(body, strict=False)
+    except ValidationError as exc:  # what this door lets through and the run's own models do not (a tool's long name)
+        raise from_validation_error(exc, body) from None
+    return translated, ChatOptions(tuple(request.stop_sequences or ()))
 
 
 def paused(message: AssistantMessage) -> bool:
