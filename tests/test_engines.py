@@ -59,11 +59,31 @@ def two_models(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SimpleNames
     work = tmp_path_factory.mktemp("models")
     small = start_emulator(work)
     big = start_emulator(work, "--model", BIG, "--max-model-len", "65536")
-    engines = [{"url": small.url, "model": MODEL, "aliases": ["gpt-oss-20b"]}, {"url": big.url, "model": BIG, "aliases": ["gpt-oss-120b"]}]
+    engines = [
+        {"url": small.url, "model": MODEL, "aliases": ["gpt-oss-20b"]},
+        {"url": big.url, "model": BIG, "aliases": ["gpt-oss-120b", "claude-opus-*"]},
+    ]
     gateway = Gateway(engines_config(work, engines), work).start()
     yield SimpleNamespace(small=small, big=big, gateway=gateway)
     for process in (gateway, small, big):
         process.stop()
+
+
+def test_claude_names_by_pattern_and_the_rest_to_the_first_model(two_models: SimpleNamespace) -> None:
+    gateway, small, big = two_models.gateway, two_models.small, two_models.big
+    asked = lambda engine: emulator_stats(engine)["requests"]  # noqa: E731
+    before = asked(small), asked(big)
+    for name in ("claude-opus-5-5", "claude-haiku-4-5"):
+        body = {"model": name, "max_tokens": 64, "messages": [{"role": "user", "content": "hi"}]}
+        answer = httpx.post(gateway.url + "/v1/messages", json=body, timeout=30).json()
+        assert answer["model"] == name
+    assert (asked(small), asked(big)) == (before[0] + 1, before[1] + 1)  # `claude-opus-*` is an alias of the big one
+    assert responses_status(gateway, "claude-opus-5-5") == 200  # in the Responses door too: an alias like any
+    assert responses_status(gateway, "claude-haiku-4-5") == 404  # only the Messages door sends Claude's other names to the first
+
+
+def responses_status(gateway: Gateway, model: str) -> int:
+    return httpx.post(gateway.url + "/v1/responses", json={"model": model, "input": "hi"}, timeout=30).status_code
 
 
 def test_a_requests_model_picks_its_engine(two_models: SimpleNamespace) -> None:
