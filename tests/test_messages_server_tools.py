@@ -47,6 +47,12 @@ def test_web_search_and_fetch_with_a_cited_answer(serving: Gateway, site: Proces
     (cited,) = text.citations
     assert cited.type == "web_search_result_location" and cited.url.startswith(site.url) and cited.cited_text
     assert message.usage.server_tool_use.web_search_requests == 2 and message.stop_reason == "end_turn"
+    # Streamed: the same blocks, the citation as a `citations_delta` on the text block.
+    events = raw_events(serving, {"model": MODEL, "max_tokens": 1024, "tools": tools, "messages": [{"role": "user", "content": asked}]})
+    started = [data["content_block"]["type"] for kind, data in events if kind == "content_block_start"]
+    assert started == kinds
+    (delta,) = [data for kind, data in events if kind == "content_block_delta" and data["delta"]["type"] == "citations_delta"]
+    assert delta["index"] == len(kinds) - 1 and delta["delta"]["citation"] == cited.model_dump()
 
 
 def test_code_execution_runs_in_a_sandbox_streamed(serving: Gateway) -> None:

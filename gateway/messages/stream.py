@@ -38,7 +38,7 @@ class MessageFrames:
         # Per open block, by item id: its index and its delta frame's text before and after the delta's JSON
         # (None: its deltas are not shown).
         self.open: dict[str, tuple[int, str | None, str]] = {}
-        self.texts: dict[str, str] = {}  # a text block's text so far (for its citations' spans)
+        self.messages: dict[str, MessageOutput] = {}  # the open text blocks' items (their text: citations' spans)
 
     async def frames(self) -> AsyncIterator[bytes]:
         run = self.run
@@ -86,7 +86,7 @@ class MessageFrames:
             block = {"type": "thinking", "thinking": "", "signature": ""}
             return [self._begin(item.id, block, "thinking_delta" if self.thinking_shown else None)]
         if isinstance(item, MessageOutput):
-            self.texts[item.id] = ""
+            self.messages[item.id] = item
             return [self._begin(item.id, {"type": "text", "text": ""}, "text_delta")]
         if isinstance(item, FunctionCallOutput) and item.type == "function_call":
             call: Block = {"type": "tool_use", "id": item.call_id, "name": item.name, "input": {}}
@@ -98,8 +98,6 @@ class MessageFrames:
         frame = self.open.get(item.id)
         if frame is None or frame[1] is None:
             return None
-        if item.id in self.texts:
-            self.texts[item.id] += event.text
         return f"{frame[1]}{dumps(event.text)}{frame[2]}".encode()
 
     def _done(self, item: dict[str, Any]) -> list[bytes]:
@@ -107,7 +105,7 @@ class MessageFrames:
         if item_id not in self.open:
             return [frame for block in blocks_of(item, self.thinking_shown) for frame in self._whole(block)]
         index = self.open.pop(item_id)[0]
-        self.texts.pop(item_id, None)
+        self.messages.pop(item_id, None)
         out = []
         if item.get("type") == "reasoning":
             delta = {"type": "signature_delta", "signature": item.get("encrypted_content") or ""}
@@ -123,7 +121,8 @@ class MessageFrames:
         frame = self.open.get(event["item_id"])
         if frame is None:
             return []
-        found = citation(event["annotation"], self.texts.get(event["item_id"], ""))
+        message = self.messages.get(event["item_id"])
+        found = citation(event["annotation"], message.text if message is not None else "")
         return [
             sse("content_block_delta", {"type": "content_block_delta", "index": frame[0], "delta": {"type": "citations_delta", "citation": found}})
         ]

@@ -20,7 +20,7 @@ from pydantic import ValidationError
 
 from ..errors import APIError, bad_request, from_validation_error
 from ..jsontext import dumps
-from ..protocol import Include
+from ..protocol import Include, ItemStatus
 from ..responses.loop.prompt_builder import ChatOptions
 from ..responses.shapes.request import ResponsesRequest
 from .blocks import (
@@ -285,11 +285,11 @@ class Dialog:
         if kind in ("code_execution_tool_result", "bash_code_execution_tool_result") and isinstance(content, dict):
             printed = "".join(str(content.get(stream) or "") for stream in ("stdout", "stderr"))
             code = str(used.get("code") or used.get("command") or "")
-            return {"type": "code_interpreter_call", "code": code, "outputs": [{"type": "logs", "logs": printed}], "status": "completed"}
+            return {"type": "code_interpreter_call", "code": code, "outputs": [{"type": "logs", "logs": printed}], "status": ItemStatus.COMPLETED}
         if kind == "web_search_tool_result":
-            return {"type": "web_search_call", "status": "completed", "action": {"type": "search", "query": str(used.get("query") or "")}}
+            return {"type": "web_search_call", "status": ItemStatus.COMPLETED, "action": {"type": "search", "query": str(used.get("query") or "")}}
         if kind == "web_fetch_tool_result":
-            return {"type": "web_search_call", "status": "completed", "action": {"type": "open_page", "url": str(used.get("url") or "")}}
+            return {"type": "web_search_call", "status": ItemStatus.COMPLETED, "action": {"type": "open_page", "url": str(used.get("url") or "")}}
         return None
 
 
