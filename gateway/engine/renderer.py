@@ -25,6 +25,7 @@ from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Callable, TypeVar
 
+from runtime.cpu import run_cpu
 from runtime.fair import FairLimiter
 
 from ..errors import APIError
@@ -48,6 +49,19 @@ logger = logging.getLogger("gateway.renderer")
 
 ResultT = TypeVar("ResultT")
 CACHED_PREAMBLES = 64
+CACHED_PREAMBLE_TOKENS = 1_000_000  # about 7 MB of prompt JSON
+
+
+CACHED_MESSAGE_TOKENS = 2_000_000  # about 14 MB of prompt JSON
+
+
+def _digest(messages: list[Message]) -> bytes:
+    return hashlib.sha256(json.dumps([message.to_dict() for message in messages], default=str).encode()).digest()
+
+
+def _digests(messages: list[Message], tenant: str) -> list[bytes]:
+    salt = hashlib.sha256(tenant.encode()).digest()
+    return [hashlib.sha256(salt + json.dumps(message.to_dict(), default=str).encode()).digest() for message in messages]
 
 
 class Refused:
@@ -78,8 +92,13 @@ class PromptRenderer:
         self._turns = FairLimiter(processes)  # a render in a process at a time per slot, tenants in turn
         # Rendered preambles by a digest of their messages: an application sends the same instructions and
         # tools on every request, and rendering them costs 0.3-0.5 ms of every first token (openai-harmony
-        # renders each formatting token with a BPE encode). Small ones only, and few: bounded memory.
+        # renders each formatting token with a BPE encode), a large one (Claude Code's 50 KB) several ms in a
+        # worker process. Few of them, and few tokens in all: bounded memory.
         self._heads: OrderedDict[bytes, Prompt] = OrderedDict()
+        self._cached_tokens = 0
+        # Rendered messages by tenant and digest (a tenant's alone: no other can time whether it sent one).
+        self._pieces: OrderedDict[bytes, Prompt] = OrderedDict()
+        self._piece_tokens = 0
 
     def for_tenant(self, tenant: str) -> "TenantRenderer":
         return TenantRenderer(self, tenant)
@@ -97,25 +116,49 @@ class PromptRenderer:
     async def each(self, messages: list[Message], tenant: str = "") -> list[Prompt]:
         """Each message as Harmony renders it within a conversation (past the system and developer
         messages, a conversation renders as its messages one after the other, less the analysis that
-        `dropped_analysis` names)."""
-        if text_size(messages) <= INLINE_RENDER_CHARS:
-            return _inline(lambda: render_each(messages))
-        return await self._in_process(render_each_dicts, messages, tenant)
+        `dropped_analysis` names). A message the tenant sent recently is not rendered again: clients that
+        keep no state (Chat Completions, the Messages API, Claude Code) send their whole history every turn."""
+        large = text_size(messages) > INLINE_RENDER_CHARS
+        keys = await run_cpu(_digests, messages, tenant) if large else _digests(messages, tenant)
+        found = [self._pieces.get(key) for key in keys]
+        missing = [index for index, piece in enumerate(found) if piece is None]
+        if missing:
+            todo = [messages[index] for index in missing]
+            if text_size(todo) <= INLINE_RENDER_CHARS:
+                rendered = _inline(lambda: render_each(todo))
+            else:
+                rendered = await self._in_process(render_each_dicts, todo, tenant)
+            for index, piece in zip(missing, rendered):
+                found[index] = piece
+                self._remember(keys[index], piece)
+        for key in keys:
+            if key in self._pieces:
+                self._pieces.move_to_end(key)
+        return [piece for piece in found if piece is not None]
+
+    def _remember(self, key: bytes, piece: Prompt) -> None:
+        if len(piece) > CACHED_MESSAGE_TOKENS // 16 or key in self._pieces:
+            return
+        self._pieces[key] = piece
+        self._piece_tokens += len(piece)
+        while self._piece_tokens > CACHED_MESSAGE_TOKENS:
+            self._piece_tokens -= len(self._pieces.popitem(last=False)[1])
 
     async def preamble(self, preamble: Preamble, tenant: str = "") -> Prompt:
         """The system and developer messages (rendered together: the system message names the channel
-        of the developer message's functions)."""
+        of the developer message's functions), rendered once for as long as they are among the recent ones."""
         messages = preamble.messages()
-        if text_size(messages) > INLINE_RENDER_CHARS:
-            return await self._in_process(render_head_dicts, messages, tenant)
-        key = hashlib.sha256(json.dumps([message.to_dict() for message in messages], default=str).encode()).digest()
-        head = self._heads.get(key)
-        if head is None:
-            head = self._heads[key] = _inline(lambda: render_head(messages))
-            if len(self._heads) > CACHED_PREAMBLES:
-                self._heads.popitem(last=False)
-        else:
+        large = text_size(messages) > INLINE_RENDER_CHARS
+        key = await run_cpu(_digest, messages) if large else _digest(messages)
+        cached = self._heads.get(key)
+        if cached is not None:
             self._heads.move_to_end(key)
+            return cached
+        head = await self._in_process(render_head_dicts, messages, tenant) if large else _inline(lambda: render_head(messages))
+        self._heads[key] = head
+        self._cached_tokens += len(head)
+        while len(self._heads) > CACHED_PREAMBLES or self._cached_tokens > CACHED_PREAMBLE_TOKENS:
+            self._cached_tokens -= len(self._heads.popitem(last=False)[1])
         return head
 
     def _executor(self) -> ProcessPoolExecutor:

@@ -13,6 +13,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from runtime.cpu import run_cpu
+from runtime.numbers import decimal
 
 from ..core.requests import refuse_while_draining, tenant_of
 from ..engine.completion import ModelInfo
@@ -24,7 +25,7 @@ from ..responses.loop.prompt_builder import ChatOptions
 from ..responses.routes import event_stream, wait_for_run
 from ..responses.run_service import RunService
 from ..responses.shapes.request import ResponsesRequest
-from ..web.body import parse_body
+from ..web.body import INLINE_BYTES, parse_body
 from .content import whole_message
 from .context_edits import applied, tool_clearing
 from .request import CountTokensRequest, MessagesRequest
@@ -52,10 +53,9 @@ async def create_message(request: Request) -> Response:
     body = await parse_body(request, MessagesRequest, services.config.server.body_limits())
     refuse_while_draining(services.drain)  # again: the body may have finished arriving after SIGTERM
     tenant = tenant_of(request)
-    planned = await plan(
-        RunService(services), body, served_model(services.engines, body.model), tenant, request.headers.get("x-claude-code-session-id")
-    )
-    run = await RunService(services).start(planned.request, tenant, planned.options)
+    service, session = RunService(services), request.headers.get("x-claude-code-session-id")
+    planned = await plan(service, body, served_model(services.engines, body.model), tenant, session, is_large(request))
+    run = await service.start(planned.request, tenant, planned.options)
     shown = getattr(body.thinking, "display", None) in SHOWN_THINKING
     if body.stream:
         return event_stream(services, run, MessageFrames(run, body.model, body.max_tokens, shown, planned.edits).frames())
@@ -69,8 +69,12 @@ async def count_tokens(request: Request) -> Response:
     services = needs_of(request)
     body = await parse_body(request, CountTokensRequest, services.config.server.body_limits())
     service, tenant = RunService(services), tenant_of(request)
-    planned = await plan(service, body, served_model(services.engines, body.model), tenant, None)
+    planned = await plan(service, body, served_model(services.engines, body.model), tenant, None, is_large(request))
     return JSONResponse({"input_tokens": await service.input_tokens(planned.request, tenant)})
+
+
+def is_large(request: Request) -> bool:
+    return (decimal(request.headers.get("content-length", "")) or 0) > INLINE_BYTES
 
 
 @dataclass
@@ -80,10 +84,15 @@ class Planned:
     edits: dict[str, Any] | None = None  # `context_management` as the answer tells it, where an edit was applied
 
 
-async def plan(service: RunService, body: MessagesRequest, model: str | None, tenant: str, session: str | None) -> Planned:
+async def translated(body: MessagesRequest, model: str | None, session: str | None, large: bool) -> tuple[ResponsesRequest, ChatOptions]:
+    """The translation, in a worker thread for a large request (as its body was parsed: web/body.py)."""
+    return await run_cpu(to_responses, body, model, session) if large else to_responses(body, model, session)
+
+
+async def plan(service: RunService, body: MessagesRequest, model: str | None, tenant: str, session: str | None, large: bool) -> Planned:
     """The Responses request the Messages request runs as, its tool uses cleared first where its
     `clear_tool_uses` edit is due (context_edits.py: counted on the prompt as rendered)."""
-    planned = Planned(*await run_cpu(to_responses, body, model, session))
+    planned = Planned(*await translated(body, model, session, large))
     clearing = tool_clearing(body)
     if clearing is None:
         return planned
@@ -93,7 +102,7 @@ async def plan(service: RunService, body: MessagesRequest, model: str | None, te
     edited, cleared = clearing.apply(body)
     if not cleared:
         return planned
-    shorter = Planned(*await run_cpu(to_responses, edited, model, session))
+    shorter = Planned(*await translated(edited, model, session, large))
     saved = before - await service.input_tokens(shorter.request, tenant)
     if saved < clearing.clear_at_least:
         return planned
