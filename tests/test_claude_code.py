@@ -102,3 +102,10 @@ def test_a_context_too_long_is_compacted_by_claude_code(tmp_path: Path) -> None:
     assert "POST /v1/messages 400" in log  # the prompt outgrew the context: Anthropic's "prompt is too long"
     assert session.returncode == 0 and session.result["subtype"] == "success", (session.stderr, session.result)
     assert log.count("POST /v1/messages 200") >= 3  # the turn before, Claude Code's summary, the turn after it
+
+
+def test_an_answer_the_gateway_cannot_finish_is_an_error_claude_code_retries(gateway: Gateway, tmp_path: Path) -> None:
+    before = gateway.log.read_text().count("POST /v1/messages 200")
+    session = claude_code.run(gateway.url, tmp_path, "fail [midstream-error]")
+    assert session.returncode == 1 and "The engine failed" in session.text  # the stream's `error` event, as Claude Code tells it
+    assert gateway.log.read_text().count("POST /v1/messages 200") - before >= 2  # it asked again after the error event
