@@ -22,7 +22,7 @@ WEATHER = {
 }
 ARGS = {"location": "Paris"}
 ASK = f"weather in Paris? [call functions.get_weather {json.dumps(ARGS, separators=(',', ':'))}]"
-KEYS = [{"key": "alice-key", "tenant": "alice"}, {"key": "mallory-key", "tenant": "mallory"}]
+KEYS = [{"key": "alice-key", "tenant": "alice"}, {"key": "mallory-key", "tenant": "mallory"}, {"key": "bob-key", "tenant": "bob"}]
 
 
 def client(gateway: Gateway, **kwargs: Any) -> anthropic.Anthropic:
@@ -256,16 +256,15 @@ def test_a_huge_body_is_a_413_in_anthropic_shape(gateway: Gateway) -> None:
     assert answer.status_code == 413 and answer.json()["error"]["type"] == "request_too_large"
 
 
-def test_back_pressure_is_529_overloaded(make_gateway: Any, emulator: Process) -> None:
-    gateway = make_gateway(emulator.url, auth={"api_keys": KEYS}, limits={"max_concurrent_per_tenant": 5, "max_concurrent": 1})
+def test_a_tenants_limit_is_429_and_back_pressure_529_overloaded(make_gateway: Any, emulator: Process) -> None:
+    gateway = make_gateway(emulator.url, auth={"api_keys": KEYS}, limits={"max_concurrent_per_tenant": 1, "max_concurrent": 2})
+    body = {"model": MODEL, "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}]}
     with held(gateway, "alice-key"):
-        answer = post(
-            gateway,
-            "/v1/messages",
-            {"model": MODEL, "max_tokens": 10, "messages": [{"role": "user", "content": "hi"}]},
-            **{"x-api-key": "mallory-key"},
-        )
-        assert answer.status_code == 529 and answer.json()["error"]["type"] == "overloaded_error"
+        limited = post(gateway, "/v1/messages", body, **{"x-api-key": "alice-key"})
+        assert limited.status_code == 429 and limited.json()["error"]["type"] == "rate_limit_error"
+        with held(gateway, "mallory-key"):
+            answer = post(gateway, "/v1/messages", body, **{"x-api-key": "bob-key"})  # under his own limit, over the gateway's
+            assert answer.status_code == 529 and answer.json()["error"]["type"] == "overloaded_error"
 
 
 def test_an_engine_failing_mid_answer_ends_the_stream_with_an_error_event(gateway: Gateway) -> None:
