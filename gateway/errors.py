@@ -65,8 +65,6 @@ _ANTHROPIC_TYPES = {
     400: "invalid_request_error", 401: "authentication_error", 402: "billing_error", 403: "permission_error", 404: "not_found_error",
     413: "request_too_large", 429: "rate_limit_error", 504: "timeout_error", 529: "overloaded_error",
 }  # fmt: skip
-# Back-pressure, which Anthropic's clients wait out with backoff: its 529.
-_OVERLOADED = frozenset({"engine_unavailable", "server_shutting_down"})
 
 
 def speaks_anthropic(scope: Scope) -> bool:
@@ -76,7 +74,9 @@ def speaks_anthropic(scope: Scope) -> bool:
 
 
 def anthropic_status(error: APIError) -> int:
-    return 529 if isinstance(error, Overloaded) or error.code in _OVERLOADED or error.status == 503 else error.status
+    """Back-pressure (the gateway's own cap, and every 503: an engine not answering, a shutdown) is Anthropic's
+    529, which its clients wait out with backoff."""
+    return 529 if isinstance(error, Overloaded) or error.status == 503 else error.status
 
 
 def anthropic_error(error: APIError, request_id: str | None = None) -> dict[str, Any]:

@@ -50,18 +50,17 @@ logger = logging.getLogger("gateway.renderer")
 ResultT = TypeVar("ResultT")
 CACHED_PREAMBLES = 64
 CACHED_PREAMBLE_TOKENS = 1_000_000  # about 7 MB of prompt JSON
-
-
 CACHED_MESSAGE_TOKENS = 2_000_000  # about 14 MB of prompt JSON
 
 
-def _digest(messages: list[Message]) -> bytes:
-    return hashlib.sha256(json.dumps([message.to_dict() for message in messages], default=str).encode()).digest()
+def _digest(messages: list[Message], salt: bytes = b"") -> bytes:
+    return hashlib.sha256(salt + json.dumps([message.to_dict() for message in messages], default=str).encode()).digest()
 
 
 def _digests(messages: list[Message], tenant: str) -> list[bytes]:
+    """One digest per message, salted with the tenant."""
     salt = hashlib.sha256(tenant.encode()).digest()
-    return [hashlib.sha256(salt + json.dumps(message.to_dict(), default=str).encode()).digest() for message in messages]
+    return [_digest([message], salt) for message in messages]
 
 
 class Refused:

@@ -150,7 +150,7 @@ class PromptBuilder:
         if not self.continuing and self._compaction_due(len(prompt), model.max_model_len):
             return None
         room = None if model.max_model_len is None else model.max_model_len - len(prompt)
-        if room is not None and model.max_model_len is not None and room <= 0:
+        if model.max_model_len is not None and len(prompt) >= model.max_model_len:
             raise ContextTooLong(len(prompt), model.max_model_len)
         budget = self._request.max_output_tokens
         if budget is not None:
