@@ -11,6 +11,7 @@ import docker.errors
 from .channel import KernelChannel, KernelDied
 from .directory import SessionBusy
 from .docker_backend import SandboxUnavailable
+from .network import NetworkGrant
 from .transfer import FilesState
 
 
@@ -25,6 +26,9 @@ class Kernel(Protocol):
     async def detach(self) -> None:
         """Let go of the kernel, which another replica now holds (where a backend cannot, destroy it)."""
 
+    async def renew(self, grant: NetworkGrant | None) -> None:
+        """Before a call: the sandbox's network grant registered again (a no-op without a network)."""
+
 
 class Backend(Protocol):
     @property
@@ -35,7 +39,7 @@ class Backend(Protocol):
 
     async def start(self) -> None: ...
 
-    async def create(self) -> Kernel: ...
+    async def create(self, network: NetworkGrant | None = None) -> Kernel: ...
 
     async def close(self) -> None: ...
 

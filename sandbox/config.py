@@ -11,6 +11,27 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class SandboxNetwork(_Section):
+    """Sandboxes with a network policy (README: "Network policies and domain secrets"): they join
+    `docker_network`, an internal Docker network whose only way out is the egress proxy (egress/). Off by
+    default: every sandbox has no network at all."""
+
+    enabled: bool = False
+    docker_network: str = Field("harmony-egress", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+    proxy_url: str = Field("http://egress:3128", description="The proxy as sandboxes reach it")
+    control_url: str = Field("http://egress:8081", description="The proxy's control API, as the gateway reaches it")
+    control_key: str | None = Field(None, min_length=16, description="Default: the EGRESS_CONTROL_KEY environment variable")
+    allow: list[str] | None = Field(None, description="Domains a tenant may allow (None: any); `*.example.com` covers names under it")
+    deny: list[str] = Field([], description="Domains no tenant may allow")
+    domain_secrets: bool = True
+    max_domains: int = Field(64, ge=1, le=256)
+    max_secrets: int = Field(16, ge=0, le=64)
+    max_connections: int = Field(32, ge=1, description="Open connections per sandbox")
+    max_bytes: int = Field(4 * 1024**3, ge=1024, description="Bytes a sandbox may move through the proxy in its life")
+    max_connection_s: float = Field(600.0, gt=0)
+    timeout_s: float = Field(5.0, gt=0, description="For each call to the control API")
+
+
 class SandboxConfig(_Section):
     """The Python tool's sandbox. `local` runs the kernel in Linux namespaces instead of containers: weaker
     isolation, for machines without Docker."""
@@ -28,5 +49,7 @@ class SandboxConfig(_Section):
     max_output_bytes: int = Field(16384, ge=1024, description="Past this, output is cut around a marker")
     local_python: str | None = Field(None, description="Interpreter of the local backend; default the system python3")
     local_uid_base: int = Field(200_000, ge=1000, description="local backend as root: each session gets a host uid from here")
+    runtime: str | None = Field(None, pattern=r"^[a-z][a-z0-9_.-]{0,31}$", description="A Docker runtime, e.g. runsc (gVisor)")
+    network: SandboxNetwork = SandboxNetwork()
     # Labels this gateway's containers so that a restart removes its own orphans and nobody else's.
     instance: str = Field("default", pattern=r"^[A-Za-z0-9_.-]+$")

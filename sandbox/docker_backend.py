@@ -7,10 +7,12 @@ reached through an attach socket, which is handed to anyio so replies are awaite
 from __future__ import annotations
 
 import logging
+import os
 import socket
 import time
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Coroutine
+from urllib.parse import urlsplit
 
 import anyio
 import anyio.to_thread
@@ -23,6 +25,7 @@ from .channel import KernelChannel, KernelDied
 from .config import SandboxConfig
 from .directory import Directory, Placement
 from .kernel import KILL_GRACE_S
+from .network import EgressClient, NetworkGrant, environment, new_token
 
 log = logging.getLogger("sandbox.docker")
 
@@ -54,10 +57,17 @@ class Owner:
 
 
 class DockerKernel:
-    def __init__(self, backend: "DockerBackend", container_id: str, channel: KernelChannel) -> None:
+    def __init__(self, backend: "DockerBackend", container_id: str, channel: KernelChannel, token: str | None = None) -> None:
         self.backend = backend
         self.container_id = container_id
         self.channel = channel
+        self.token = token  # its egress proxy password, when it has a network (network.py)
+
+    async def renew(self, grant: NetworkGrant | None) -> None:
+        """Register the sandbox's grant with the egress proxy again before a call: a proxy that restarted,
+        or a grant that lapsed while the session was idle, has it back."""
+        if grant is not None and self.token is not None:
+            await self.backend.network.register(self.token, grant, self.backend.grant_ttl_s)
 
     async def death_reason(self) -> str:
         state = await anyio.to_thread.run_sync(self.backend.wait_stopped, self.container_id)
@@ -71,6 +81,8 @@ class DockerKernel:
         with anyio.CancelScope(shield=True):
             await self.channel.aclose()
             await anyio.to_thread.run_sync(self.backend.remove, self.container_id)
+            if self.token is not None:
+                await self.backend.forget_grant(self.token)
 
     async def detach(self) -> None:
         """Close this replica's attach connection; the container and its kernel carry on (its stdin is
@@ -89,6 +101,27 @@ class DockerBackend:
         self.directory = directory  # sessions that changed hands belong to their holder, not their starter
         self.labels = {LABEL: "1", INSTANCE_LABEL: config.instance, OWNER_LABEL: self.owner.id}
         self._client: docker.DockerClient | None = None
+        self._egress: EgressClient | None = None
+        # A grant lapses this long after its last use unless renewed: the session's idle time, and a call's.
+        self.grant_ttl_s = config.idle_ttl_s + config.timeout_s + KILL_GRACE_S
+
+    @property
+    def network(self) -> EgressClient:
+        if self._egress is None:
+            network = self.config.network
+            if not network.enabled:
+                raise SandboxUnavailable("sandboxes have no network on this gateway (sandbox.network.enabled is false)")
+            key = network.control_key or os.environ.get("EGRESS_CONTROL_KEY", "")
+            if len(key) < 16:
+                raise SandboxUnavailable("sandbox.network needs the egress proxy's control key (control_key or EGRESS_CONTROL_KEY)")
+            self._egress = EgressClient(network, key)
+        return self._egress
+
+    async def forget_grant(self, token: str) -> None:
+        try:
+            await self.network.forget(token)
+        except OSError as exc:  # the grant lapses by itself
+            log.warning("the egress proxy did not take back a sandbox's grant: %s", exc)
 
     @property
     def client(self) -> docker.DockerClient:
@@ -148,19 +181,20 @@ class DockerBackend:
             return None
         try:
             # The kernel may still be running code a replica that stopped had sent it: the ping waits for it.
-            return await self._kernel(container_id, sock, answer_within_s=self.config.timeout_s + KILL_GRACE_S + 10)
+            return await self._kernel(container_id, sock[0], answer_within_s=self.config.timeout_s + KILL_GRACE_S + 10, token=sock[1])
         except (KernelDied, TimeoutError) as exc:
             log.warning("sandbox container %s does not answer (%s): removed", container_id[:12], exc)
             return None
 
-    def _attach_socket(self, container_id: str) -> socket.socket | None:
+    def _attach_socket(self, container_id: str) -> tuple[socket.socket, str | None] | None:
+        """The container's attach connection, and its egress token if it has a network."""
         api = self.client.api
         state = api.inspect_container(container_id)
         if not state["State"].get("Running") or state["Config"].get("Labels", {}).get(INSTANCE_LABEL) != self.config.instance:
             self.remove(container_id)
             return None
         attached = api.attach_socket(container_id, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1})
-        return _detach_socket(attached)
+        return _detach_socket(attached), _token_of(state["Config"].get("Env") or [])
 
     async def sweep_orphans(self) -> None:
         """Run for the app's lifetime: a replica that died leaves its containers to the others."""
@@ -192,14 +226,26 @@ class DockerBackend:
             log.warning("the sandbox image %s has another kernel than this gateway: rebuild it", self.config.image)
         return client
 
-    async def create(self) -> DockerKernel:
-        container_id, sock = await anyio.to_thread.run_sync(self._start_container)
-        return await self._kernel(container_id, sock, answer_within_s=30)
+    async def create(self, network: NetworkGrant | None = None) -> DockerKernel:
+        """A kernel in a new container: with no network, or (`network`) on the egress network, its grant
+        registered with the proxy before the container starts."""
+        if network is None:
+            container_id, sock = await anyio.to_thread.run_sync(self._start_container, None)
+            return await self._kernel(container_id, sock, answer_within_s=30)
+        egress, token = self.network, new_token()
+        env = environment(network, token, self.config.network, await egress.ca_pem())
+        await egress.register(token, network, self.grant_ttl_s)
+        try:
+            container_id, sock = await anyio.to_thread.run_sync(self._start_container, env)
+        except BaseException:
+            await self.forget_grant(token)
+            raise
+        return await self._kernel(container_id, sock, answer_within_s=30, token=token)
 
-    async def _kernel(self, container_id: str, sock: socket.socket, answer_within_s: float) -> DockerKernel:
+    async def _kernel(self, container_id: str, sock: socket.socket, answer_within_s: float, token: str | None = None) -> DockerKernel:
         """The kernel behind an attach connection, once it answers a ping (else its container is removed)."""
         stream = await _async_stream(sock)
-        kernel = DockerKernel(self, container_id, KernelChannel(stream, stream, multiplexed=True))
+        kernel = DockerKernel(self, container_id, KernelChannel(stream, stream, multiplexed=True), token)
         try:
             with anyio.fail_after(answer_within_s):
                 await kernel.channel.request(op="ping")
@@ -208,11 +254,13 @@ class DockerBackend:
             raise
         return kernel
 
-    def _start_container(self) -> tuple[str, socket.socket]:
+    def _start_container(self, env: list[str] | None) -> tuple[str, socket.socket]:
+        """`env` given: the container joins the egress network (its only way out is the proxy)."""
         config, api = self.config, self.client.api
         memory = config.memory
         host_config = api.create_host_config(
-            network_mode="none",
+            network_mode=config.network.docker_network if env is not None else "none",
+            runtime=config.runtime,
             read_only=True,
             tmpfs={
                 "/tmp": "rw,nosuid,nodev,size=128m,mode=1777",
@@ -237,7 +285,8 @@ class DockerBackend:
             stdin_open=True,
             labels=self.labels,
             host_config=host_config,
-            network_disabled=True,
+            network_disabled=env is None,
+            environment=env,
         )
         # The SDK sets StdinOnce with stdin_open: the kernel's stdin would close with the first attach, and
         # no other replica could attach to the session later (a detach would end the kernel).
@@ -307,6 +356,16 @@ class DockerBackend:
                 except Exception:
                     pass
             await anyio.to_thread.run_sync(self.client.close)
+            if self._egress is not None:
+                await self._egress.aclose()
+
+
+def _token_of(env: list[str]) -> str | None:
+    """The egress token in a container's proxy variable (network.py `environment`), if it has one."""
+    for entry in env:
+        if entry.startswith("HTTPS_PROXY="):
+            return urlsplit(entry.partition("=")[2]).password
+    return None
 
 
 def _detach_socket(attached: Any) -> socket.socket:

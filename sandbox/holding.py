@@ -11,6 +11,7 @@ import anyio
 
 from .backend import Backend, Kernel
 from .directory import Directory, Placement, SessionBusy, SessionTaken
+from .network import NetworkGrant
 from .pool import KernelPool
 from .transfer import FilesState
 
@@ -22,6 +23,7 @@ class Session:
     tenant: str
     last_used: float
     idle_ttl_s: float
+    network: NetworkGrant | None = None  # its container's network policy, as its latest call gave it
     kernel: Kernel | None = None  # None until its first call starts or attaches one
     files: FilesState = field(default_factory=FilesState)
     files_of: Kernel | None = None  # the kernel whose /mnt/data `files` describes
@@ -49,7 +51,7 @@ class Holder:
         if directory is None:
             if session.kernel is not None:
                 return False
-            session.kernel = await self._pool.take()
+            session.kernel = await self._pool.take(session.network)
             return True
         busy_s = self._busy_s
         while True:
@@ -68,7 +70,7 @@ class Holder:
                     session.kernel, session.generation = attached, placement.generation
                     return False
                 await directory.forget(container_id)  # its container is gone: the session starts anew
-            kernel = await self._pool.take()
+            kernel = await self._pool.take(session.network)
             try:
                 session.generation = await directory.register(container_id, session.tenant, kernel.container_id, busy_s)
             except SessionTaken:  # another replica started it at the same moment: use theirs

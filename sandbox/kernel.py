@@ -895,5 +895,15 @@ def _reap() -> None:
         pass
 
 
+def _install_egress_ca() -> None:
+    """A sandbox with a network policy trusts its egress proxy's CA, which the gateway passes in the
+    environment (sandbox/network.py): the file its clients' trust variables name is written once, here."""
+    pem = os.environ.pop("EGRESS_CA_PEM", None)
+    if pem:
+        with open("/tmp/.egress-ca.pem", "w") as out:
+            out.write(pem)
+
+
 if __name__ == "__main__":
+    _install_egress_ca()
     Supervisor().serve()

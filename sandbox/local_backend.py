@@ -30,6 +30,7 @@ from anyio.abc import Process
 from .channel import KernelChannel
 from .config import SandboxConfig
 from .docker_backend import SandboxUnavailable
+from .network import NetworkGrant
 
 log = logging.getLogger("sandbox.local")
 
@@ -76,6 +77,9 @@ class LocalKernel:
             await self.process.aclose()
             await anyio.to_thread.run_sync(lambda: shutil.rmtree(self.workdir, ignore_errors=True))
             self.backend.release_uid(self.uid)
+
+    async def renew(self, grant: NetworkGrant | None) -> None:
+        """Local kernels have no network: nothing to renew."""
 
     async def detach(self) -> None:
         """A process cannot outlive its gateway, nor be handed to another: it goes."""
@@ -152,8 +156,10 @@ class LocalBackend:
         command += ["--setenv", "MPLBACKEND", "Agg", "--setenv", "LANG", "C.UTF-8"]
         return command + ["--", self._python, f"{kernel_dir}/kernel.py"]
 
-    async def create(self) -> LocalKernel:
+    async def create(self, network: NetworkGrant | None = None) -> LocalKernel:
         assert self._root is not None, "start() first"
+        if network is not None:
+            raise SandboxUnavailable("network policies need the docker sandbox backend (the local backend's sandboxes have no network)")
         if self._as_root and not self._free_uids:
             raise SandboxUnavailable("no sandbox uid is free (more live kernels than max_sessions + pool_size)")
         uid = self._free_uids.pop(0) if self._as_root else None

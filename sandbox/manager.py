@@ -29,6 +29,7 @@ from .directory import Directory, SessionBusy, SessionNotFound
 from .docker_backend import DockerBackend, Owner, SandboxUnavailable
 from .holding import Holder, Session
 from .local_backend import LocalBackend
+from .network import NetworkGrant
 from .pool import KernelPool
 from .shell_output import CharacterLimit
 from .transfer import FilesState
@@ -118,6 +119,7 @@ class SandboxManager:
         idle_ttl_s: float | None = None,
         token: str | None = None,
         on_cancel: Callable[[Execution], None] | None = None,
+        network: NetworkGrant | None = None,
     ) -> Execution:
         """Run code in the tenant's session named `container_id`, starting the session if it is not live.
 
@@ -127,17 +129,24 @@ class SandboxManager:
         lives unused (its container's expiry), never longer than the config's `idle_ttl_s`. `token` names
         the execution, for `collect` on another replica if this one stops while the code runs. Cancelled
         while the code runs, the code is interrupted (the session and its state survive) and `on_cancel`
-        gets what it printed.
+        gets what it printed. `network`: the container's network policy (none: no network at all).
         """
         result, started = await self._in_session(
-            container_id, tenant, files, idle_ttl_s, lambda session: self._run(container_id, session, code, token, on_cancel)
+            container_id, tenant, files, idle_ttl_s, lambda session: self._run(container_id, session, code, token, on_cancel), network=network
         )
         if started and resumed:
             result.state_lost = True
         return result
 
     async def collect(
-        self, container_id: str, token: str, tenant: str, *, files: SessionFiles | None = None, idle_ttl_s: float | None = None
+        self,
+        container_id: str,
+        token: str,
+        tenant: str,
+        *,
+        files: SessionFiles | None = None,
+        idle_ttl_s: float | None = None,
+        network: NetworkGrant | None = None,
     ) -> Execution | None:
         """The result of the execution named `token` that a replica which stopped had started in this session
         (its kernel ran on, on the shared Docker daemon): taken over once the code ended (the session is
@@ -167,7 +176,7 @@ class SandboxManager:
 
         # No copy in first: the code runs already, and its kernel answers nothing else until it ends (a
         # cancel meanwhile must find this call waiting on the result, to interrupt the code).
-        result, started = await self._in_session(container_id, tenant, files, idle_ttl_s, ask, copy_in=False)
+        result, started = await self._in_session(container_id, tenant, files, idle_ttl_s, ask, copy_in=False, network=network)
         return None if started else result
 
     async def shell(
@@ -179,6 +188,7 @@ class SandboxManager:
         *,
         files: SessionFiles | None = None,
         idle_ttl_s: float | None = None,
+        network: NetworkGrant | None = None,
     ) -> list[ShellEnd]:
         """Run shell commands one after another in the tenant's session named `container_id` (its Python
         state is not touched): how each ended. What each writes goes to `on_output(index, output)` as it
@@ -194,7 +204,7 @@ class SandboxManager:
                     break
             return ended
 
-        ended, _ = await self._in_session(container_id, tenant, files, idle_ttl_s, run)
+        ended, _ = await self._in_session(container_id, tenant, files, idle_ttl_s, run, network=network)
         return ended
 
     async def _in_session(
@@ -205,6 +215,7 @@ class SandboxManager:
         idle_ttl_s: float | None,
         work: Callable[[Session], Awaitable[T]],
         copy_in: bool = True,
+        network: NetworkGrant | None = None,
     ) -> tuple[T, bool]:
         """Do `work` in the tenant's session, held by this replica, its files synced around it (with
         `copy_in` false, only copied out after): its result, and whether the session was started for it."""
@@ -221,8 +232,11 @@ class SandboxManager:
             async with session.lock:
                 if session.ended:
                     continue  # evicted, reaped or taken over while we waited: look again
+                session.network = network
                 try:
                     started = await self._holder.hold(container_id, session)
+                    assert session.kernel is not None
+                    await session.kernel.renew(network)
                 except BaseException:
                     if session.kernel is None and self._sessions.get(container_id) is session:
                         del self._sessions[container_id]
@@ -354,7 +368,7 @@ class SandboxManager:
         """A new kernel for the session (its state is gone), the old one destroyed."""
         old = session.kernel
         assert old is not None
-        session.kernel = await self._pool.take()
+        session.kernel = await self._pool.take(session.network)
         await old.destroy()
 
     def _restart_reason(self, reason: str) -> str:

@@ -8,6 +8,7 @@ import anyio
 from opentelemetry import trace
 
 from .backend import Backend, Kernel
+from .network import NetworkGrant
 
 log = logging.getLogger("sandbox")
 _tracer = trace.get_tracer("harmony-gateway")
@@ -24,13 +25,15 @@ class KernelPool:
     def __len__(self) -> int:
         return len(self._kernels)
 
-    async def take(self) -> Kernel:
-        self._refill.set()
-        if self._kernels:
-            return self._kernels.pop()
+    async def take(self, network: NetworkGrant | None = None) -> Kernel:
+        """A started kernel; one with a network is started for its session alone (pooled ones have none)."""
+        if network is None:
+            self._refill.set()
+            if self._kernels:
+                return self._kernels.pop()
         # Started on demand: the call waits for it, so it is a span of its own under the call's (tracing).
         with _tracer.start_as_current_span("sandbox.start", attributes={"sandbox.backend": type(self._backend).__name__}):
-            return await self._backend.create()
+            return await self._backend.create(network)
 
     def refill(self) -> None:
         self._refill.set()

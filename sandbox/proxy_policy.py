@@ -29,6 +29,11 @@ _SIZE = re.compile(r"^(\d{1,12})([kmg]?)$")
 _UNITS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
 
 
+_BUILTIN_NETWORKS = {"none", "host", "bridge", "default"}
+_ENV_ENTRY = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}=[^\0]{0,8192}")
+MAX_ENV = 64
+
+
 class Refused(Exception):
     """The request is not one the sandbox needs: answered 403 and never sent to Docker."""
 
@@ -42,6 +47,12 @@ class Limits:
     max_pids: int = 4096
     max_cpus: float = 16.0
     max_tmpfs: int = 4 * 1024**3
+    network: str | None = None  # the egress network sandboxes with a network policy join (README), if any
+    runtime: str | None = None  # the one Docker runtime containers run under (e.g. runsc), if not the default
+
+    def __post_init__(self) -> None:
+        if self.network is not None and (self.network in _BUILTIN_NETWORKS or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", self.network)):
+            raise ValueError(f"the sandbox network must be a user-defined network of its own, not {self.network!r}")
 
 
 @dataclass(frozen=True)
@@ -204,12 +215,12 @@ def _fields(spec: Any, where: str, allowed: set[str], must_be_null: frozenset[st
 
 
 _CONFIG_FIELDS = {"Image", "User", "Labels", "NetworkDisabled", "HostConfig", "Tty", "OpenStdin", "StdinOnce",
-                  "AttachStdin", "AttachStdout", "AttachStderr"}  # fmt: skip
+                  "AttachStdin", "AttachStdout", "AttachStderr", "Env"}  # fmt: skip
 # What the docker SDK always sends, as null when unused: accepted only as null.
-_CONFIG_NULLS = {"Hostname", "Domainname", "ExposedPorts", "Env", "Cmd", "Volumes", "Entrypoint", "WorkingDir",
+_CONFIG_NULLS = {"Hostname", "Domainname", "ExposedPorts", "Cmd", "Volumes", "Entrypoint", "WorkingDir",
                  "NetworkingConfig", "MacAddress", "StopSignal", "Healthcheck", "StopTimeout", "Runtime"}  # fmt: skip
 _HOST_FIELDS = {"NetworkMode", "ReadonlyRootfs", "CapDrop", "SecurityOpt", "Memory", "MemorySwap", "PidsLimit",
-                "NanoCpus", "Init", "LogConfig", "Tmpfs"}  # fmt: skip
+                "NanoCpus", "Init", "LogConfig", "Tmpfs", "Runtime"}  # fmt: skip
 
 
 def create_body(spec: Any, limits: Limits) -> dict[str, Any]:
@@ -232,13 +243,22 @@ def create_body(spec: Any, limits: Limits) -> dict[str, Any]:
         and all(isinstance(k, str) and k.startswith(LABEL_PREFIX) and isinstance(v, str) and len(v) <= 128 for k, v in labels.items()),
         "the sandbox label is missing, or another label is set",
     )
-    need(config.get("NetworkDisabled") is True, "network must be none")
+    host = _fields(config.get("HostConfig"), "HostConfig", _HOST_FIELDS)
+    # No network, or the egress network alone (its only way out is the egress proxy): never host, bridge,
+    # another network or another container's.
+    networked = limits.network is not None and host.get("NetworkMode") == limits.network
+    need(host.get("NetworkMode") == "none" or networked, "network must be none" + (f" or {limits.network}" if limits.network else ""))
+    need(config.get("NetworkDisabled") in ((None, False) if networked else (True,)), "NetworkDisabled must match the network mode")
+    env = config.get("Env")
+    need(
+        env is None or (isinstance(env, list) and len(env) <= MAX_ENV and all(isinstance(e, str) and _ENV_ENTRY.fullmatch(e) for e in env)),
+        f"Env: at most {MAX_ENV} NAME=value entries",
+    )
+    need(host.get("Runtime") == limits.runtime, f"the runtime must be {limits.runtime}" if limits.runtime else "no runtime may be named")
     need(config.get("Tty") in (None, False), "no tty")
     for flag in ("OpenStdin", "StdinOnce", "AttachStdin", "AttachStdout", "AttachStderr"):
         need(config.get(flag) in (None, True, False), f"{flag} must be a boolean")
 
-    host = _fields(config.get("HostConfig"), "HostConfig", _HOST_FIELDS)
-    need(host.get("NetworkMode") == "none", "network must be none")
     need(host.get("ReadonlyRootfs") is True, "the root file system must be read-only")
     need(host.get("CapDrop") == ["ALL"], "every capability must be dropped")
     need(
@@ -259,7 +279,7 @@ def create_body(spec: Any, limits: Limits) -> dict[str, Any]:
         raise Refused("container create: " + "; ".join(problems))
 
     host_out: dict[str, Any] = {
-        "NetworkMode": "none",
+        "NetworkMode": limits.network if networked else "none",
         "ReadonlyRootfs": True,
         "CapDrop": ["ALL"],
         "SecurityOpt": ["no-new-privileges"],
@@ -273,11 +293,14 @@ def create_body(spec: Any, limits: Limits) -> dict[str, Any]:
     }
     if cpus is not None:
         host_out["NanoCpus"] = cpus
+    if limits.runtime is not None:
+        host_out["Runtime"] = limits.runtime
     return {
         "Image": limits.image,
         "User": user,
         "Labels": dict(labels),  # type: ignore[arg-type]
-        "NetworkDisabled": True,
+        "NetworkDisabled": not networked,
+        **({"Env": list(env)} if env else {}),
         "Tty": False,
         "OpenStdin": bool(config.get("OpenStdin")),
         "StdinOnce": bool(config.get("StdinOnce")),

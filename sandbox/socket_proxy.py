@@ -240,9 +240,11 @@ def main() -> None:
     parser.add_argument("--image", required=True, help="the only image containers may be created from")
     parser.add_argument("--max-memory", type=int, default=Limits.max_memory, help="bytes a container may ask for")
     parser.add_argument("--max-pids", type=int, default=Limits.max_pids)
+    parser.add_argument("--network", default=None, help="the egress network sandboxes with a network policy may join")
+    parser.add_argument("--runtime", default=None, help="the Docker runtime every sandbox runs under (e.g. runsc)")
     args = parser.parse_args()
     logging.basicConfig(level="INFO", format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    limits = Limits(args.image, max_memory=args.max_memory, max_pids=args.max_pids)
+    limits = Limits(args.image, max_memory=args.max_memory, max_pids=args.max_pids, network=args.network, runtime=args.runtime)
     anyio.run(serve, args.listen, args.socket, limits)
 
 

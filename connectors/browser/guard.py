@@ -17,8 +17,7 @@ from urllib.parse import SplitResult, urlsplit
 import anyio
 import idna
 
-Address = ipaddress.IPv4Address | ipaddress.IPv6Address
-Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+from runtime.addresses import Address, PublicAddresses
 
 
 class BlockedURL(Exception):
@@ -48,17 +47,8 @@ class Target:
         return name if self.port == default else f"{name}:{self.port}"
 
 
-class AddressPolicy:
-    def __init__(self, allowed: list[str] | None = None) -> None:
-        self.allowed: list[Network] = [ipaddress.ip_network(network, strict=False) for network in allowed or []]
-
-    def permits(self, address: Address) -> bool:
-        if any(address in network for network in self.allowed):
-            return True
-        embedded = embedded_ipv4(address)
-        if embedded:  # an IPv6 form that reaches an IPv4 address (mapped, NAT64, 6to4, Teredo): that address decides
-            return all(self.permits(inner) for inner in embedded)
-        return address.is_global and not address.is_multicast and not address.is_reserved
+class AddressPolicy(PublicAddresses):
+    """Public addresses (and the networks an operator allows), checked for a URL's host."""
 
     async def check(self, url: str) -> Target:
         """Resolve the URL's host and check every address; raises BlockedURL."""
@@ -93,23 +83,3 @@ class AddressPolicy:
         if refused:
             raise BlockedURL(f"`{host}` is a private, loopback or otherwise non-public address ({refused[0]}), which the browser may not open")
         return Target(url, parts, host, port, addresses[0])
-
-
-_IPV4_COMPATIBLE = ipaddress.ip_network("::/96")  # deprecated ::a.b.c.d
-_NAT64 = (ipaddress.ip_network("64:ff9b::/96"), ipaddress.ip_network("64:ff9b:1::/48"))
-
-
-def embedded_ipv4(address: Address) -> list[ipaddress.IPv4Address]:
-    """The IPv4 addresses an IPv6 address stands for, where a network would route it to one."""
-    if not isinstance(address, ipaddress.IPv6Address):
-        return []
-    if address.ipv4_mapped is not None:
-        return [address.ipv4_mapped]
-    if address.sixtofour is not None:
-        return [address.sixtofour]
-    if address.teredo is not None:
-        return list(address.teredo)
-    low = ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
-    if (address in _IPV4_COMPATIBLE and int(address) > 1) or any(address in network for network in _NAT64):
-        return [low]
-    return []

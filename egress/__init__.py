@@ -1,0 +1,6 @@
+"""The sandboxes' egress proxy: the only way out of the internal network that sandboxes with a network
+policy join. mitmproxy, used as a library, does the HTTP, TLS and CONNECT work; the addon here decides
+(addon.py), from grants the gateway registers over a control API (control.py, grants.py).
+
+It runs in a venv of its own (scripts/egress-venv) and imports nothing of the gateway's but the
+standard-library helpers in runtime/."""

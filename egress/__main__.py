@@ -1,0 +1,74 @@
+"""`python -m egress`: the sandboxes' egress proxy and its control API, in one process.
+
+    EGRESS_CONTROL_KEY=... python -m egress --listen 0.0.0.0:3128 --control 0.0.0.0:8081 --confdir /data
+
+`--allow-network` and `--resolve` are the operator's ways to an internal service (a package index on a
+private address): a name resolved as told, an address range treated as public. `--upstream-ca` is a CA the
+proxy trusts for servers besides the system's."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+from pathlib import Path
+
+from mitmproxy import options
+from mitmproxy.tools.dump import DumpMaster
+
+from runtime.addresses import PublicAddresses
+
+from .addon import Egress
+from .control import application
+from .grants import Grants
+
+log = logging.getLogger("egress")
+
+
+def _host_port(text: str) -> tuple[str, int]:
+    host, _, port = text.rpartition(":")
+    return host.strip("[]"), int(port)
+
+
+async def serve(args: argparse.Namespace, key: str) -> None:
+    confdir = Path(args.confdir)
+    confdir.mkdir(parents=True, exist_ok=True)
+    host, port = _host_port(args.listen)
+    opts = options.Options(listen_host=host, listen_port=port, confdir=str(confdir))
+    master = DumpMaster(opts, with_termlog=False, with_dumper=False)
+    opts.update(
+        connection_strategy="lazy",  # no connection before the addon has checked where it goes
+        http3=False,
+        ssl_verify_upstream_trusted_ca=args.upstream_ca,
+    )
+    grants = Grants()
+    resolve = dict(entry.split("=", 1) for entry in args.resolve)
+    ports = frozenset(int(port) for port in args.ports.split(","))
+    master.addons.add(Egress(grants, PublicAddresses(args.allow_network), ports, resolve))
+    control_host, control_port = _host_port(args.control)
+    application(grants, key, confdir / "mitmproxy-ca-cert.pem").listen(control_port, address=control_host)
+    log.info("egress proxy on %s, control API on %s", args.listen, args.control)
+    await master.run()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m egress")
+    parser.add_argument("--listen", default="0.0.0.0:3128", help="where sandboxes reach the proxy")
+    parser.add_argument("--control", default="127.0.0.1:8081", help="where the gateway registers grants")
+    parser.add_argument("--confdir", default=os.path.expanduser("~/.egress"), help="the proxy's CA lives here (made on first start)")
+    parser.add_argument("--ports", default="80,443", help="the server ports sandboxes may reach")
+    parser.add_argument("--upstream-ca", default=None)
+    parser.add_argument("--allow-network", action="append", default=[], metavar="CIDR")
+    parser.add_argument("--resolve", action="append", default=[], metavar="NAME=ADDRESS")
+    args = parser.parse_args()
+    key = os.environ.get("EGRESS_CONTROL_KEY", "")
+    if len(key) < 16:
+        parser.error("EGRESS_CONTROL_KEY must hold the control key (16 characters or more)")
+    logging.basicConfig(level="INFO", format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("mitmproxy").setLevel(logging.WARNING)  # a line per connection otherwise
+    asyncio.run(serve(args, key))
+
+
+if __name__ == "__main__":
+    main()
