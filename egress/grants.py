@@ -90,7 +90,7 @@ def _secret(spec: Any, domains: list[str]) -> Secret:
     if not isinstance(spec, dict) or set(spec) != {"domain", "placeholder", "value"}:
         raise BadGrant("a secret has exactly domain, placeholder and value")
     domain, placeholder, value = spec["domain"], spec["placeholder"], spec["value"]
-    if not (isinstance(domain, str) and domain in domains):
+    if not (isinstance(domain, str) and (domain in domains or (domain_problem(domain) is None and allowed(domain, domains)))):
         raise BadGrant("a secret's domain must be one of allowed_domains")
     if not (isinstance(placeholder, str) and _ENV_NAME.fullmatch(placeholder) and len(placeholder) >= 24):
         raise BadGrant("a secret's placeholder must be a random word of 24 characters or more")

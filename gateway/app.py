@@ -188,7 +188,7 @@ def create_app(config: GatewayConfig, drain: Drain | None = None) -> Starlette:
         replicas = Replicas(database, store, storage)
         await replicas.join()
         renderer = PromptRenderer(config.server.render_processes)
-        files = FileService(config.files, FileStore(database), Blobs(config.files_directory()))
+        files = FileService(config.files, FileStore(database), Blobs(config.files_directory()), sealer)
         await files.blobs.start()
         try:
             vector_stores, ingestor = await open_vector_stores(config, database, files, replicas.id, replicas.live)

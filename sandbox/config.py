@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
 class _Section(BaseModel):
@@ -53,3 +53,11 @@ class SandboxConfig(_Section):
     network: SandboxNetwork = SandboxNetwork()
     # Labels this gateway's containers so that a restart removes its own orphans and nobody else's.
     instance: str = Field("default", pattern=r"^[A-Za-z0-9_.-]+$")
+
+    @model_validator(mode="after")
+    def _network_needs_docker(self) -> "SandboxConfig":
+        if self.network.enabled and self.backend != "docker":
+            raise ValueError("sandbox.network needs the docker backend: the local backend's sandboxes have no network")
+        if self.runtime is not None and self.backend != "docker":
+            raise ValueError("sandbox.runtime is a Docker runtime: it needs the docker backend")
+        return self

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from .config import SandboxConfig
+from .network import NetworkAccess
 
 MAX_NAMED_FILES = 50
 
 
-def describe_python_tool(config: SandboxConfig, data_dir: str | None, files_there: list[str] | None = None) -> str:
+def describe_python_tool(
+    config: SandboxConfig, data_dir: str | None, files_there: list[str] | None = None, network: NetworkAccess | None = None
+) -> str:
     """The python tool's description for the model, stating the real limits and the files it has."""
     files = (
         f"Files written to '{data_dir}' persist for the session."
@@ -22,12 +25,14 @@ def describe_python_tool(config: SandboxConfig, data_dir: str | None, files_ther
         "When you send a message containing Python code to python, it will be executed in a stateful Jupyter notebook "
         "environment: variables and imports persist between calls, the value of the last expression is shown, and "
         "stdout, stderr and tracebacks are returned. python will respond with the output of the execution or time out "
-        f"after {config.timeout_s:g} seconds. {files} Internet access for this session is disabled. "
+        f"after {config.timeout_s:g} seconds. {files} {_network(network)} "
         f"Output beyond {config.max_output_bytes} bytes is truncated."
     )
 
 
-def describe_shell_tool(config: SandboxConfig, data_dir: str | None, files_there: list[str] | None = None) -> str:
+def describe_shell_tool(
+    config: SandboxConfig, data_dir: str | None, files_there: list[str] | None = None, network: NetworkAccess | None = None
+) -> str:
     """The hosted shell's description for the model: where commands run, their limits, the files there."""
     place = data_dir or "the working directory"
     files = _files_there(data_dir, files_there)
@@ -37,8 +42,12 @@ def describe_shell_tool(config: SandboxConfig, data_dir: str | None, files_there
         f"{place}, where files persist for the session and are shared with the python tool.{files} "
         "Each command's stdout, stderr and exit code come back in the tool's answer. "
         f"A command may run for at most {config.timeout_s:g} seconds (timeout_ms may ask for less), and output "
-        f"beyond {config.max_output_bytes} bytes per stream is truncated. Internet access is disabled."
+        f"beyond {config.max_output_bytes} bytes per stream is truncated. {_network(network)}"
     )
+
+
+def _network(network: NetworkAccess | None) -> str:
+    return network.described() if network is not None else "Internet access is disabled."
 
 
 def _files_there(data_dir: str | None, files_there: list[str] | None) -> str:

@@ -41,6 +41,28 @@ class NetworkGrant:
     secrets: tuple[DomainSecret, ...] = ()
 
 
+@dataclass(frozen=True)
+class NetworkAccess:
+    """What the model is told of a sandbox's network: where it reaches, and the variables its secrets are in."""
+
+    domains: tuple[str, ...]
+    secret_names: tuple[str, ...] = ()
+
+    def described(self) -> str:
+        words = (
+            f"Internet access is limited to these domains: {', '.join(self.domains)}, over HTTP(S) through a proxy "
+            "the environment already names (pip, curl, git and Python's HTTP libraries use it); other hosts and IP "
+            "addresses are refused."
+        )
+        if self.secret_names:
+            names = ", ".join(f"${name}" for name in self.secret_names)
+            words += (
+                f" Credentials for them are in the environment variables {names}: put the variable in the request's "
+                "header (e.g. Authorization: Bearer $NAME); it works only in HTTPS requests to its own domain."
+            )
+        return words
+
+
 def new_token() -> str:
     return secrets.token_urlsafe(32)
 

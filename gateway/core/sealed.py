@@ -52,6 +52,7 @@ class Purpose(Enum):
     COMPACTION = "compaction"  # a compaction item's encrypted_content
     RUN_REQUEST = "run-request"  # a background run's request, kept in the store for the replica adopting it
     WEBHOOK_SECRET = "webhook-secret"  # a webhook endpoint's signing secret, kept in the store
+    DOMAIN_SECRET = "domain-secret"  # a container network policy's domain secret (files/network.py)
 
 
 class Unsealable(ValueError):

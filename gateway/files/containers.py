@@ -20,6 +20,7 @@ from ..storage.file_store import ContainerFile
 from ..storage.paging import page_of, page_query
 from ..web.body import parse_body
 from .needs import needs_of
+from .network import NetworkPolicy, checked_policy
 from .routes import download, files_of
 from .service import check_memory_limit
 
@@ -29,10 +30,6 @@ MAX_FILE_IDS = 100
 class ExpiresAfter(StrictModel):
     anchor: Literal["last_active_at"]
     minutes: int = Field(ge=1)
-
-
-class NetworkPolicy(StrictModel):
-    type: Literal["disabled"] = Field(description="sandboxes have no network")
 
 
 class CreateContainer(StrictModel):
@@ -60,8 +57,9 @@ async def create_container(request: Request) -> Response:
             f"expires_after.minutes may be {files.config.max_container_idle_minutes} at most on this gateway.", param="expires_after.minutes"
         )
     check_memory_limit(body.memory_limit, sandbox.config.memory, "memory_limit")
+    network = checked_policy(body.network_policy, sandbox.config.network, "network_policy")
     uploads = [await files.file(file_id, tenant, param=f"file_ids[{index}]") for index, file_id in enumerate(body.file_ids)]
-    container = await files.new_container(tenant, body.name, minutes, body.memory_limit or sandbox.config.memory)
+    container = await files.new_container(tenant, body.name, minutes, body.memory_limit or sandbox.config.memory, network=network)
     try:
         for index, upload in enumerate(uploads):
             await files.copy_into(container, upload, param=f"file_ids[{index}]")

@@ -8,10 +8,16 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from ..core.models import StrictModel
+from .network import NetworkAllowlist, NetworkPolicy
 
 
 class AutoContainer(StrictModel):
     type: Literal["auto"]
     file_ids: list[Annotated[str, Field(max_length=100)]] = Field([], max_length=100)  # uploads copied into /mnt/data
     memory_limit: Literal["1g", "4g", "16g", "64g"] | None = None
-    network_policy: dict[str, Literal["disabled"]] | None = Field(None, description="sandboxes have no network")
+    network_policy: NetworkPolicy | None = None  # checked by the tool that asks (network.py `checked_policy`)
+
+    @property
+    def network(self) -> NetworkAllowlist | None:
+        """Its network policy, where it allows a network (checked by then: the tools' prepare)."""
+        return self.network_policy if isinstance(self.network_policy, NetworkAllowlist) else None

@@ -11,13 +11,16 @@ import anyio
 from starlette.requests import Request
 
 from sandbox.local_backend import memory_bytes
+from sandbox.network import NetworkGrant
 
 from ..config import FilesConfig
 from ..core.ids import new_id
+from ..core.sealed import Sealer
 from ..errors import APIError, not_found
 from ..storage import Conflict, StorageError
 from ..storage.file_store import Container, ContainerFile, ContainerFull, ContainerGone, FileStore, QuotaExceeded, StoredFile, TooMany
 from .blobs import Blobs
+from .network import NetworkAllowlist, grant_of, sealed_policy
 from .upload import Upload, read_upload
 
 log = logging.getLogger("gateway.files")
@@ -30,6 +33,7 @@ class FileService:
     config: FilesConfig
     store: FileStore
     blobs: Blobs
+    sealer: Sealer  # seals containers' domain secrets (network.py)
     # Bytes of uploads still arriving on this replica, per tenant: they take disk space before they are
     # stored, so they count toward the quota too (8 uploads held open must not pass it together).
     _arriving: dict[str, int] = field(default_factory=dict)
@@ -95,16 +99,36 @@ class FileService:
         return found
 
     async def new_container(
-        self, tenant: str, name: str, idle_minutes: int | None = None, memory_limit: str | None = None, container_id: str | None = None
+        self,
+        tenant: str,
+        name: str,
+        idle_minutes: int | None = None,
+        memory_limit: str | None = None,
+        container_id: str | None = None,
+        network: NetworkAllowlist | None = None,
     ) -> Container:
+        """A new container; `network`, checked already (network.py `checked_policy`), is its network policy."""
         now = time.time()
         minutes = idle_minutes or self.config.container_idle_minutes
-        container = Container(container_id or new_id("cntr"), tenant, name, int(now), now, minutes, memory_limit)
+        policy = sealed_policy(network, self.sealer, tenant)
+        container = Container(container_id or new_id("cntr"), tenant, name, int(now), now, minutes, memory_limit, network_policy=policy)
         try:
             await self.store.create_container(container, self.config.max_containers_per_tenant)
         except TooMany as exc:
             raise self.too_many(exc) from None
         return container
+
+    def network_grant(self, container: Container) -> NetworkGrant | None:
+        """What the container's sandbox may reach, its domain secrets opened; None: no network."""
+        return grant_of(container.network_policy, self.sealer, container.tenant)
+
+    def same_network(self, container: Container, asked: NetworkAllowlist | None) -> bool:
+        """Whether the container's network policy is the one asked for: the same domains, the same secrets."""
+        grant = self.network_grant(container)
+        if grant is None or asked is None:
+            return grant is None and asked is None
+        secrets = {(secret.domain, secret.name, secret.value) for secret in asked.domain_secrets or []}
+        return grant.allowed_domains == tuple(asked.allowed_domains) and secrets == {(s.domain, s.name, s.value) for s in grant.secrets}
 
     async def copy_into(self, container: Container, file: StoredFile, param: str | None = None) -> ContainerFile:
         """An uploaded file, copied into the container as /mnt/data/FILENAME (replacing one of that name)."""

@@ -12,6 +12,7 @@ import logging
 import time
 
 from sandbox.channel import KernelChannel, KernelDied
+from sandbox.network import NetworkGrant
 from sandbox.transfer import FilesState, TransferFailed, delete, listing, pull, push
 
 from ..core.ids import new_id
@@ -39,14 +40,17 @@ async def open_container(
         container = await files.container(named, tenant, param=param)
     elif previous is not None:
         found = await files.store.get_container(previous, tenant)
-        container = found if found is not None and not found.expired() else None
+        # A container's network policy is its own from when it was made: a request asking another one gets
+        # a new container (the conversation's state is lost, as when it expired), never a changed one.
+        usable = found is not None and not found.expired() and files.same_network(found, named.network)
+        container = found if usable else None
         replaced = container is None
     if isinstance(named, AutoContainer) and named.file_ids and not provision:
         planned = await _planned(files, container, named.file_ids, param, tenant)
         return planned, planned.container.id, replaced
     if isinstance(named, AutoContainer) and named.file_ids:
         if container is None:
-            container = await files.new_container(tenant, "auto")
+            container = await files.new_container(tenant, "auto", network=named.network)
         copied = {file.file_id for file in await files.store.container_files(container.id)}
         for position, file_id in enumerate(named.file_ids):
             upload = await files.file(file_id, tenant, param=f"{param}.file_ids[{position}]")
@@ -76,6 +80,9 @@ class ContainerSync:
         self.container = container
         self.by_path = {file.path: file for file in known}  # what the answer can cite, kept current
         self.notes: list[str] = []  # for the model, after the execution
+
+    def network_grant(self) -> NetworkGrant | None:
+        return self.files.network_grant(self.container)
 
     def take_notes(self) -> list[str]:
         notes, self.notes = self.notes, []

@@ -7,6 +7,7 @@ adds a file, so two uploads at once cannot both slip under it.
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -65,6 +66,7 @@ class Container:
     idle_minutes: int
     memory_limit: str | None
     status: str = "running"
+    network_policy: str | None = None  # JSON, its secrets sealed (files/network.py); None: no network
 
     @property
     def expires_at(self) -> float:
@@ -73,12 +75,19 @@ class Container:
     def expired(self, now: float | None = None) -> bool:
         return self.status == "expired" or (now or time.time()) >= self.expires_at
 
+    def shown_network_policy(self) -> dict[str, Any]:
+        """Its type and domains, never a secret (a secret's value is sealed here anyway)."""
+        if self.network_policy is None:
+            return {"type": "disabled"}
+        return {"type": "allowlist", "allowed_domains": json.loads(self.network_policy)["allowed_domains"]}
+
     def as_dict(self) -> dict[str, Any]:
         return {
             "id": self.id, "object": "container", "created_at": self.created_at, "name": self.name,
             "status": "expired" if self.expired() else "running",
             "expires_after": {"anchor": "last_active_at", "minutes": self.idle_minutes},
             "last_active_at": int(self.last_active_at), "memory_limit": self.memory_limit,
+            "network_policy": self.shown_network_policy(),
         }  # fmt: skip
 
 
@@ -106,7 +115,7 @@ class ContainerFile:
 
 
 _FILE_COLUMNS = "id, tenant, filename, purpose, bytes, created_at, expires_at, blob"
-_CONTAINER_COLUMNS = "id, tenant, name, created_at, last_active_at, idle_minutes, memory_limit, status"
+_CONTAINER_COLUMNS = "id, tenant, name, created_at, last_active_at, idle_minutes, memory_limit, status, network_policy"
 _CFILE_COLUMNS = "id, container_id, tenant, path, bytes, source, created_at, blob, file_id"
 
 
@@ -184,7 +193,7 @@ class FileStore:
             )  # fmt: skip
             if int(rows[0][0]) >= max_containers:
                 raise TooMany("containers", max_containers)
-            await tx.execute(f"INSERT INTO containers ({_CONTAINER_COLUMNS}) VALUES (?,?,?,?,?,?,?,?)", *_values(container))
+            await tx.execute(f"INSERT INTO containers ({_CONTAINER_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?)", *_values(container))
 
         await self._db.transaction(work)
 

@@ -362,6 +362,9 @@ _V11 = _both(
     "CREATE INDEX IF NOT EXISTS response_items_by_response ON response_items (response_id)",
 )
 
+# Version 12: a container's network policy (files/network.py), its domain secrets sealed.
+_V12 = ("ALTER TABLE containers ADD COLUMN network_policy TEXT",)
+
 MIGRATIONS = (
     Migration(1, tuple(s.format(**_SQLITE_TYPES) for s in _V1), tuple(s.format(**_POSTGRES_TYPES) for s in _V1)),
     Migration(2, _V2, _V2),
@@ -374,6 +377,7 @@ MIGRATIONS = (
     Migration(9, _V9_SQLITE, _V9_POSTGRES),
     Migration(10, _V10, _V10),
     Migration(11, _V11, _V11),
+    Migration(12, _V12, _V12),
 )
 
 VERSION_TABLE = "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)"

@@ -8,9 +8,10 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
 from ...core.models import StrictModel
+from ...files.network import NetworkPolicy
 from ...protocol import ItemStatus
 
 SHELL_NAMESPACE = "shell"  # the Harmony recipient of the model's shell calls: shell.exec
@@ -37,17 +38,6 @@ class LocalSkill(StrictModel):
 class LocalEnvironment(StrictModel):
     type: Literal["local"]
     skills: list[LocalSkill] | None = Field(None, max_length=100)
-
-
-class NetworkDisabled(StrictModel):
-    type: Literal["disabled"]
-
-
-class NetworkAllowlist(BaseModel):
-    """Read only to be refused by name: sandboxes here have no network (tools/shell.py)."""
-
-    model_config = ConfigDict(extra="allow")
-    type: Literal["allowlist"]
 
 
 class SkillReference(StrictModel):
@@ -79,7 +69,7 @@ class ContainerAutoEnvironment(StrictModel):
     type: Literal["container_auto"]
     file_ids: list[Annotated[str, Field(max_length=100)]] = Field([], max_length=100)  # uploads copied into /mnt/data
     memory_limit: Literal["1g", "4g", "16g", "64g"] | None = None
-    network_policy: Annotated[Union[NetworkDisabled, NetworkAllowlist], Field(discriminator="type")] | None = None
+    network_policy: NetworkPolicy | None = None  # checked when the tool is prepared (tools/shell_hosted.py)
     skills: list[Annotated[Union[SkillReference, InlineSkill], Field(discriminator="type")]] | None = Field(None, max_length=20)
 
 

@@ -13,6 +13,7 @@ from sandbox.manager import BACKEND_ERRORS, Execution, SandboxFull, SessionNotFo
 
 from ...engine.harmony import ToolNamespaceConfig
 from ...errors import bad_request
+from ...files.network import checked_policy
 from ...files.service import check_memory_limit
 from ...files.sync import ContainerSync
 from ...protocol import EventType, Include, ItemStatus
@@ -113,6 +114,8 @@ class CodeInterpreter(Tool[CodeInterpreterTool]):
         named = tool.container
         if not isinstance(named, str):
             check_memory_limit(named.memory_limit, sandbox.config.memory, f"{param}.container.memory_limit")
+            network = checked_policy(named.network_policy, sandbox.config.network, f"{param}.container.network_policy")
+            named = named.model_copy(update={"network_policy": network})
         self.container = await self.context.containers.open(named, f"{param}.container", dialog.tool_state(ContainerState).container_id, provision)
 
     def recipients(self) -> Iterable[str]:
@@ -129,7 +132,8 @@ class CodeInterpreter(Tool[CodeInterpreterTool]):
         sandbox = self.context.services.sandbox
         if self.tool is not None and sandbox is not None and self.context.enabled:
             known = self.container.known_paths() if self.container is not None else []
-            description = describe_python_tool(sandbox.config, sandbox.backend.data_dir, known)
+            network = self.container.network_access() if self.container is not None else None
+            description = describe_python_tool(sandbox.config, sandbox.backend.data_dir, known, network)
             declarations.system.append(ToolNamespaceConfig(name="python", description=description, tools=[]))
 
     def open_call(self, call: ToolCall, name: str) -> OutputItem | None:
@@ -167,8 +171,9 @@ class CodeInterpreter(Tool[CodeInterpreterTool]):
         container = await self.container.made()
         try:
             collected = await sandbox.collect(
-                item.container_id, item.id, self.context.tenant, files=container, idle_ttl_s=container.container.idle_minutes * 60
-            )
+                item.container_id, item.id, self.context.tenant, files=container, idle_ttl_s=container.container.idle_minutes * 60,
+                network=container.network_grant(),
+            )  # fmt: skip
         except BACKEND_ERRORS + (SandboxFull, SessionNotFound) as exc:
             log.warning("sandbox session %s: the result of %s could not be collected: %s", item.container_id, item.id, exc)
             collected = None
@@ -199,6 +204,7 @@ class CodeInterpreter(Tool[CodeInterpreterTool]):
                 idle_ttl_s=idle_ttl_s,
                 token=item.id,
                 on_cancel=cancelled,
+                network=container.network_grant(),
             )
         except SandboxFull as exc:
             return _failed(f"Error: {exc}.")

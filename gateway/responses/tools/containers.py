@@ -7,6 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Mapping
 
+from sandbox.network import NetworkAccess
+
+from ...files.network import NetworkAllowlist, access_of
 from ...files.requested import AutoContainer
 from ...files.service import FileService
 from ...files.sync import ContainerSync, open_container
@@ -23,13 +26,22 @@ class ContainerUse:
     sync: ContainerSync | None
     container_id: str
     replaced: bool
+    network: NetworkAllowlist | None = None  # an auto container's network policy, for when it is made
 
     async def made(self) -> ContainerSync:
         """The container's sync, made now if it did not exist yet."""
         if self.sync is None:
-            container = await self.files.new_container(self.tenant, "auto", container_id=self.container_id)
+            container = await self.files.new_container(self.tenant, "auto", container_id=self.container_id, network=self.network)
             self.sync = ContainerSync(self.files, container, [])
         return self.sync
+
+    def network_access(self) -> NetworkAccess | None:
+        """What the container's sandbox reaches, for the tools' descriptions (no secret is opened for it)."""
+        if self.sync is not None:
+            return access_of(self.sync.container.network_policy)
+        if self.network is None:
+            return None
+        return NetworkAccess(tuple(self.network.allowed_domains), tuple(secret.name for secret in self.network.domain_secrets or []))
 
     def known_paths(self) -> list[str]:
         return list(self.sync.by_path) if self.sync is not None else []
@@ -102,6 +114,7 @@ class ResponseContainers:
     async def _open(self, named: str | AutoContainer, param: str, previous: str | None, provision: bool) -> ContainerUse:
         adopted = self.adopted_auto if previous is None and isinstance(named, AutoContainer) else None
         sync, container_id, replaced = await open_container(self.files, named, param, self.tenant, previous or adopted, provision)
+        network = named.network if isinstance(named, AutoContainer) else None
         if adopted is not None and replaced:  # the run had not made it yet: made under the same id when code first runs
-            return ContainerUse(self.files, self.tenant, None, adopted, False)
-        return ContainerUse(self.files, self.tenant, sync, container_id, replaced)
+            return ContainerUse(self.files, self.tenant, None, adopted, False, network)
+        return ContainerUse(self.files, self.tenant, sync, container_id, replaced, network)

@@ -12,6 +12,7 @@ from sandbox.manager import BACKEND_ERRORS, SandboxFull, SessionNotFound, ShellC
 
 from ...core.ids import new_id
 from ...errors import bad_request
+from ...files.network import checked_policy
 from ...files.requested import AutoContainer
 from ...files.service import check_memory_limit
 from ...protocol import ItemStatus
@@ -21,7 +22,6 @@ from ..shapes.items import Event
 from ..shapes.shell_models import (
     ContainerAutoEnvironment,
     HostedEnvironment,
-    NetworkAllowlist,
     OutcomeExit,
     OutcomeTimeout,
     ShellAction,
@@ -55,15 +55,11 @@ class HostedShell:
             )
         named: str | AutoContainer
         if isinstance(environment, ContainerAutoEnvironment):
-            if isinstance(environment.network_policy, NetworkAllowlist):
-                raise bad_request(
-                    "The network policy 'allowlist' is not available: this gateway's containers have no network.",
-                    param=f"{param}.network_policy.type",
-                )
+            network = checked_policy(environment.network_policy, sandbox.config.network, f"{param}.network_policy")
             if environment.skills:
                 self.skills = await find_skills(self.context.services.skills, self.context.tenant, environment.skills, f"{param}.skills")
             check_memory_limit(environment.memory_limit, sandbox.config.memory, f"{param}.memory_limit")
-            named = AutoContainer(type="auto", file_ids=environment.file_ids, memory_limit=environment.memory_limit)
+            named = AutoContainer(type="auto", file_ids=environment.file_ids, memory_limit=environment.memory_limit, network_policy=network)
         else:
             named = environment.container_id
         self.container = await self.context.containers.open(named, param, dialog.tool_state(ContainerState).container_id, provision)
@@ -71,7 +67,7 @@ class HostedShell:
     def description(self) -> str:
         sandbox = self.context.services.sandbox
         assert sandbox is not None and self.container is not None  # prepared
-        described = describe_shell_tool(sandbox.config, sandbox.backend.data_dir, self.container.known_paths())
+        described = describe_shell_tool(sandbox.config, sandbox.backend.data_dir, self.container.known_paths(), self.container.network_access())
         return described + describe_skills(self.skills)
 
     def make_call(self, output_index: int) -> ShellCall:
@@ -103,7 +99,7 @@ class HostedShell:
         try:
             ended = await sandbox.shell(
                 self.container.container_id, commands, self.context.tenant, stream,
-                files=files, idle_ttl_s=container.container.idle_minutes * 60,
+                files=files, idle_ttl_s=container.container.idle_minutes * 60, network=container.network_grant(),
             )  # fmt: skip
             status, notes = ItemStatus.COMPLETED, [*files.notes, *container.take_notes()]
         except (SandboxFull, SessionNotFound, *BACKEND_ERRORS) as exc:
