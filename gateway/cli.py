@@ -3,6 +3,7 @@
 gateway serve --config FILE [--host H] [--port P]
 gateway check-config FILE
 gateway sandbox build [--base IMAGE] [--tag TAG]
+gateway sandbox build-egress [--base IMAGE] [--tag TAG]   (from a checkout of the repository)
 """
 
 from __future__ import annotations
@@ -30,9 +31,12 @@ def main(argv: list[str] | None = None) -> int:
     build = sandbox.add_parser("build", help="build the sandbox image (works offline from a local base image)")
     build.add_argument("--base", default=None, help="base image with python3 (default python:3.12-slim)")
     build.add_argument("--tag", default=None, help="image name (default harmony-gateway/sandbox:latest)")
+    egress = sandbox.add_parser("build-egress", help="build the egress proxy's image (sandboxes with a network policy)")
+    egress.add_argument("--base", default=None, help="base image with python3 (default python:3.12-slim)")
+    egress.add_argument("--tag", default=None, help="image name (default harmony-gateway/egress:latest)")
     args = parser.parse_args(argv)
     if args.command == "sandbox":
-        return _build_sandbox(args.base, args.tag)
+        return _build_sandbox(args.base, args.tag, egress=args.action == "build-egress")
 
     try:
         config = load_config(args.config if args.command == "serve" else args.file)
@@ -132,15 +136,16 @@ def describe(config: GatewayConfig) -> str:
     return "\n".join(lines)
 
 
-def _build_sandbox(base: str | None, tag: str | None) -> int:
-    from sandbox.build import DEFAULT_BASE, DEFAULT_TAG, BuildError, build
+def _build_sandbox(base: str | None, tag: str | None, egress: bool) -> int:
+    from sandbox.build import DEFAULT_BASE, DEFAULT_TAG, EGRESS_TAG, BuildError, build, build_egress
 
+    tag = tag or (EGRESS_TAG if egress else DEFAULT_TAG)
     try:
-        image_id = build(base or DEFAULT_BASE, tag or DEFAULT_TAG)
+        image_id = (build_egress if egress else build)(base or DEFAULT_BASE, tag)
     except BuildError as exc:
         print(f"gateway: {exc}", file=sys.stderr)
         return 1
-    print(f"built {tag or DEFAULT_TAG} ({image_id})")
+    print(f"built {tag} ({image_id})")
     return 0
 
 
