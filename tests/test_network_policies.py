@@ -1,0 +1,215 @@
+"""Sandboxes with a network policy: code in the container reaches the domains its policy allows, through the
+egress proxy (its real image, egress/), and nothing else; a domain secret arrives at its domain substituted
+while the container, its output and every stored thing hold only the placeholder. Real Docker, real HTTPS
+servers of the tests' own (a test CA), through the openai SDK."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+from pathlib import Path
+from typing import Any, Iterator
+
+import openai
+import pytest
+
+from .conftest import MODEL, Gateway, Process, emulator_stats, gateway_config, sandbox_section
+from .egress_stack import PRIVATE, EgressStack, start_stack
+from .helpers import items_of
+
+SECRET = "sk-live-0123456789abcdefVALUE"
+ENCODED = base64.b64encode(SECRET.encode()).decode()
+KEYS = [{"key": "alice-key", "tenant": "alice"}, {"key": "bob-key", "tenant": "bob"}]
+
+
+def run(commands: list[str]) -> str:
+    return f"[[call shell.exec {json.dumps({'commands': commands})}]]"
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory, sandbox_image: str) -> Iterator[EgressStack]:
+    stack = start_stack(tmp_path_factory.mktemp("egress"))
+    yield stack
+    stack.close()
+
+
+@pytest.fixture(scope="module")
+def networked(stack: EgressStack, emulator: Process, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
+    workdir = tmp_path_factory.mktemp("networked")
+    network = stack.network_section(deny=["denied.test", "bad.example.test"])
+    sandbox = sandbox_section("docker", f"net-{os.getpid()}", timeout_s=30, pool_size=1, network=network)
+    process = Gateway(gateway_config(emulator.url, workdir, sandbox=sandbox, auth={"api_keys": KEYS}), workdir).start()
+    process.workdir = workdir  # type: ignore[attr-defined]
+    yield process
+    process.stop()
+
+
+def shell_outputs(client: openai.OpenAI, commands: list[str], environment: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    response = client.responses.create(model=MODEL, input=run(commands), tools=[{"type": "shell", "environment": environment}])
+    dumped = response.model_dump()
+    assert dumped["status"] == "completed", dumped
+    (result,) = items_of(dumped, "shell_call_output")
+    return dumped, result["output"]
+
+
+def allowlist(*domains: str, secrets: list[dict[str, str]] | None = None) -> dict[str, Any]:
+    return {"type": "allowlist", "allowed_domains": list(domains), **({"domain_secrets": secrets} if secrets else {})}
+
+
+def test_code_reaches_allowed_domains_with_every_client_and_nothing_else(networked: Gateway, stack: EgressStack) -> None:
+    servers, port = stack.servers, stack.servers.https_port
+    base = f"https://allowed.test:{port}"
+    commands = [
+        f"python3 -c \"import urllib.request; print(urllib.request.urlopen('{base}/hello', timeout=10).read().decode(), end='')\"",
+        f"curl -fsS {base}/hello",
+        f"git clone -q {base}/repo.git /tmp/repo && cat /tmp/repo/README",
+        f"python3 -m pip download -q --no-deps -d /tmp/dl --index-url {base}/simple/ tinypkg && ls /tmp/dl",
+        f"curl -fsS https://other.test:{port}/hello",  # a domain not allowed
+        f"curl -fsS https://{servers.address}:{port}/hello",  # an IP literal
+        f"curl -fsS https://private.test:{port}/hello",  # an allowed name on a private address
+        f"curl -fsSL {base}/redirect",  # a redirect to a domain not allowed
+        "curl -fsS https://allowed.test:22/",  # another port
+        # Around the proxy: no route to the servers' host, no name resolution.
+        f"python3 -c \"import socket; socket.create_connection(('{servers.address}', {port}), timeout=3)\"",
+        f"curl -fsS --noproxy '*' --max-time 5 {base}/hello",
+    ]
+    environment = {"type": "container_auto", "network_policy": allowlist("allowed.test", "private.test")}
+    _, outputs = shell_outputs(networked.client(api_key="alice-key"), commands, environment)
+    ok = [output["stdout"] for output in outputs[:4]]
+    assert ok == ["hello from allowed.test\n"] * 2 + ["cloned through the egress proxy\n", "tinypkg-1.0-py3-none-any.whl\n"], outputs
+    for output in outputs[:4]:
+        assert output["outcome"] == {"type": "exit", "exit_code": 0}, output
+    refused = outputs[4:]
+    for output in refused:
+        assert output["outcome"]["exit_code"] != 0, output
+    assert "403" in refused[0]["stderr"] and "403" in refused[1]["stderr"] and "403" in refused[4]["stderr"]
+    assert "502" in refused[2]["stderr"]  # the proxy resolved private.test itself, and would not connect there
+    assert "other.test" not in {seen.headers.get("host", "").split(":")[0] for seen in servers.seen}
+    assert [seen.path for seen in servers.requests("/redirect")] == ["/redirect"]
+    assert not servers.requests("/") and PRIVATE not in json.dumps([seen.headers for seen in servers.seen])
+    assert "unreachable" in refused[5]["stderr"] or "timed out" in refused[5]["stderr"], refused[5]
+
+
+def test_a_domain_secret_reaches_its_domain_only_and_the_sandbox_sees_a_placeholder(networked: Gateway, stack: EgressStack) -> None:
+    alice = networked.client(api_key="alice-key")
+    servers, port = stack.servers, stack.servers.https_port
+    policy = allowlist("secret.test", "allowed.test", secrets=[{"domain": "secret.test", "name": "API_KEY", "value": SECRET}])
+    container = alice.containers.create(name="with a key", network_policy=policy)  # type: ignore[arg-type]
+    shown = alice.containers.retrieve(container.id).model_dump()
+    assert shown["network_policy"] == {"type": "allowlist", "allowed_domains": ["secret.test", "allowed.test"]}
+    commands = [
+        "echo $API_KEY",
+        f'env | grep -c "$(echo {ENCODED} | base64 -d)" || true',  # the value itself must not be in the command
+        f'curl -fsS -H "Authorization: Bearer $API_KEY" https://secret.test:{port}/echo',
+        f'curl -fsS -H "Authorization: Bearer $API_KEY" https://allowed.test:{port}/echo',
+        f'curl -fsS -H "Authorization: Bearer $API_KEY" http://secret.test:{servers.http_port}/echo',
+        f'grep -rl "$(echo {ENCODED} | base64 -d)" /tmp /mnt/data 2>/dev/null | wc -l',
+    ]
+    environment = {"type": "container_reference", "container_id": container.id}
+    response, outputs = shell_outputs(alice, commands, environment)
+    placeholder = outputs[0]["stdout"].strip()
+    assert placeholder.startswith("hgsecret_") and len(placeholder) > 24
+    assert outputs[1]["stdout"] == "0\n" and outputs[5]["stdout"] == "0\n"
+    assert len(servers.requests("/echo")) == 3, servers.requests("/echo")
+    received = {(seen.server, seen.headers["host"].split(":")[0]): seen.headers["authorization"] for seen in servers.requests("/echo")}
+    assert received == {
+        ("https", "secret.test"): f"Bearer {SECRET}",  # substituted, over HTTPS, for its domain
+        ("https", "allowed.test"): f"Bearer {placeholder}",  # another allowed domain gets the placeholder
+        ("http", "secret.test"): f"Bearer {placeholder}",  # and plain HTTP never carries the secret
+    }
+    # The server echoed the secret back: the proxy masked it on the way in.
+    assert json.loads(outputs[2]["stdout"]) == {"authorization": "Bearer " + "*" * len(SECRET)}
+    assert SECRET not in json.dumps(response) and SECRET not in json.dumps(alice.containers.list().model_dump())
+    stored = b"".join(path.read_bytes() for path in Path(networked.workdir).rglob("*.sqlite3*"))  # type: ignore[attr-defined]
+    assert SECRET.encode() not in stored  # sealed at rest
+    # Another tenant: the container is not theirs, and their own sandbox has no network.
+    bob = networked.client(api_key="bob-key")
+    with pytest.raises(openai.NotFoundError):
+        bob.responses.create(model=MODEL, input=run(["echo $API_KEY"]), tools=[{"type": "shell", "environment": environment}])
+    _, theirs = shell_outputs(bob, ["echo ${API_KEY:-none}", f"curl -fsS --max-time 5 https://secret.test:{port}/echo"], {"type": "container_auto"})
+    assert theirs[0]["stdout"] == "none\n" and theirs[1]["outcome"]["exit_code"] != 0
+    assert len(servers.requests("/echo")) == 3
+
+
+def test_code_interpreter_auto_container_with_a_policy(networked: Gateway, stack: EgressStack) -> None:
+    client = networked.client(api_key="alice-key")
+    url = f"https://allowed.test:{stack.servers.https_port}/hello"
+    code = f"import urllib.request\nprint(urllib.request.urlopen('{url}', timeout=10).read().decode())"
+    tool = {"type": "code_interpreter", "container": {"type": "auto", "network_policy": allowlist("allowed.test")}}
+    response = client.responses.create(model=MODEL, input=f"[[python {code}]]", tools=[tool], include=["code_interpreter_call.outputs"])
+    (call,) = items_of(response.model_dump(), "code_interpreter_call")
+    assert call["outputs"][0]["logs"] == "hello from allowed.test", call
+
+
+def test_without_a_policy_a_sandbox_has_no_network(networked: Gateway, stack: EgressStack) -> None:
+    servers = stack.servers
+    commands = [
+        "env | grep -ci proxy || true",
+        f"python3 -c \"import socket; socket.create_connection(('{servers.address}', {servers.https_port}), timeout=3)\"",
+        f"curl -fsS --max-time 5 --proxy {stack.proxy_url} https://allowed.test:{servers.https_port}/hello",
+    ]
+    for environment in ({"type": "container_auto"}, {"type": "container_auto", "network_policy": {"type": "disabled"}}):
+        _, outputs = shell_outputs(networked.client(api_key="alice-key"), commands, environment)
+        assert outputs[0]["stdout"] == "0\n"
+        assert outputs[1]["outcome"]["exit_code"] != 0 and outputs[2]["outcome"]["exit_code"] != 0, outputs
+
+
+@pytest.mark.parametrize(
+    ("policy", "param", "words"),
+    [
+        (allowlist("127.0.0.1"), "network_policy.allowed_domains[0]", "IP address"),
+        (allowlist("exa mple.com"), "network_policy.allowed_domains[0]", "not a domain name"),
+        (allowlist("localhost"), "network_policy.allowed_domains[0]", "not a domain name"),
+        (allowlist("*.example.test"), "network_policy.allowed_domains[0]", "sandbox.network"),  # reaches bad.example.test
+        (allowlist("*.test"), "network_policy.allowed_domains[0]", "not a domain name"),
+        (allowlist("denied.test"), "network_policy.allowed_domains[0]", "sandbox.network"),
+        (allowlist("a.test", secrets=[{"domain": "b.test", "name": "K", "value": "v"}]), "network_policy.domain_secrets[0].domain", "allowed_domains"),
+        (allowlist("a.test", secrets=[{"domain": "a.test", "name": "HTTPS_PROXY", "value": "v"}]), "network_policy.domain_secrets[0].name", "reserved"),
+        (allowlist("a.test", secrets=[{"domain": "a.test", "name": "LD_PRELOAD", "value": "v"}]), "network_policy.domain_secrets[0].name", "reserved"),
+        (allowlist("a.test", secrets=[{"domain": "a.test", "name": "K", "value": "line\nbreak"}]), "network_policy.domain_secrets[0].value", "printable"),
+        (allowlist(*[f"d{i}.test" for i in range(65)]), "network_policy.allowed_domains", "64"),
+    ],
+)
+def test_a_policy_outside_the_bounds_is_refused_by_name(networked: Gateway, policy: dict[str, Any], param: str, words: str) -> None:
+    with pytest.raises(openai.BadRequestError) as raised:
+        networked.client(api_key="alice-key").containers.create(name="x", network_policy=policy)  # type: ignore[arg-type]
+    assert raised.value.param == param and words in raised.value.message, raised.value.message
+    shell = {"type": "shell", "environment": {"type": "container_auto", "network_policy": policy}}
+    with pytest.raises(openai.BadRequestError) as raised:
+        networked.client(api_key="alice-key").responses.create(model=MODEL, input="hi", tools=[shell])
+    assert raised.value.param == f"tools[0].environment.{param}"
+
+
+def test_another_policy_gets_another_container(networked: Gateway, stack: EgressStack) -> None:
+    client, port = networked.client(api_key="alice-key"), stack.servers.https_port
+    first = {"type": "container_auto", "network_policy": allowlist("allowed.test")}
+    response, outputs = shell_outputs(client, ["echo kept > /tmp/mark", f"curl -fsS https://allowed.test:{port}/hello"], first)
+    assert outputs[1]["stdout"] == "hello from allowed.test\n"
+    again = client.responses.create(
+        model=MODEL, input=run(["cat /tmp/mark", f"curl -fsS https://allowed.test:{port}/hello"]), previous_response_id=response["id"],
+        tools=[{"type": "shell", "environment": {"type": "container_auto"}}],
+    )  # fmt: skip
+    (result,) = items_of(again.model_dump(), "shell_call_output")
+    assert result["output"][0]["outcome"]["exit_code"] != 0  # a new container: no network, and not the first one's files
+    assert result["output"][1]["outcome"]["exit_code"] != 0
+
+
+def test_the_proxy_down_is_a_clear_error_and_its_restart_is_recovered(networked: Gateway, stack: EgressStack, emulator: Process) -> None:
+    client, port = networked.client(api_key="alice-key"), stack.servers.https_port
+    container = client.containers.create(name="through restarts", network_policy=allowlist("allowed.test"))  # type: ignore[arg-type]
+    environment = {"type": "container_reference", "container_id": container.id}
+    _, outputs = shell_outputs(client, [f"curl -fsS https://allowed.test:{port}/hello"], environment)
+    assert outputs[0]["stdout"] == "hello from allowed.test\n"
+    stack.stop_proxy()
+    try:
+        response = client.responses.create(model=MODEL, input=run(["echo ran"]), tools=[{"type": "shell", "environment": environment}])
+        (result,) = items_of(response.model_dump(), "shell_call_output")
+        assert response.status == "completed" and result["status"] == "incomplete" and result["output"] == []
+        # What the model read: why the commands did not run.
+        assert "the sandbox egress proxy is unreachable" in emulator_stats(emulator)["last_prompt"]
+    finally:
+        stack.start_proxy()
+    # The proxy came back knowing no grant: the next call registers the sandbox's again.
+    _, outputs = shell_outputs(client, [f"curl -fsS https://allowed.test:{port}/hello"], environment)
+    assert outputs[0]["stdout"] == "hello from allowed.test\n", outputs
