@@ -164,10 +164,26 @@ def test_without_a_policy_a_sandbox_has_no_network(networked: Gateway, stack: Eg
         (allowlist("*.example.test"), "network_policy.allowed_domains[0]", "sandbox.network"),  # reaches bad.example.test
         (allowlist("*.test"), "network_policy.allowed_domains[0]", "not a domain name"),
         (allowlist("denied.test"), "network_policy.allowed_domains[0]", "sandbox.network"),
-        (allowlist("a.test", secrets=[{"domain": "b.test", "name": "K", "value": "v"}]), "network_policy.domain_secrets[0].domain", "allowed_domains"),
-        (allowlist("a.test", secrets=[{"domain": "a.test", "name": "HTTPS_PROXY", "value": "v"}]), "network_policy.domain_secrets[0].name", "reserved"),
-        (allowlist("a.test", secrets=[{"domain": "a.test", "name": "LD_PRELOAD", "value": "v"}]), "network_policy.domain_secrets[0].name", "reserved"),
-        (allowlist("a.test", secrets=[{"domain": "a.test", "name": "K", "value": "line\nbreak"}]), "network_policy.domain_secrets[0].value", "printable"),
+        (
+            allowlist("a.test", secrets=[{"domain": "b.test", "name": "K", "value": "v"}]),
+            "network_policy.domain_secrets[0].domain",
+            "allowed_domains",
+        ),
+        (
+            allowlist("a.test", secrets=[{"domain": "a.test", "name": "HTTPS_PROXY", "value": "v"}]),
+            "network_policy.domain_secrets[0].name",
+            "reserved",
+        ),
+        (
+            allowlist("a.test", secrets=[{"domain": "a.test", "name": "LD_PRELOAD", "value": "v"}]),
+            "network_policy.domain_secrets[0].name",
+            "reserved",
+        ),
+        (
+            allowlist("a.test", secrets=[{"domain": "a.test", "name": "K", "value": "line\nbreak"}]),
+            "network_policy.domain_secrets[0].value",
+            "printable",
+        ),
         (allowlist(*[f"d{i}.test" for i in range(65)]), "network_policy.allowed_domains", "64"),
     ],
 )

@@ -18,6 +18,7 @@ import pytest
 from gateway.config import SandboxConfig
 from runtime.supervision import Supervisor
 from sandbox.manager import SandboxManager
+from sandbox.proxy_policy import Limits
 
 from .conftest import ROOT, free_port, wait_for_port
 
@@ -342,3 +343,83 @@ def test_smuggling_is_refused(proxy: str, head: str) -> None:
 def test_a_bad_connection_does_not_stop_the_proxy(proxy: str) -> None:
     assert exchange(proxy, b"\x00\xff garbage\r\n\r\n").startswith(b"HTTP/1.1 400")
     assert statuses(exchange(proxy, http("GET", "/_ping"))) == [200]
+
+
+# -- the egress network and the runtime: what the proxy allows for sandboxes with a network policy ----------
+
+
+@pytest.fixture(scope="module")
+def egress_proxy(sandbox_image: str) -> Iterator[tuple[str, str]]:
+    """A proxy that allows the egress network (an internal network of this test's) and the runc runtime."""
+    import subprocess
+
+    network = f"hg-proxytest-{os.getpid()}"
+    docker.from_env().networks.create(network, internal=True)
+    port = free_port()
+    args = [sys.executable, "-m", "sandbox.socket_proxy", "--listen", f"127.0.0.1:{port}", "--image", sandbox_image]
+    process = subprocess.Popen([*args, "--network", network, "--runtime", "runc"], cwd=ROOT, stderr=subprocess.DEVNULL)
+    wait_for_port(port)
+    yield f"tcp://127.0.0.1:{port}", network
+    process.kill()
+    process.wait()
+    docker.from_env().networks.get(network).remove()
+
+
+def networked_create(image: str, network: str) -> dict[str, Any]:
+    """The body the gateway sends for a sandbox with a network policy (DockerBackend._start_container)."""
+    body = good_create(image)
+    body["NetworkDisabled"] = False
+    body["Env"] = ["HTTPS_PROXY=http://sandbox:token@egress:3128", "API_KEY=hgsecret_0123"]
+    body["HostConfig"] |= {"NetworkMode": network, "Runtime": "runc"}
+    return body
+
+
+def test_a_sandbox_joins_the_egress_network_and_nothing_else(egress_proxy: tuple[str, str], sandbox_image: str, no_leftovers: None) -> None:
+    proxy, network = egress_proxy
+    answer = exchange(proxy, http("POST", "/containers/create", json.dumps(networked_create(sandbox_image, network)).encode()))
+    assert statuses(answer) == [201], answer
+    (container,) = ours()
+    info = docker.from_env().api.inspect_container(container["Id"])
+    assert info["HostConfig"]["NetworkMode"] == network and info["HostConfig"]["Runtime"] == "runc"
+    assert list(info["NetworkSettings"]["Networks"]) == [network]
+    assert "API_KEY=hgsecret_0123" in info["Config"]["Env"]
+    # Without a network, as before: the runtime is still the configured one.
+    plain = good_create(sandbox_image)
+    plain["HostConfig"]["Runtime"] = "runc"
+    assert statuses(exchange(proxy, http("POST", "/containers/create", json.dumps(plain).encode()))) == [201]
+
+
+EGRESS_HOSTILE = {
+    "host network": _set("HostConfig.NetworkMode", "host"),
+    "the default bridge": _set("HostConfig.NetworkMode", "bridge"),
+    "another network": _set("HostConfig.NetworkMode", "some-other-network"),
+    "another container's network": _set("HostConfig.NetworkMode", "container:anything"),
+    "another network by its endpoints": _set("NetworkingConfig", {"EndpointsConfig": {"some-other-network": {}}}),
+    "network disabled mismatch": _set("NetworkDisabled", True),
+    "another runtime": _set("HostConfig.Runtime", "runsc"),
+    "no runtime": _set("HostConfig.Runtime", None),
+    "env not a list": _set("Env", "A=1"),
+    "env without a name": _set("Env", ["=value"]),
+    "env too many": _set("Env", [f"V{index}=x" for index in range(65)]),
+    "env too long": _set("Env", ["V=" + "x" * 9000]),
+}
+
+
+@pytest.mark.parametrize("name", list(EGRESS_HOSTILE))
+def test_the_egress_allowances_cannot_be_bent(egress_proxy: tuple[str, str], sandbox_image: str, no_leftovers: None, name: str) -> None:
+    proxy, network = egress_proxy
+    body = json.dumps(EGRESS_HOSTILE[name](networked_create(sandbox_image, network))).encode()
+    assert statuses(exchange(proxy, http("POST", "/containers/create", body))) == [403]
+    assert ours() == []
+
+
+def test_without_allowances_neither_a_network_nor_a_runtime_passes(proxy: str, sandbox_image: str, no_leftovers: None) -> None:
+    for body in (networked_create(sandbox_image, "harmony-egress"), _set("HostConfig.Runtime", "runc")(good_create(sandbox_image))):
+        assert statuses(exchange(proxy, http("POST", "/containers/create", json.dumps(body).encode()))) == [403]
+    assert ours() == []
+
+
+@pytest.mark.parametrize("network", ["host", "bridge", "none", "default", "container:x"])
+def test_the_egress_network_cannot_be_a_builtin_one(network: str) -> None:
+    with pytest.raises(ValueError):
+        Limits("image", network=network)
