@@ -81,20 +81,24 @@ async def health(request: Request) -> Response:
 
 async def ready(request: Request) -> Response:
     """Readiness: every model has an engine that answers (as the last health check found), every
-    configured tool server is connected, and none of the app's own tasks was left stopped."""
+    configured tool server is connected, the sandboxes' egress proxy answers where they have a network,
+    and none of the app's own tasks was left stopped."""
     services: Services = request.app.state.services
     engines = services.engines.health()
     engine = all(model.answers for model in services.engines.models)
     servers = services.mcp.health()
     draining = services.drain.draining
     stopped = services.supervisor.stopped()  # a task of the app's that kept failing: only a restart helps
-    ok = engine and all(servers.values()) and not draining and not stopped
+    egress = services.sandbox.egress_healthy if services.sandbox is not None else None
+    ok = engine and all(servers.values()) and not draining and not stopped and egress is not False
     body: dict[str, Any] = {
         "status": "ready" if ok else "not_ready", "engine": engine, "engines": engines, "tool_servers": servers, "draining": draining,
         "tasks": services.supervisor.health(),
     }  # fmt: skip
     if services.sandbox is not None:
         body["sandbox_sessions"] = services.sandbox.live_sessions
+    if egress is not None:
+        body["sandbox_egress"] = egress
     body["mcp_request_sessions"] = services.mcp.request_sessions
     return JSONResponse(body, status_code=200 if ok else 503)
 

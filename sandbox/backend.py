@@ -49,6 +49,11 @@ class Backend(Protocol):
         ...
 
     @property
+    def egress_healthy(self) -> bool | None:
+        """Whether the egress proxy answers, as last checked (None: its sandboxes have no network)."""
+        ...
+
+    @property
     def reattach(self) -> Callable[[str], Awaitable[Kernel | None]] | None:
         """Attach to the kernel of a container another replica started (None: kernels die with their replica)."""
         ...

@@ -32,6 +32,7 @@ log = logging.getLogger("sandbox.docker")
 LABEL = "harmony-gateway.sandbox"
 INSTANCE_LABEL = "harmony-gateway.instance"
 OWNER_LABEL = "harmony-gateway.owner"  # the gateway replica that started the container
+EGRESS_CHECK_S = 5.0  # how often the egress proxy's health is checked
 
 
 class SandboxUnavailable(Exception):
@@ -102,6 +103,7 @@ class DockerBackend:
         self.labels = {LABEL: "1", INSTANCE_LABEL: config.instance, OWNER_LABEL: self.owner.id}
         self._client: docker.DockerClient | None = None
         self._egress: EgressClient | None = None
+        self.egress_healthy: bool | None = None  # None: sandboxes have no network here
         # A grant lapses this long after its last use unless renewed: the session's idle time, and a call's.
         self.grant_ttl_s = config.idle_ttl_s + config.timeout_s + KILL_GRACE_S
 
@@ -133,6 +135,10 @@ class DockerBackend:
         behind (never a live replica's: several replicas may share the daemon)."""
         self._client = await anyio.to_thread.run_sync(self._connect)
         await self.remove_orphans()
+        if self.config.network.enabled:  # its key is checked now; the proxy itself may come up later
+            self.egress_healthy = await self.network.healthy()
+            if not self.egress_healthy:
+                log.warning("the sandbox egress proxy at %s does not answer yet", self.config.network.control_url)
 
     async def remove_orphans(self) -> int:
         """Remove the containers of this instance whose replica is no longer alive (its lease ran out). A
@@ -164,7 +170,18 @@ class DockerBackend:
                     await self.directory.drop(container, placements[container].owner)
 
     def maintenance(self) -> list[Callable[[], Coroutine[Any, Any, None]]]:
-        return [self.sweep_orphans]
+        return [self.sweep_orphans] + ([self.watch_egress] if self.config.network.enabled else [])
+
+    async def watch_egress(self) -> None:
+        """Run for the app's lifetime: whether the egress proxy answers, for /ready."""
+        while True:
+            await anyio.sleep(EGRESS_CHECK_S)
+            healthy = await self.network.healthy()
+            if healthy != self.egress_healthy:
+                log.log(
+                    logging.INFO if healthy else logging.WARNING, "the sandbox egress proxy %s", "answers again" if healthy else "does not answer"
+                )
+            self.egress_healthy = healthy
 
     @property
     def reattach(self) -> Callable[[str], Awaitable[DockerKernel | None]]:

@@ -89,6 +89,7 @@ class LocalKernel:
 class LocalBackend:
     data_dir = DATA_DIR
     isolation = "local"
+    egress_healthy: bool | None = None  # its sandboxes never have a network
 
     def __init__(self, config: SandboxConfig) -> None:
         self.config = config

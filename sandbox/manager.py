@@ -83,6 +83,11 @@ class SandboxManager:
         return len(self._sessions)
 
     @property
+    def egress_healthy(self) -> bool | None:
+        """Whether the egress proxy answers, as last checked; None where sandboxes have no network."""
+        return self.backend.egress_healthy
+
+    @property
     def pooled(self) -> int:
         """Kernels started and waiting for a new session."""
         return len(self._pool)

@@ -106,6 +106,12 @@ class EgressClient:
         }
         await self._call("PUT", f"/grants/{token}", json=body)
 
+    async def healthy(self) -> bool:
+        try:
+            return (await self._client.get("/health")).status_code == 200
+        except httpx.HTTPError:
+            return False
+
     async def forget(self, token: str) -> None:
         await self._call("DELETE", f"/grants/{token}")
 

@@ -8,9 +8,11 @@ from __future__ import annotations
 import base64
 import json
 import os
+import time
 from pathlib import Path
 from typing import Any, Iterator
 
+import httpx
 import openai
 import pytest
 
@@ -51,6 +53,16 @@ def shell_outputs(client: openai.OpenAI, commands: list[str], environment: dict[
     assert dumped["status"] == "completed", dumped
     (result,) = items_of(dumped, "shell_call_output")
     return dumped, result["output"]
+
+
+def readiness(gateway: Gateway, egress: bool) -> int:
+    """/ready's status once it reports the egress proxy as `egress` (it checks every few seconds)."""
+    deadline = time.monotonic() + 30
+    while True:
+        answer = httpx.get(gateway.url + "/ready", timeout=5)
+        if answer.json().get("sandbox_egress") is egress or time.monotonic() > deadline:
+            return answer.status_code
+        time.sleep(0.2)
 
 
 def allowlist(*domains: str, secrets: list[dict[str, str]] | None = None) -> dict[str, Any]:
@@ -224,8 +236,10 @@ def test_the_proxy_down_is_a_clear_error_and_its_restart_is_recovered(networked:
         assert response.status == "completed" and result["status"] == "incomplete" and result["output"] == []
         # What the model read: why the commands did not run.
         assert "the sandbox egress proxy is unreachable" in emulator_stats(emulator)["last_prompt"]
+        assert readiness(networked, False) == 503  # and /ready says so
     finally:
         stack.start_proxy()
+    assert readiness(networked, True) == 200
     # The proxy came back knowing no grant: the next call registers the sandbox's again.
     _, outputs = shell_outputs(client, [f"curl -fsS https://allowed.test:{port}/hello"], environment)
     assert outputs[0]["stdout"] == "hello from allowed.test\n", outputs
