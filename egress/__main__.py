@@ -12,6 +12,7 @@ import argparse
 import asyncio
 import logging
 import os
+import secrets
 from pathlib import Path
 
 from mitmproxy import options
@@ -52,6 +53,18 @@ async def serve(args: argparse.Namespace, key: str) -> None:
     await master.run()
 
 
+def _key_from(path: Path) -> str:
+    """The control key in `path`, made there first if there is none: a volume shared with the gateway
+    alone (compose.yaml) hands it over, readable there and nowhere else."""
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        made = path.with_suffix(".tmp")
+        made.write_text(secrets.token_urlsafe(32))
+        made.chmod(0o644)
+        made.replace(path)  # whole or not at all, for a gateway reading it meanwhile
+    return path.read_text().strip()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m egress")
     parser.add_argument("--listen", default="0.0.0.0:3128", help="where sandboxes reach the proxy")
@@ -61,10 +74,11 @@ def main() -> None:
     parser.add_argument("--upstream-ca", default=None)
     parser.add_argument("--allow-network", action="append", default=[], metavar="CIDR")
     parser.add_argument("--resolve", action="append", default=[], metavar="NAME=ADDRESS")
+    parser.add_argument("--control-key-file", default=None, help="without EGRESS_CONTROL_KEY: the key's file, made on first start")
     args = parser.parse_args()
-    key = os.environ.get("EGRESS_CONTROL_KEY", "")
+    key = os.environ.get("EGRESS_CONTROL_KEY", "") or (_key_from(Path(args.control_key_file)) if args.control_key_file else "")
     if len(key) < 16:
-        parser.error("EGRESS_CONTROL_KEY must hold the control key (16 characters or more)")
+        parser.error("the control key (EGRESS_CONTROL_KEY, or --control-key-file) must be 16 characters or more")
     logging.basicConfig(level="INFO", format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("mitmproxy").setLevel(logging.WARNING)  # a line per connection otherwise
     asyncio.run(serve(args, key))

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 
 class _Section(BaseModel):
@@ -21,6 +21,7 @@ class SandboxNetwork(_Section):
     proxy_url: str = Field("http://egress:3128", description="The proxy as sandboxes reach it")
     control_url: str = Field("http://egress:8081", description="The proxy's control API, as the gateway reaches it")
     control_key: str | None = Field(None, min_length=16, description="Default: the EGRESS_CONTROL_KEY environment variable")
+    control_key_file: str | None = Field(None, description="Or a file holding it (compose.yaml: the egress proxy makes it)")
     allow: list[str] | None = Field(None, description="Domains a tenant may allow (None: any); `*.example.com` covers names under it")
     deny: list[str] = Field([], description="Domains no tenant may allow")
     domain_secrets: bool = True
@@ -49,7 +50,9 @@ class SandboxConfig(_Section):
     max_output_bytes: int = Field(16384, ge=1024, description="Past this, output is cut around a marker")
     local_python: str | None = Field(None, description="Interpreter of the local backend; default the system python3")
     local_uid_base: int = Field(200_000, ge=1000, description="local backend as root: each session gets a host uid from here")
-    runtime: str | None = Field(None, pattern=r"^[a-z][a-z0-9_.-]{0,31}$", description="A Docker runtime, e.g. runsc (gVisor)")
+    runtime: Annotated[str | None, BeforeValidator(lambda value: value or None)] = Field(
+        None, pattern=r"^[a-z][a-z0-9_.-]{0,31}$", description="A Docker runtime, e.g. runsc (gVisor)"
+    )
     network: SandboxNetwork = SandboxNetwork()
     # Labels this gateway's containers so that a restart removes its own orphans and nobody else's.
     instance: str = Field("default", pattern=r"^[A-Za-z0-9_.-]+$")

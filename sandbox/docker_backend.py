@@ -113,9 +113,9 @@ class DockerBackend:
             network = self.config.network
             if not network.enabled:
                 raise SandboxUnavailable("sandboxes have no network on this gateway (sandbox.network.enabled is false)")
-            key = network.control_key or os.environ.get("EGRESS_CONTROL_KEY", "")
+            key = network.control_key or os.environ.get("EGRESS_CONTROL_KEY", "") or _read_key(network.control_key_file)
             if len(key) < 16:
-                raise SandboxUnavailable("sandbox.network needs the egress proxy's control key (control_key or EGRESS_CONTROL_KEY)")
+                raise SandboxUnavailable("sandbox.network needs the egress proxy's control key (control_key, control_key_file or EGRESS_CONTROL_KEY)")
             self._egress = EgressClient(network, key)
         return self._egress
 
@@ -375,6 +375,13 @@ class DockerBackend:
             await anyio.to_thread.run_sync(self.client.close)
             if self._egress is not None:
                 await self._egress.aclose()
+
+
+def _read_key(path: str | None) -> str:
+    try:
+        return open(path).read().strip() if path else ""
+    except OSError as exc:
+        raise SandboxUnavailable(f"sandbox.network.control_key_file cannot be read: {exc.strerror}") from None
 
 
 def _token_of(env: list[str]) -> str | None:

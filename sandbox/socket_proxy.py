@@ -244,7 +244,7 @@ def main() -> None:
     parser.add_argument("--runtime", default=None, help="the Docker runtime every sandbox runs under (e.g. runsc)")
     args = parser.parse_args()
     logging.basicConfig(level="INFO", format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    limits = Limits(args.image, max_memory=args.max_memory, max_pids=args.max_pids, network=args.network, runtime=args.runtime)
+    limits = Limits(args.image, max_memory=args.max_memory, max_pids=args.max_pids, network=args.network or None, runtime=args.runtime or None)
     anyio.run(serve, args.listen, args.socket, limits)
 
 

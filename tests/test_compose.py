@@ -3,6 +3,7 @@ place: a streaming request with a python call and an MCP call through the publis
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -29,7 +30,7 @@ def _compose_command() -> list[str]:
 def test_compose_stack_end_to_end(sandbox_image: str) -> None:
     subprocess.run([str(ROOT / "scripts" / "build-images"), base_image()], check=True, cwd=ROOT, stdout=subprocess.DEVNULL)
     port = free_port()
-    env = os.environ | {"GATEWAY_PORT": str(port), "GATEWAY_API_KEYS": KEY}
+    env = os.environ | {"GATEWAY_PORT": str(port), "GATEWAY_API_KEYS": KEY, "SANDBOX_NETWORK": "true"}
     compose = [*_compose_command(), "-p", f"hgtest{os.getpid()}", "-f", "compose.yaml", "-f", "tests/compose.emulator.yaml"]
 
     def run(*args: str) -> None:
@@ -37,7 +38,7 @@ def test_compose_stack_end_to_end(sandbox_image: str) -> None:
 
     url = f"http://127.0.0.1:{port}"
     try:
-        run("up", "-d", "--no-deps", "--no-build", "sandbox-image", "docker-proxy", "emulator")
+        run("up", "-d", "--no-deps", "--no-build", "sandbox-image", "docker-proxy", "egress", "emulator")
         run("up", "-d", "--no-deps", "--no-build", "gateway")
         deadline = time.monotonic() + 120
         while True:
@@ -69,6 +70,16 @@ def test_compose_stack_end_to_end(sandbox_image: str) -> None:
         mcp = next(item for item in response.output if item.type == "mcp_call")
         assert '"timezone": "UTC"' in mcp.output
         assert sandbox_containers("compose"), "the python call ran in a sandbox container of the stack"
+        # A sandbox with a network policy reaches what it allows through the stack's egress proxy, and no more.
+        shell = {
+            "type": "shell",
+            "environment": {"type": "container_auto", "network_policy": {"type": "allowlist", "allowed_domains": ["engine.test"]}},
+        }
+        commands = ["curl -fsS http://engine.test:8000/health", "curl -fsS http://example.com/"]
+        answer = client.responses.create(model=MODEL, input=f"[[call shell.exec {json.dumps({'commands': commands})}]]", tools=[shell])
+        reached, refused = next(item for item in answer.output if item.type == "shell_call_output").output
+        assert reached.outcome.type == "exit" and reached.outcome.exit_code == 0 and reached.stdout, reached  # type: ignore[union-attr]
+        assert refused.outcome.type == "exit" and refused.outcome.exit_code != 0 and "403" in refused.stderr, refused  # type: ignore[union-attr]
     finally:
         run("down", "-v")
     assert sandbox_containers("compose") == []  # the gateway removed its sandboxes when it stopped
