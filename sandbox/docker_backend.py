@@ -33,6 +33,9 @@ LABEL = "harmony-gateway.sandbox"
 INSTANCE_LABEL = "harmony-gateway.instance"
 OWNER_LABEL = "harmony-gateway.owner"  # the gateway replica that started the container
 EGRESS_CHECK_S = 5.0  # how often the egress proxy's health is checked
+# Processes a runtime itself runs in the container's cgroup, beyond the sandbox's own `pids`: gVisor's
+# sentry and gofer are threads there, and a limit that leaves them none brings the whole sandbox down.
+RUNTIME_PIDS = {"runsc": 128}
 
 
 class SandboxUnavailable(Exception):
@@ -119,6 +122,14 @@ class DockerBackend:
             self._egress = EgressClient(network, key)
         return self._egress
 
+    async def _egress_answers(self) -> bool:
+        try:
+            return await self.network.healthy()
+        except SandboxUnavailable as exc:  # its key is not there (yet): said once, not every check
+            if self.egress_healthy is not False:
+                log.warning("%s", exc)
+            return False
+
     async def forget_grant(self, token: str) -> None:
         try:
             await self.network.forget(token)
@@ -135,8 +146,8 @@ class DockerBackend:
         behind (never a live replica's: several replicas may share the daemon)."""
         self._client = await anyio.to_thread.run_sync(self._connect)
         await self.remove_orphans()
-        if self.config.network.enabled:  # its key is checked now; the proxy itself may come up later
-            self.egress_healthy = await self.network.healthy()
+        if self.config.network.enabled:  # the proxy (and the key it makes) may come up after the gateway
+            self.egress_healthy = await self._egress_answers()
             if not self.egress_healthy:
                 log.warning("the sandbox egress proxy at %s does not answer yet", self.config.network.control_url)
 
@@ -176,7 +187,7 @@ class DockerBackend:
         """Run for the app's lifetime: whether the egress proxy answers, for /ready."""
         while True:
             await anyio.sleep(EGRESS_CHECK_S)
-            healthy = await self.network.healthy()
+            healthy = await self._egress_answers()
             if healthy != self.egress_healthy:
                 log.log(
                     logging.INFO if healthy else logging.WARNING, "the sandbox egress proxy %s", "answers again" if healthy else "does not answer"
@@ -286,7 +297,7 @@ class DockerBackend:
             },
             cap_drop=["ALL"],
             security_opt=["no-new-privileges"],
-            pids_limit=config.pids,
+            pids_limit=config.pids + RUNTIME_PIDS.get(config.runtime or "", 0),
             mem_limit=memory,
             memswap_limit=memory,  # no swap beyond the memory limit
             nano_cpus=int(config.cpus * 1e9),

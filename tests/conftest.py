@@ -279,6 +279,13 @@ def sandbox_section(backend: str, instance: str, **overrides: Any) -> dict[str, 
     return section | overrides
 
 
+def docker_runtimes() -> set[str]:
+    """The runtimes the Docker daemon has registered (runc, and runsc where gVisor is set up)."""
+    import docker
+
+    return set(docker.from_env().info().get("Runtimes", {}))
+
+
 def sandbox_containers(instance: str) -> list[str]:
     import docker
 

@@ -16,7 +16,7 @@ import httpx
 import openai
 import pytest
 
-from .conftest import MODEL, Gateway, Process, emulator_stats, gateway_config, sandbox_section
+from .conftest import MODEL, Gateway, Process, docker_runtimes, emulator_stats, gateway_config, sandbox_section
 from .egress_stack import PRIVATE, EgressStack, start_stack
 from .helpers import items_of
 
@@ -243,3 +243,16 @@ def test_the_proxy_down_is_a_clear_error_and_its_restart_is_recovered(networked:
     # The proxy came back knowing no grant: the next call registers the sandbox's again.
     _, outputs = shell_outputs(client, [f"curl -fsS https://allowed.test:{port}/hello"], environment)
     assert outputs[0]["stdout"] == "hello from allowed.test\n", outputs
+
+
+def test_under_gvisor_a_sandbox_reaches_its_allowed_domain_and_no_other(
+    stack: EgressStack, emulator: Process, make_gateway: Any, tmp_path: Path
+) -> None:
+    if "runsc" not in docker_runtimes():
+        pytest.skip("the Docker daemon has no runsc runtime (README: gVisor)")
+    sandbox = sandbox_section("docker", f"net-gvisor-{os.getpid()}", timeout_s=30, pool_size=0, runtime="runsc", network=stack.network_section())
+    gateway = make_gateway(emulator.url, sandbox=sandbox)
+    port = stack.servers.https_port
+    commands = [f"curl -fsS https://allowed.test:{port}/hello", f"curl -fsS https://other.test:{port}/hello"]
+    _, outputs = shell_outputs(gateway.client(), commands, {"type": "container_auto", "network_policy": allowlist("allowed.test")})
+    assert outputs[0]["stdout"] == "hello from allowed.test\n" and outputs[1]["outcome"]["exit_code"] != 0, outputs
