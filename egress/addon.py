@@ -36,6 +36,7 @@ class Client:
     """A connection from a sandbox: whose grant it uses, and since when."""
 
     token: str
+    tenant: str
     started: float
 
 
@@ -46,12 +47,16 @@ class Egress:
         addresses: PublicAddresses,
         ports: frozenset[int] = frozenset({80, 443}),
         resolve: dict[str, str] | None = None,
+        max_tenant_connections: int = 256,
     ) -> None:
         self.grants = grants
         self.addresses = addresses
         self.ports = ports
         self.resolve = resolve or {}  # the operator's fixed names (tests, an internal index), checked like any
         self._clients: dict[str, Client] = {}
+        # Connections open per tenant, across its sandboxes: one tenant cannot take all the proxy has.
+        self.max_tenant_connections = max_tenant_connections
+        self._tenants: dict[str, int] = {}
 
     # -- who the client is ------------------------------------------------------------------------------
 
@@ -127,6 +132,9 @@ class Egress:
             grant = self.grants.get(client.token)
             if grant is not None:
                 grant.connections -= 1
+            left = self._tenants.pop(client.tenant) - 1
+            if left:
+                self._tenants[client.tenant] = left
 
     # -- checks ---------------------------------------------------------------------------------------------
 
@@ -152,8 +160,12 @@ class Egress:
         if grant.connections >= grant.max_connections:
             _refuse(flow, 429, f"this sandbox has {grant.max_connections} connections open already, its limit")
             return None
+        if self._tenants.get(grant.tenant, 0) >= self.max_tenant_connections:
+            _refuse(flow, 429, f"this tenant's sandboxes have {self.max_tenant_connections} connections open already, its limit")
+            return None
         grant.connections += 1
-        self._clients[flow.client_conn.id] = Client(token, time.monotonic())
+        self._tenants[grant.tenant] = self._tenants.get(grant.tenant, 0) + 1
+        self._clients[flow.client_conn.id] = Client(token, grant.tenant, time.monotonic())
         return self._clients[flow.client_conn.id]
 
     def _grant(self, flow: http.HTTPFlow, client: Client) -> Grant | None:

@@ -78,7 +78,7 @@ class Servers:
         self._make_site()
         https = self._serve("https")
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        self.ca.issue_cert(*NAMES).configure_cert(context)
+        self.ca.issue_cert(*NAMES, self.address).configure_cert(context)  # the address too: bench/egress.py goes direct
         https.socket = context.wrap_socket(https.socket, server_side=True)
         self._serve("http")
         return self
@@ -95,6 +95,8 @@ class Servers:
         servers, root = self, self.root
 
         class Handler(http.server.SimpleHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"  # connections kept alive, as real servers keep them
+
             def __init__(self, *args: Any, **kwargs: Any) -> None:
                 super().__init__(*args, directory=str(root), **kwargs)
 
@@ -110,10 +112,20 @@ class Servers:
                     self._send(body, "application/json")
                 elif self.path == "/hello":
                     self._send(f"hello from {self.headers.get('Host', '').split(':')[0]}\n".encode(), "text/plain")
-                elif self.path == "/big":
-                    self._send(b"x" * (4 * 1024 * 1024), "application/octet-stream")
+                elif self.path.startswith("/bytes/"):  # a download of that many bytes, streamed
+                    self._stream(int(self.path.removeprefix("/bytes/")))
                 else:
                     super().do_GET()
+
+            def _stream(self, size: int) -> None:
+                self.send_response(200)
+                self.send_header("Content-Type", "application/octet-stream")
+                self.send_header("Content-Length", str(size))
+                self.end_headers()
+                chunk = b"x" * 65536
+                while size > 0:
+                    self.wfile.write(chunk[: min(size, len(chunk))])
+                    size -= len(chunk)
 
             def _send(self, body: bytes, kind: str) -> None:
                 self.send_response(200)
@@ -186,6 +198,23 @@ class EgressStack:
         }
         return section | overrides
 
+    def register(self, tenant: str, domains: list[str], max_connections: int = 1000) -> str:
+        """A grant registered as the gateway would; its token."""
+        token = secrets.token_urlsafe(32)
+        grant = {"tenant": tenant, "allowed_domains": domains, "secrets": [], "max_connections": max_connections,
+                 "max_bytes": 1 << 40, "max_connection_s": 3600, "expires_in_s": 3600}  # fmt: skip
+        httpx.put(f"{self.control_url}/grants/{token}", json=grant, headers={"Authorization": f"Bearer {self.key}"}).raise_for_status()
+        return token
+
+    def proxy_from_host(self, token: str) -> str:
+        """The proxy as the host reaches it (on its way-out network), with a grant's token."""
+        networks = json.loads(docker("inspect", self.proxy))[0]["NetworkSettings"]["Networks"]
+        return f"http://sandbox:{token}@{networks[self.outside]['IPAddress']}:3128"
+
+    def proxy_ca(self, path: Path) -> Path:
+        path.write_text(httpx.get(self.control_url + "/ca.pem", headers={"Authorization": f"Bearer {self.key}"}).text)
+        return path
+
     def stop_proxy(self) -> None:
         docker("stop", "-t", "1", self.proxy)
 
@@ -216,7 +245,7 @@ def start_stack(tmp: Path) -> EgressStack:
     network = f"hg-egress-{suffix}"
     docker("network", "create", "--internal", "-o", "com.docker.network.bridge.inhibit_ipv4=true", network)
     key = secrets.token_urlsafe(24)
-    args = ["--listen", "0.0.0.0:3128", "--control", "0.0.0.0:8081", "--upstream-ca", "/ca/test-ca.pem"]
+    args = ["--listen", "0.0.0.0:3128", "--control", "0.0.0.0:8081", "--upstream-ca", "/ca/test-ca.pem", "--max-tenant-connections", "8"]
     args += ["--ports", f"80,443,{servers.https_port},{servers.http_port}", "--allow-network", f"{host}/32"]
     args += [arg for name in NAMES for arg in ("--resolve", f"{name}={PRIVATE if name == 'private.test' else host}")]
     proxy = f"hg-egress-proxy-{suffix}"

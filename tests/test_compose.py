@@ -75,10 +75,10 @@ def test_compose_stack_end_to_end(sandbox_image: str) -> None:
             "type": "shell",
             "environment": {"type": "container_auto", "network_policy": {"type": "allowlist", "allowed_domains": ["engine.test"]}},
         }
-        commands = ["curl -fsS http://engine.test:8000/health", "curl -fsS http://example.com/"]
+        commands = ["curl -fsS -o /dev/null -w %{http_code} http://engine.test:8000/health", "curl -fsS http://example.com/"]
         answer = client.responses.create(model=MODEL, input=f"[[call shell.exec {json.dumps({'commands': commands})}]]", tools=[shell])
         reached, refused = next(item for item in answer.output if item.type == "shell_call_output").output
-        assert reached.outcome.type == "exit" and reached.outcome.exit_code == 0 and reached.stdout, reached  # type: ignore[union-attr]
+        assert reached.outcome.type == "exit" and reached.outcome.exit_code == 0 and reached.stdout == "200", reached  # type: ignore[union-attr]
         assert refused.outcome.type == "exit" and refused.outcome.exit_code != 0 and "403" in refused.stderr, refused  # type: ignore[union-attr]
     finally:
         run("down", "-v")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import ssl
 import time
 from pathlib import Path
 from typing import Any, Iterator
@@ -256,3 +257,35 @@ def test_under_gvisor_a_sandbox_reaches_its_allowed_domain_and_no_other(
     commands = [f"curl -fsS https://allowed.test:{port}/hello", f"curl -fsS https://other.test:{port}/hello"]
     _, outputs = shell_outputs(gateway.client(), commands, {"type": "container_auto", "network_policy": allowlist("allowed.test")})
     assert outputs[0]["stdout"] == "hello from allowed.test\n" and outputs[1]["outcome"]["exit_code"] != 0, outputs
+
+
+def test_one_sandbox_and_one_tenant_cannot_hold_every_connection(stack: EgressStack, tmp_path: Path) -> None:
+    """From the host, on the proxy's other side: the bounds are the proxy's own, whoever connects."""
+    ca, url = ssl.create_default_context(cafile=str(stack.proxy_ca(tmp_path / "ca.pem"))), f"https://allowed.test:{stack.servers.https_port}/hello"
+    held: list[httpx.Client] = []
+
+    def connect(token: str) -> bool:
+        client = httpx.Client(verify=ca, proxy=stack.proxy_from_host(token), trust_env=False)
+        try:
+            client.get(url).raise_for_status()  # kept alive: the connection stays open
+        except httpx.HTTPError:
+            client.close()
+            return False
+        held.append(client)
+        return True
+
+    try:
+        narrow = stack.register("narrow", ["allowed.test"], max_connections=2)
+        assert [connect(narrow) for _ in range(3)] == [True, True, False]  # the sandbox's own limit
+        first, second = stack.register("acme", ["allowed.test"]), stack.register("acme", ["allowed.test"])
+        assert [connect(first) for _ in range(5)] + [connect(second) for _ in range(5)] == [True] * 8 + [False] * 2  # the tenant's: 8
+        assert connect(stack.register("another", ["allowed.test"]))  # another tenant is served still
+        for client in held[2:]:
+            client.close()
+        deadline = time.monotonic() + 10
+        while not connect(second) and time.monotonic() < deadline:  # closed connections free the tenant's room
+            time.sleep(0.1)
+        assert time.monotonic() < deadline
+    finally:
+        for client in held:
+            client.close()
