@@ -29,6 +29,7 @@ from .grants import Grant, Grants, Scrubber, Secret
 log = logging.getLogger("egress")
 
 RESOLVE_TIMEOUT_S = 5.0
+_SPENT = "this sandbox has moved {} bytes through the proxy, its limit"
 
 
 @dataclass
@@ -157,6 +158,9 @@ class Egress:
         if port not in self.ports or (tunnel and port == 80):
             _refuse(flow, 403, f"port {port} is not allowed (only {', '.join(map(str, sorted(self.ports)))})")
             return None
+        if grant.bytes_used >= grant.max_bytes:
+            _refuse(flow, 429, _SPENT.format(grant.max_bytes))
+            return None
         if grant.connections >= grant.max_connections:
             _refuse(flow, 429, f"this sandbox has {grant.max_connections} connections open already, its limit")
             return None
@@ -177,7 +181,7 @@ class Egress:
             _refuse(flow, 408, f"the connection is older than {grant.max_connection_s:g} s, its limit")
             return None
         if grant.bytes_used >= grant.max_bytes:
-            _refuse(flow, 429, f"this sandbox has moved {grant.max_bytes} bytes through the proxy, its limit")
+            _refuse(flow, 429, _SPENT.format(grant.max_bytes))
             return None
         return grant
 

@@ -94,8 +94,8 @@ def _secret(spec: Any, domains: list[str]) -> Secret:
         raise BadGrant("a secret's domain must be one of allowed_domains")
     if not (isinstance(placeholder, str) and _ENV_NAME.fullmatch(placeholder) and len(placeholder) >= 24):
         raise BadGrant("a secret's placeholder must be a random word of 24 characters or more")
-    if not (isinstance(value, str) and 0 < len(value) <= 8192 and value.isprintable()):
-        raise BadGrant("a secret's value must be 1 to 8192 printable characters")
+    if not (isinstance(value, str) and 0 < len(value) <= 8192 and value.isascii() and value.isprintable()):
+        raise BadGrant("a secret's value must be 1 to 8192 printable ASCII characters")
     return Secret(domain, placeholder, value)
 
 

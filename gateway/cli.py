@@ -127,6 +127,14 @@ def describe(config: GatewayConfig) -> str:
             f"sandbox:      {sandbox.backend}, {where}; {sandbox.memory} memory, {sandbox.cpus:g} CPU, "
             f"{sandbox.timeout_s:g} s per execution, pool {sandbox.pool_size}, at most {sandbox.max_sessions} sessions"
         )
+        if sandbox.runtime:
+            lines.append(f"runtime:      {sandbox.runtime}")
+        network = sandbox.network
+        lines.append(
+            f"network:      allowlists through {network.proxy_url} on {network.docker_network} (control {network.control_url})"
+            if network.enabled
+            else "network:      none (network_policy allowlist is refused)"
+        )
     for server in config.tool_servers:
         where = " ".join([*(server.command or []), *server.args]) if server.transport == "stdio" else (server.url or "")
         extra = f", headers: {', '.join(sorted(server.headers))}" if server.headers else ""

@@ -198,11 +198,11 @@ class EgressStack:
         }
         return section | overrides
 
-    def register(self, tenant: str, domains: list[str], max_connections: int = 1000) -> str:
+    def register(self, tenant: str, domains: list[str], max_connections: int = 1000, max_bytes: int = 1 << 40) -> str:
         """A grant registered as the gateway would; its token."""
         token = secrets.token_urlsafe(32)
         grant = {"tenant": tenant, "allowed_domains": domains, "secrets": [], "max_connections": max_connections,
-                 "max_bytes": 1 << 40, "max_connection_s": 3600, "expires_in_s": 3600}  # fmt: skip
+                 "max_bytes": max_bytes, "max_connection_s": 3600, "expires_in_s": 3600}  # fmt: skip
         httpx.put(f"{self.control_url}/grants/{token}", json=grant, headers={"Authorization": f"Bearer {self.key}"}).raise_for_status()
         return token
 

@@ -197,6 +197,7 @@ def test_without_a_policy_a_sandbox_has_no_network(networked: Gateway, stack: Eg
             "network_policy.domain_secrets[0].value",
             "printable",
         ),
+        (allowlist("a.test", secrets=[{"domain": "a.test", "name": "K", "value": "clé"}]), "network_policy.domain_secrets[0].value", "ASCII"),
         (allowlist(*[f"d{i}.test" for i in range(65)]), "network_policy.allowed_domains", "64"),
     ],
 )
@@ -289,3 +290,15 @@ def test_one_sandbox_and_one_tenant_cannot_hold_every_connection(stack: EgressSt
     finally:
         for client in held:
             client.close()
+
+
+def test_a_sandbox_moves_no_more_bytes_than_its_grant_allows(stack: EgressStack, tmp_path: Path) -> None:
+    ca = ssl.create_default_context(cafile=str(stack.proxy_ca(tmp_path / "ca.pem")))
+    token, url = stack.register("bytes", ["allowed.test"], max_bytes=1_000_000), f"https://allowed.test:{stack.servers.https_port}"
+    with httpx.Client(verify=ca, proxy=stack.proxy_from_host(token), trust_env=False) as client:
+        assert len(client.get(f"{url}/bytes/500000").content) == 500_000
+        with pytest.raises(httpx.HTTPError):  # past the budget, the download is cut
+            client.get(f"{url}/bytes/4000000").raise_for_status()
+    with httpx.Client(verify=ca, proxy=stack.proxy_from_host(token), trust_env=False) as client:
+        with pytest.raises(httpx.ProxyError, match="429"):  # and the sandbox gets no more
+            client.get(f"{url}/hello")

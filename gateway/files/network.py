@@ -77,8 +77,8 @@ def checked_policy(policy: NetworkDisabled | NetworkAllowlist | None, config: Sa
             raise bad_request(f"The secret's domain '{secret.domain[:100]}' must be one of allowed_domains.", param=f"{where}.domain")
         if secret.name in names or secret.name.upper() in _RESERVED or secret.name.upper().startswith(_RESERVED_PREFIXES):
             raise bad_request(f"'{secret.name}' cannot name a secret (it is reserved, or named twice).", param=f"{where}.name")
-        if not secret.value.isprintable():
-            raise bad_request("A secret's value must be printable text (it goes into an HTTP header).", param=f"{where}.value")
+        if not (secret.value.isascii() and secret.value.isprintable()):
+            raise bad_request("A secret's value must be printable ASCII (it goes into an HTTP header).", param=f"{where}.value")
         names.add(secret.name)
         kept.append(DomainSecretParam(domain=domain, name=secret.name, value=secret.value))
     return NetworkAllowlist(type="allowlist", allowed_domains=domains, domain_secrets=kept or None)
