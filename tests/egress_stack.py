@@ -96,6 +96,7 @@ class Servers:
 
         class Handler(http.server.SimpleHTTPRequestHandler):
             protocol_version = "HTTP/1.1"  # connections kept alive, as real servers keep them
+            disable_nagle_algorithm = True  # headers and body are two writes: no delayed-ACK stall between them
 
             def __init__(self, *args: Any, **kwargs: Any) -> None:
                 super().__init__(*args, directory=str(root), **kwargs)
@@ -228,7 +229,7 @@ class EgressStack:
         self.servers.stop()
 
 
-def start_stack(tmp: Path) -> EgressStack:
+def start_stack(tmp: Path, max_tenant_connections: int = 8) -> EgressStack:
     image = ensure_egress_image()
     suffix = f"{os.getpid()}-{secrets.token_hex(3)}"
     # The proxy's way out: a bridge network of the test's own, whose host address the servers listen on.
@@ -245,7 +246,7 @@ def start_stack(tmp: Path) -> EgressStack:
     network = f"hg-egress-{suffix}"
     docker("network", "create", "--internal", "-o", "com.docker.network.bridge.inhibit_ipv4=true", network)
     key = secrets.token_urlsafe(24)
-    args = ["--listen", "0.0.0.0:3128", "--control", "0.0.0.0:8081", "--upstream-ca", "/ca/test-ca.pem", "--max-tenant-connections", "8"]
+    args = ["--listen", "0.0.0.0:3128", "--control", "0.0.0.0:8081", "--upstream-ca", "/ca/test-ca.pem", "--max-tenant-connections", str(max_tenant_connections)]
     args += ["--ports", f"80,443,{servers.https_port},{servers.http_port}", "--allow-network", f"{host}/32"]
     args += [arg for name in NAMES for arg in ("--resolve", f"{name}={PRIVATE if name == 'private.test' else host}")]
     proxy = f"hg-egress-proxy-{suffix}"
