@@ -246,7 +246,8 @@ def start_stack(tmp: Path, max_tenant_connections: int = 8) -> EgressStack:
     network = f"hg-egress-{suffix}"
     docker("network", "create", "--internal", "-o", "com.docker.network.bridge.inhibit_ipv4=true", network)
     key = secrets.token_urlsafe(24)
-    args = ["--listen", "0.0.0.0:3128", "--control", "0.0.0.0:8081", "--upstream-ca", "/ca/test-ca.pem", "--max-tenant-connections", str(max_tenant_connections)]
+    args = ["--listen", "0.0.0.0:3128", "--control", "0.0.0.0:8081", "--upstream-ca", "/ca/test-ca.pem"]
+    args += ["--max-tenant-connections", str(max_tenant_connections)]
     args += ["--ports", f"80,443,{servers.https_port},{servers.http_port}", "--allow-network", f"{host}/32"]
     args += [arg for name in NAMES for arg in ("--resolve", f"{name}={PRIVATE if name == 'private.test' else host}")]
     proxy = f"hg-egress-proxy-{suffix}"
