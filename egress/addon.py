@@ -102,6 +102,25 @@ class Egress:
         scrubber, count = Scrubber([(secret.value, "*" * len(secret.value)) for secret in secrets]), self._counter(flow, client)
         flow.response.stream = lambda chunk: scrubber.feed(count(chunk))
 
+    def tcp_start(self, flow: Any) -> None:
+        """A tunnel that carries neither TLS nor HTTP: refused (the server is never connected), since
+        nothing in it could be checked or counted."""
+        flow.server_conn.error = "only HTTP and HTTPS pass the sandbox egress proxy"
+
+    def udp_start(self, flow: Any) -> None:
+        flow.server_conn.error = "only HTTP and HTTPS pass the sandbox egress proxy"
+
+    def websocket_message(self, flow: http.HTTPFlow) -> None:
+        """A WebSocket's messages count against the sandbox's bytes, as bodies do; past them, none passes."""
+        client = self._clients.get(flow.client_conn.id)
+        grant = self.grants.get(client.token) if client is not None else None
+        assert flow.websocket is not None
+        message = flow.websocket.messages[-1]
+        if grant is not None:
+            grant.bytes_used += len(message.content)
+        if grant is None or grant.bytes_used > grant.max_bytes:
+            message.drop()
+
     async def server_connect(self, data: Any) -> None:
         """Before any connection to a server: the host allowed, resolved here, every address public (or in
         the operator's allowed networks), and the connection pinned to the checked address."""

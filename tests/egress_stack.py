@@ -26,7 +26,7 @@ import trustme
 
 from .conftest import ROOT, base_image
 
-EGRESS_IMAGE = "harmony-gateway/egress:test"
+EGRESS_IMAGE = os.environ.get("EGRESS_TEST_IMAGE", "harmony-gateway/egress:test")
 NAMES = ("allowed.test", "other.test", "secret.test", "private.test")
 PRIVATE = "10.255.255.1"  # where private.test points: a private address behind an allowed name
 

@@ -145,6 +145,30 @@ def test_a_domain_secret_reaches_its_domain_only_and_the_sandbox_sees_a_placehol
     assert len(servers.requests("/echo")) == 3
 
 
+RAW_TUNNEL = """
+import base64, os, socket, sys
+from urllib.parse import urlsplit
+proxy = urlsplit(os.environ["HTTPS_PROXY"])
+auth = base64.b64encode(f"sandbox:{proxy.password}".encode()).decode()
+with socket.create_connection((proxy.hostname, proxy.port), timeout=10) as sock:
+    sock.sendall(f"CONNECT allowed.test:{sys.argv[1]} HTTP/1.1\\r\\nHost: allowed.test\\r\\nProxy-Authorization: Basic {auth}\\r\\n\\r\\n".encode())
+    print(sock.recv(1000).split(b"\\r\\n")[0].decode())
+    sock.sendall(b"\\x00\\x01raw bytes, neither TLS nor HTTP\\r\\n\\r\\n")
+    print(repr(sock.recv(1000)))
+"""
+
+
+def test_a_tunnel_carries_http_and_https_only(networked: Gateway, stack: EgressStack) -> None:
+    """A CONNECT to an allowed host and port, then bytes that are neither TLS nor HTTP: the server never
+    sees them (what cannot be read cannot be checked, nor counted)."""
+    commands = [f"cat > /tmp/raw.py <<'EOF'{RAW_TUNNEL}EOF", f"python3 /tmp/raw.py {stack.servers.http_port}"]
+    _, outputs = shell_outputs(
+        networked.client(api_key="alice-key"), commands, {"type": "container_auto", "network_policy": allowlist("allowed.test")}
+    )
+    established, answer = outputs[1]["stdout"].splitlines()
+    assert established.endswith("200 Connection established") and answer == "b''", outputs  # closed, not relayed
+
+
 def test_code_interpreter_auto_container_with_a_policy(networked: Gateway, stack: EgressStack) -> None:
     client = networked.client(api_key="alice-key")
     url = f"https://allowed.test:{stack.servers.https_port}/hello"
