@@ -169,6 +169,19 @@ def test_a_tunnel_carries_http_and_https_only(networked: Gateway, stack: EgressS
     assert established.endswith("200 Connection established") and answer == "b''", outputs  # closed, not relayed
 
 
+def test_a_secret_in_a_requests_tools_is_echoed_masked_and_stored_sealed(networked: Gateway, stack: EgressStack) -> None:
+    client, port = networked.client(api_key="alice-key"), stack.servers.https_port
+    policy = allowlist("secret.test", secrets=[{"domain": "secret.test", "name": "TOKEN", "value": SECRET}])
+    commands = [f'curl -fsS -o /dev/null -H "X-Token: $TOKEN" https://secret.test:{port}/hello']
+    response, outputs = shell_outputs(client, commands, {"type": "container_auto", "network_policy": policy})
+    assert outputs[0]["outcome"]["exit_code"] == 0 and stack.servers.requests("/hello")[-1].headers["x-token"] == SECRET
+    echoed = response["tools"][0]["environment"]["network_policy"]["domain_secrets"]
+    assert echoed == [{"domain": "secret.test", "name": "TOKEN", "value": "********"}]
+    assert SECRET not in client.responses.retrieve(response["id"]).model_dump_json()
+    stored = b"".join(path.read_bytes() for path in Path(networked.workdir).rglob("*.sqlite3*"))  # type: ignore[attr-defined]
+    assert SECRET.encode() not in stored
+
+
 def test_code_interpreter_auto_container_with_a_policy(networked: Gateway, stack: EgressStack) -> None:
     client = networked.client(api_key="alice-key")
     url = f"https://allowed.test:{stack.servers.https_port}/hello"

@@ -136,11 +136,19 @@ def ended(
     }
 
 
+SECRET_SHOWN = "********"
+
+
 def echo_tool(tool: Any) -> dict[str, Any]:
-    """A request's tool as the Response object shows it: MCP credentials left out, `strict` spelled out."""
+    """A request's tool as the Response object shows it: MCP credentials and domain secrets left out,
+    `strict` spelled out."""
     if isinstance(tool, McpTool):
         return tool.echo()
     echoed: dict[str, Any] = tool.model_dump(exclude_none=True)
     if isinstance(tool, FunctionTool):
         echoed |= {"strict": tool.strict is not False, "description": tool.description, "parameters": tool.parameters}
+    for holder in (echoed.get("environment"), echoed.get("container")):  # the hosted shell's, code_interpreter's
+        policy = holder.get("network_policy") if isinstance(holder, dict) else None
+        for secret in (policy or {}).get("domain_secrets") or []:
+            secret["value"] = SECRET_SHOWN  # a domain secret is shown nowhere, the response and its store included
     return echoed
