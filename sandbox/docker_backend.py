@@ -77,6 +77,9 @@ class DockerKernel:
         state = await anyio.to_thread.run_sync(self.backend.wait_stopped, self.container_id)
         if state.get("OOMKilled"):
             return f"it ran out of memory (limit {self.backend.config.memory})"
+        if state.get("ExitCode") == 137 and self.backend.config.runtime == "runsc":
+            # gVisor kills a sandbox over its memory limit itself, and Docker does not mark it OOM-killed.
+            return f"it was killed (code 137); under gVisor that is most likely that it ran out of memory (limit {self.backend.config.memory})"
         if state.get("Running"):
             return "its channel closed"
         return f"it exited with code {state.get('ExitCode')}"
