@@ -20,7 +20,6 @@ from .conftest import (
     MODEL,
     Gateway,
     Process,
-    docker_runtimes,
     emulator_stats,
     gateway_config,
     sandbox_containers,
@@ -33,13 +32,14 @@ CODE_TOOL = {"type": "code_interpreter", "container": {"type": "auto"}}
 STATE_LOST = "The Python session was restarted"
 
 
-@pytest.fixture(scope="module", params=["docker", "local", "runsc"])
+@pytest.fixture(scope="module", params=["docker", "local"])
 def sandboxed(request: pytest.FixtureRequest, emulator: Process, workdir: Path, sandbox_image: str) -> Iterator[Gateway]:
-    """The suite on each backend, and on Docker under gVisor (`sandbox.runtime: runsc`) where the daemon has it."""
-    backend, runtime = ("docker", "runsc") if request.param == "runsc" else (request.param, None)
-    if runtime is not None and runtime not in docker_runtimes():
-        pytest.skip(f"the Docker daemon has no {runtime} runtime (README: gVisor)")
-    instance = f"test-{os.getpid()}-{request.param}"
+    """The suite on each backend (and under gVisor: test_sandbox_gvisor.py)."""
+    yield from sandboxed_gateway(request.param, None, emulator, workdir)
+
+
+def sandboxed_gateway(backend: str, runtime: str | None, emulator: Process, workdir: Path) -> Iterator[Gateway]:
+    instance = f"test-{os.getpid()}-{runtime or backend}"
     config = gateway_config(emulator.url, workdir, sandbox=sandbox_section(backend, instance, runtime=runtime))
     process = Gateway(config, workdir).start()
     process.backend = backend  # type: ignore[attr-defined]
