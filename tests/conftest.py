@@ -238,19 +238,24 @@ def base_image() -> str:
 
 def ensure_sandbox_image() -> str:
     """Build the sandbox image for the tests unless one with this kernel exists."""
+    from sandbox.build import sandbox_sha
+
+    return ensure_image(SANDBOX_IMAGE, "build", "harmony-gateway.sandbox-sha", sandbox_sha())
+
+
+def ensure_image(tag: str, action: str, label: str, sha: str) -> str:
+    """`gateway sandbox ACTION` builds `tag` unless an image of it carries `label` = `sha` (its sources)."""
     import docker
     import docker.errors
 
-    from sandbox.build import sandbox_sha
-
     try:
-        if docker.from_env().images.get(SANDBOX_IMAGE).labels.get("harmony-gateway.sandbox-sha") == sandbox_sha():
-            return SANDBOX_IMAGE
+        if docker.from_env().images.get(tag).labels.get(label) == sha:
+            return tag
     except docker.errors.ImageNotFound:
         pass
-    command = [sys.executable, "-m", "gateway", "sandbox", "build", "--base", base_image(), "--tag", SANDBOX_IMAGE]
+    command = [sys.executable, "-m", "gateway", "sandbox", action, "--base", base_image(), "--tag", tag]
     subprocess.run(command, check=True, cwd=ROOT)
-    return SANDBOX_IMAGE
+    return tag
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

@@ -13,7 +13,6 @@ import os
 import secrets
 import ssl
 import subprocess
-import sys
 import threading
 import time
 import zipfile
@@ -24,7 +23,7 @@ from typing import Any
 import httpx
 import trustme
 
-from .conftest import ROOT, base_image
+from .conftest import ensure_image
 
 EGRESS_IMAGE = os.environ.get("EGRESS_TEST_IMAGE", "harmony-gateway/egress:test")
 NAMES = ("allowed.test", "other.test", "secret.test", "private.test")
@@ -33,19 +32,9 @@ PRIVATE = "10.255.255.1"  # where private.test points: a private address behind 
 
 def ensure_egress_image() -> str:
     """Build the egress proxy's image for the tests unless one of these sources exists."""
-    import docker
-    import docker.errors
-
     from sandbox.build import egress_sha
 
-    try:
-        if docker.from_env().images.get(EGRESS_IMAGE).labels.get("harmony-gateway.egress-sha") == egress_sha():
-            return EGRESS_IMAGE
-    except docker.errors.ImageNotFound:
-        pass
-    command = [sys.executable, "-m", "gateway", "sandbox", "build-egress", "--base", base_image(), "--tag", EGRESS_IMAGE]
-    subprocess.run(command, check=True, cwd=ROOT)
-    return EGRESS_IMAGE
+    return ensure_image(EGRESS_IMAGE, "build-egress", "harmony-gateway.egress-sha", egress_sha())
 
 
 def docker(*args: str) -> str:
