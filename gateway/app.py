@@ -24,6 +24,8 @@ from sandbox.docker_backend import Owner
 from sandbox.local_backend import memory_bytes
 from sandbox.manager import SandboxManager, SandboxUnavailable
 
+from .agents.feed import SessionFeed
+from .agents.routes import routes as agent_routes
 from .chat.routes import routes as chat_routes
 from .config import GatewayConfig
 from .conversations.routes import routes as conversation_routes
@@ -53,6 +55,7 @@ from .shutdown import Drain
 from .skills.routes import routes as skill_routes
 from .skills.service import SkillService
 from .storage import Database, StorageError, UnstorableValue, open_database
+from .storage.agent_store import AgentStore
 from .storage.chunk_index import VectorsUnavailable
 from .storage.conversation_store import ConversationStore
 from .storage.database import Dialect
@@ -223,6 +226,7 @@ def create_app(config: GatewayConfig, drain: Drain | None = None) -> Starlette:
             replicas.on_cancel(runs.cancel)
             app_metrics.watch((lambda: sandbox.live_sessions) if sandbox is not None else None, mcp.health, engines.health)
             browser = make_backends(config.browser, mcp) if config.browser is not None else None
+            agents = AgentStore(database)
             app.state.services = Services(
                 config=config,
                 engines=engines,
@@ -244,6 +248,9 @@ def create_app(config: GatewayConfig, drain: Drain | None = None) -> Starlette:
                 sockets=TenantSockets(),
                 webhooks=WebhookStore(database),
                 webhook_sender=webhook_sender,
+                webhook_outbox=outbox,
+                agents=agents,
+                agent_feed=SessionFeed(agents, tasks),
             )
             serve_every_package(app.state.services)
             replicas.on_adopt(lambda orphan: ResponseRun.adopt(app.state.services, orphan))
@@ -291,6 +298,7 @@ def create_app(config: GatewayConfig, drain: Drain | None = None) -> Starlette:
             *container_routes,
             *vector_store_routes,
             *webhook_routes,
+            *agent_routes,
         ],
         exception_handlers={
             APIError: handle_api_error,

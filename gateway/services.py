@@ -14,6 +14,8 @@ from connectors.servers import MCPServers
 from runtime.supervision import Supervisor
 from sandbox.manager import SandboxManager
 
+from .agents.feed import SessionFeed
+from .agents.needs import AgentsNeeds
 from .config import GatewayConfig
 from .conversations.needs import ConversationsNeeds
 from .core.runs import Runs
@@ -29,8 +31,10 @@ from .responses.loop.needs import ResponsesNeeds
 from .shutdown import Drain
 from .skills.needs import SkillsNeeds
 from .skills.service import SkillService
+from .storage.agent_store import AgentStore
 from .storage.conversation_store import ConversationStore
 from .storage.response_store import ResponseStore
+from .storage.webhook_outbox import WebhookOutbox
 from .storage.webhook_store import WebhookStore
 from .vector_stores.routes import VectorStoresNeeds
 from .vector_stores.service import VectorStoreService
@@ -58,14 +62,17 @@ class Services:
     sockets: TenantSockets  # open Responses WebSockets, per tenant
     webhooks: WebhookStore  # webhook endpoints (their deliveries: webhooks/deliverer.py)
     webhook_sender: Sender
+    webhook_outbox: WebhookOutbox  # webhooks not sent yet: what is not a response's end is queued here
+    agents: AgentStore  # the Agents API's agents, sessions, turns and their events
+    agent_feed: SessionFeed  # sessions' live events, for their subscribers here
     sandbox: SandboxManager | None = None  # None: no code_interpreter on this gateway
     browser: BrowserBackends | None = None  # None: no web_search on this gateway
 
 
 # Every package's needs, each met by the services. A field a package reads that `Services` lacks, or holds
 # with another type, fails the type checker on this line, not a request at run time.
-EveryPackagesNeeds = tuple[ResponsesNeeds, ConversationsNeeds, FilesNeeds, SkillsNeeds, VectorStoresNeeds, WebhooksNeeds]
+EveryPackagesNeeds = tuple[ResponsesNeeds, ConversationsNeeds, FilesNeeds, SkillsNeeds, VectorStoresNeeds, WebhooksNeeds, AgentsNeeds]
 
 
 def serve_every_package(services: Services) -> EveryPackagesNeeds:
-    return (services, services, services, services, services, services)
+    return (services, services, services, services, services, services, services)

@@ -20,6 +20,7 @@ from sandbox.config import SandboxConfig
 from ..errors import param_path
 from .base import ConfigError, Section
 from .data import (
+    AgentsConfig,
     ConversationsConfig,
     EmbeddingsConfig,
     FilesConfig,
@@ -37,7 +38,7 @@ __all__ = [
     "ConversationsConfig", "EmbeddingsConfig", "EngineConfig", "FetchConfig", "FilesConfig", "GatewayConfig",
     "IsolationConfig", "LimitsConfig", "LoggingConfig", "LoopConfig", "MCPConfig", "SandboxConfig", "SearchConfig",
     "ServerConfig", "SocketConfig", "StorageConfig", "ToolNames", "ToolServerConfig", "TracingConfig",
-    "VectorStoresConfig", "WebhooksConfig", "load_config", "parse_config",
+    "VectorStoresConfig", "WebhooksConfig", "AgentsConfig", "load_config", "parse_config",
 ]  # fmt: skip
 
 
@@ -63,6 +64,7 @@ class GatewayConfig(Section):
     browser: BrowserConfig | None = None
     tracing: TracingConfig = TracingConfig()
     webhooks: WebhooksConfig = WebhooksConfig()
+    agents: AgentsConfig = AgentsConfig()
 
     def files_directory(self) -> str:
         return self.files.directory or str(Path(self.storage.path).parent / "files")

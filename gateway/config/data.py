@@ -125,6 +125,14 @@ class IsolationConfig(Section):
     schema_timeout_s: float = Field(2.0, gt=0, le=60, description="One check of a call's arguments")
 
 
+class AgentsConfig(Section):
+    """The Agents API (gateway/agents/): each tenant's bounds."""
+
+    max_agents_per_tenant: int = Field(1000, gt=0, le=1_000_000)
+    max_sessions_per_tenant: int = Field(10_000, gt=0, le=10_000_000, description="Sessions kept, idle or not")
+    max_running_sessions_per_tenant: int = Field(32, gt=0, le=100_000, description="Sessions whose turn runs at once")
+
+
 class WebhooksConfig(Section):
     """Webhook endpoints (gateway/webhooks/): where background responses report that they ended."""
 

@@ -53,6 +53,7 @@ class Purpose(Enum):
     RUN_REQUEST = "run-request"  # a background run's request, kept in the store for the replica adopting it
     WEBHOOK_SECRET = "webhook-secret"  # a webhook endpoint's signing secret, kept in the store
     DOMAIN_SECRET = "domain-secret"  # a container network policy's domain secret (files/network.py)
+    AGENT_SECRET = "agent-secret"  # an agent's MCP server headers and authorization (agents/objects.py)
 
 
 class Unsealable(ValueError):

@@ -1,0 +1,24 @@
+"""What the Agents API uses of the app: a part of gateway/services.py's `Services`. Its turns are runs of the
+Responses loop, so it needs what that does, and its own store, feed and the webhook outbox."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from runtime.supervision import Supervisor
+
+from ..core.requests import NeedsOf
+from ..responses.loop.needs import ResponsesNeeds
+from ..storage.agent_store import AgentStore
+from ..storage.webhook_outbox import WebhookOutbox
+from .feed import SessionFeed
+
+
+class AgentsNeeds(ResponsesNeeds, Protocol):
+    agents: AgentStore
+    agent_feed: SessionFeed
+    webhook_outbox: WebhookOutbox  # session state changes queue their webhooks in the same transaction
+    supervisor: Supervisor
+
+
+needs_of = NeedsOf[AgentsNeeds]()

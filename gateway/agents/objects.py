@@ -1,0 +1,221 @@
+"""Agents, sessions and turns as the Agents API shows them (openai 3.57 `Agent`, `AgentSession`, `Turn`), and
+the Responses request a session's turn runs as: the door is a translation onto the same runs as every other.
+
+An MCP server's headers and authorization are sealed for the tenant where the agent is kept; what is shown
+of them is their names, each value masked. They are opened only to build a run's request."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Sequence
+
+from ..core.sealed import Purpose, Sealer
+from ..errors import APIError, bad_request
+from ..storage.agent_store import AgentRecord, SessionRecord, TurnRecord
+from .models import AgentConfig, AgentTool, Environment, FunctionTool, HostedEnvironment, McpTool, OtherTool, SelfHostedEnvironment, WebSearchTool
+
+MASK = "********"
+SECRETS = "_secrets"  # the body's sealed MCP credentials, by server label: never shown
+
+# What a hosted environment's container gets for its size (the sandbox's own memory limits).
+MEMORY = {"small": "1g", "medium": "4g", "large": "16g"}
+# Efforts gpt-oss has (low, medium, high): the others mapped to the nearest.
+EFFORT = {"none": "low", "minimal": "low", "xhigh": "high", "max": "high"}
+
+BASE_INSTRUCTIONS = (
+    "You are an agent working for the user across a session of turns. Use the tools you have to do what is asked, "
+    "then answer with what you did and found."
+)
+
+
+def unsupported(what: str, param: str) -> APIError:
+    return bad_request(f"{what} is not supported by this gateway.", param=param)
+
+
+def resolved_agent(config: AgentConfig, sealer: Sealer, tenant: str) -> dict[str, Any]:
+    """The Agent object's configuration with every default resolved, its MCP credentials sealed apart."""
+    if config.multi_agent is not None and config.multi_agent.enabled:
+        raise unsupported("multi_agent (subagents)", "multi_agent")
+    if config.experimental is not None and config.experimental.time_awareness:
+        raise unsupported("experimental.time_awareness", "experimental.time_awareness")
+    tools, secrets = persisted_tools(config.tools or [], sealer, tenant)
+    text = config.text
+    text_format = text.format.model_dump(by_alias=True, exclude_none=True) if text is not None and text.format is not None else {"type": "text"}
+    return {
+        "name": config.name,
+        "instructions": config.instructions,
+        "model": config.model,
+        "metadata": config.metadata or {},
+        "reasoning": {"effort": config.reasoning.effort, "summary": config.reasoning.summary}
+        if config.reasoning
+        else {"effort": None, "summary": None},
+        "text": {"format": text_format, "verbosity": (text.verbosity if text is not None else None) or "medium"},
+        "service_tier": config.service_tier or "auto",
+        "tools": tools,
+        "multi_agent": {"enabled": False, "max_concurrent_subagents": None},
+        "compaction": {"async": bool(config.compaction and config.compaction.async_)},
+        "experimental": {"time_awareness": False},
+        SECRETS: secrets,
+    }
+
+
+def persisted_tools(tools: Sequence[AgentTool], sealer: Sealer, tenant: str) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    shown: list[dict[str, Any]] = []
+    secrets: dict[str, str] = {}
+    for index, tool in enumerate(tools):
+        param = f"tools[{index}]"
+        if isinstance(tool, OtherTool):
+            raise unsupported(f"The '{tool.type}' tool", f"{param}.type")
+        if isinstance(tool, FunctionTool):
+            if tool.defer_loading:
+                raise unsupported("defer_loading (tool search)", f"{param}.defer_loading")
+            if tool.async_:
+                raise unsupported("An async function", f"{param}.async")
+            shown.append(
+                {
+                    "type": "function",
+                    "name": tool.name,
+                    "description": tool.description,
+                    "parameters": tool.parameters,
+                    "defer_loading": False,
+                    "async": False,
+                }
+            )
+        elif isinstance(tool, McpTool):
+            shown.append(_mcp(tool, param, sealer, tenant, secrets))
+        elif isinstance(tool, WebSearchTool):
+            location = tool.location.model_dump() if tool.location is not None else None
+            shown.append({
+                "type": "web_search", "allowed_domains": tool.allowed_domains, "context_size": tool.context_size or "medium",
+                "location": location, "mode": tool.mode or "live",
+            })  # fmt: skip
+    names = [tool.get("name") or tool.get("server_label") for tool in shown if tool["type"] != "web_search"]
+    if len(names) != len(set(names)):
+        raise bad_request("Tool names and MCP server labels must be unique.", param="tools")
+    return shown, secrets
+
+
+def _mcp(tool: McpTool, param: str, sealer: Sealer, tenant: str, secrets: dict[str, str]) -> dict[str, Any]:
+    transport = tool.transport
+    if transport.type != "http":
+        raise unsupported("An MCP server over stdio (it runs in a self-hosted environment)", f"{param}.transport.type")
+    if tool.connection_origin == "environment":
+        raise unsupported("connection_origin 'environment'", f"{param}.connection_origin")
+    if tool.credential_id is not None:
+        raise unsupported("credential_id (vaults)", f"{param}.credential_id")
+    headers = transport.headers or {}
+    if headers or transport.authorization:
+        secrets[tool.server_label] = sealer.seal(
+            json.dumps({"headers": headers, "authorization": transport.authorization}), Purpose.AGENT_SECRET, tenant
+        )
+    return {
+        "type": "mcp", "server_label": tool.server_label, "allowed_tools": tool.allowed_tools, "connection_origin": "service",
+        "credential_id": None, "request_metadata": tool.request_metadata or {}, "required": tool.required,
+        "transport": {"type": "http", "server_url": transport.server_url, "headers": {name: MASK for name in headers}},
+    }  # fmt: skip
+
+
+def shown(body: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in body.items() if key != SECRETS}
+
+
+def agent_object(record: AgentRecord) -> dict[str, Any]:
+    return {"id": record.id, "object": "agent", "created_at": record.created_at, "updated_at": record.updated_at, **shown(record.body)}
+
+
+def environment_object(environment: Environment, session_id: str) -> dict[str, Any]:
+    if isinstance(environment, SelfHostedEnvironment):
+        raise unsupported("A self_hosted environment (codex exec-server)", "environment.type")
+    if not isinstance(environment, HostedEnvironment):
+        return {"type": "none"}
+    for name in ("environment_id", "environment_template_id", "desktop", "plugins", "setup_commands", "env", "files", "capability_directories"):
+        if getattr(environment, name):
+            raise unsupported(f"environment.{name}", f"environment.{name}")
+    packages = environment.packages
+    if packages is not None and (packages.npm or packages.python or packages.system):
+        raise unsupported("environment.packages (install them with the shell)", "environment.packages")
+    network = environment.network
+    if network is not None and network.access == "enabled":
+        raise unsupported("Unrestricted network access (use 'restricted' with allowed_domains)", "environment.network.access")
+    if network is not None and network.blocked_domains:
+        raise unsupported("environment.network.blocked_domains", "environment.network.blocked_domains")
+    if network is not None and network.access == "restricted" and not network.allowed_domains:
+        raise bad_request("'restricted' network access needs allowed_domains.", param="environment.network.allowed_domains")
+    access = network.access if network is not None else "disabled"
+    return {
+        "type": "openai_hosted", "id": f"env_{session_id.removeprefix('sess_')}", "capability_directories": [], "files": [],
+        "network": {"access": access, "allowed_domains": list(network.allowed_domains or []) if network is not None else []},
+        "packages": {"npm": [], "python": [], "system": []}, "plugins": [],
+        "skills": list(environment.skills or []), "container_size": environment.container_size or "small", "desktop": None,
+    }  # fmt: skip
+
+
+def session_object(record: SessionRecord) -> dict[str, Any]:
+    body, state = record.body, record.state
+    return {
+        "id": record.id, "object": "agent.session", "created_at": record.created_at, "last_active_at": record.last_active_at,
+        "agent": {"id": record.agent_id, **{key: value for key, value in shown(body["agent"]).items() if key != "metadata"}},
+        "environment": body["environment"], "metadata": body["metadata"], "vault_ids": [], "review": body.get("review"),
+        "prompt_cache_options": body.get("prompt_cache_options"), "status": state.status, "required_actions": state.required_actions,
+        "usage": state.usage, "error": state.error,
+    }  # fmt: skip
+
+
+def turn_object(turn: TurnRecord) -> dict[str, Any]:
+    return turn.body
+
+
+def run_request(session: SessionRecord, input_items: list[dict[str, Any]], sealer: Sealer) -> dict[str, Any]:
+    """The Responses request (as a body) one run of the session's turn is: its agent's model, instructions
+    and tools, in the session's conversation, in the background."""
+    agent = session.body["agent"]
+    tools = [_run_tool(tool, agent.get(SECRETS, {}), sealer, session.tenant) for tool in agent["tools"]]
+    environment = session.body["environment"]
+    if environment["type"] == "openai_hosted":
+        tools.append(_shell(environment))
+    request: dict[str, Any] = {
+        "model": agent["model"], "input": input_items, "conversation": session.conversation_id, "background": True, "store": True,
+        "instructions": BASE_INSTRUCTIONS + ("\n\n" + agent["instructions"] if agent.get("instructions") else ""),
+        "tools": [tool for tool in tools if tool is not None], "text": agent["text"],
+    }  # fmt: skip
+    reasoning = agent["reasoning"]
+    if reasoning["effort"] is not None or reasoning["summary"] is not None:
+        effort = reasoning["effort"]
+        request["reasoning"] = {"effort": EFFORT.get(effort, effort) if effort else None, "summary": reasoning["summary"]}
+    return request
+
+
+def _run_tool(tool: dict[str, Any], secrets: dict[str, str], sealer: Sealer, tenant: str) -> dict[str, Any] | None:
+    if tool["type"] == "function":
+        return {"type": "function", "name": tool["name"], "description": tool["description"], "parameters": tool["parameters"], "strict": False}
+    if tool["type"] == "mcp":
+        run = {
+            "type": "mcp",
+            "server_label": tool["server_label"],
+            "server_url": tool["transport"]["server_url"],
+            "allowed_tools": tool["allowed_tools"],
+        }
+        sealed = secrets.get(tool["server_label"])
+        if sealed is not None:
+            opened = json.loads(sealer.open(sealed, Purpose.AGENT_SECRET, tenant))
+            run["headers"] = opened["headers"] or None
+            run["authorization"] = opened["authorization"]
+        return run
+    if tool["mode"] == "disabled":
+        return None
+    search: dict[str, Any] = {"type": "web_search", "search_context_size": tool["context_size"]}
+    if tool["allowed_domains"]:
+        search["filters"] = {"allowed_domains": tool["allowed_domains"]}
+    if tool["location"]:
+        search["user_location"] = {"type": "approximate", **{key: value for key, value in tool["location"].items() if value is not None}}
+    return search
+
+
+def _shell(environment: dict[str, Any]) -> dict[str, Any]:
+    """A hosted environment is the hosted shell's automatic container, sized and networked as asked."""
+    network = environment["network"]
+    policy = {"type": "allowlist", "allowed_domains": network["allowed_domains"]} if network["access"] == "restricted" else {"type": "disabled"}
+    container: dict[str, Any] = {"type": "container_auto", "memory_limit": MEMORY[environment["container_size"]], "network_policy": policy}
+    if environment["skills"]:
+        container["skills"] = environment["skills"]
+    return {"type": "shell", "environment": container}

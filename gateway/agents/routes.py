@@ -1,0 +1,325 @@
+"""OpenAI's Agents API (beta, `OpenAI-Beta: agents=v1`): agents, sessions, their input and event stream,
+turns and items. A door like the others: a session's turn is a background run of the Responses loop
+(turns.py), its events a translation of that run's (translate.py), read by every subscriber from the
+session's log (feed.py)."""
+
+from __future__ import annotations
+
+import time
+from typing import AsyncIterator
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from ..core.ids import new_id
+from ..core.requests import refuse_while_draining, tenant_of
+from ..errors import APIError, bad_request, not_found
+from ..jsontext import JSONResponse
+from ..responses.routes import sse_response
+from ..storage import Tx
+from ..storage.agent_store import AgentRecord, SessionRecord, SessionState
+from ..storage.conversation_store import Conversation
+from ..storage.file_store import TooMany
+from ..storage.paging import listing, page_query, unknown_after
+from ..web.body import parse_body
+from .models import AgentConfig, AgentUpdate, InputEvents, MessageInput, SessionCreate, SessionUpdate
+from .needs import AgentsNeeds, needs_of
+from .objects import agent_object, environment_object, persisted_tools, resolved_agent, session_object, shown, turn_object
+from .translate import event
+from .turns import Emitted, Turns
+
+# The events after which a stream that submitted a turn's input (`sessions.create(stream=True, input=…)`) ends.
+_ENDS = (b"event: agent.session.idle\n", b"event: agent.session.failed\n")
+
+
+# Agents
+
+
+async def create_agent(request: Request) -> Response:
+    services = needs_of(request)
+    body = await parse_body(request, AgentConfig, services.config.server.body_limits())
+    tenant = tenant_of(request)
+    services.engines.route(body.model)  # a model this gateway serves, or the 404 naming it
+    now = int(time.time())
+    record = AgentRecord(new_id("agent"), tenant, now, now, resolved_agent(body, services.sealer, tenant))
+    try:
+        await services.agents.create_agent(record, services.config.agents.max_agents_per_tenant)
+    except TooMany as exc:
+        raise bad_request(f"This gateway keeps at most {exc.limit} agents per project.", code="too_many_agents") from None
+    return JSONResponse(agent_object(record))
+
+
+async def list_agents(request: Request) -> Response:
+    services, query = needs_of(request), page_query(request)
+    found = await services.agents.agents(tenant_of(request), query)
+    if found is None:
+        raise unknown_after(query.after or "")
+    agents, more = found
+    return JSONResponse(listing([agent_object(agent) for agent in agents], more))
+
+
+async def retrieve_agent(request: Request) -> Response:
+    return JSONResponse(agent_object(await _agent(request)))
+
+
+async def update_agent(request: Request) -> Response:
+    services = needs_of(request)
+    body = await parse_body(request, AgentUpdate, services.config.server.body_limits())
+    record, tenant = await _agent(request), tenant_of(request)
+    given = body.model_dump(exclude_unset=True, by_alias=True)
+    if body.model is not None:
+        services.engines.route(body.model)
+    config = AgentConfig.model_validate({**_config_of(record.body), **given})
+    resolved = resolved_agent(config, services.sealer, tenant)
+    if "tools" not in given:  # kept as they were, their sealed credentials with them
+        resolved["tools"], resolved["_secrets"] = record.body["tools"], record.body.get("_secrets", {})
+    updated = await services.agents.update_agent(record.id, tenant, resolved)
+    if updated is None:
+        raise _no_agent(record.id)
+    return JSONResponse(agent_object(updated))
+
+
+def _config_of(body: dict[str, object]) -> dict[str, object]:
+    """The fields an update starts from (tools apart: re-validating them would need their sealed secrets)."""
+    return {
+        key: value for key, value in shown(body).items() if key in ("model", "name", "instructions", "metadata", "reasoning", "text", "service_tier")
+    }
+
+
+async def delete_agent(request: Request) -> Response:
+    services, agent_id = needs_of(request), request.path_params["agent_id"]
+    if not await services.agents.delete_agent(agent_id, tenant_of(request)):
+        raise _no_agent(agent_id)
+    return JSONResponse({"id": agent_id, "object": "agent.deleted", "deleted": True})
+
+
+async def _agent(request: Request) -> AgentRecord:
+    agent_id = request.path_params["agent_id"]
+    record = await needs_of(request).agents.agent(agent_id, tenant_of(request))
+    if record is None:
+        raise _no_agent(agent_id)
+    return record
+
+
+def _no_agent(agent_id: str) -> APIError:
+    return not_found(f"No agent found with id '{agent_id}'.", param="agent_id")
+
+
+# Sessions
+
+
+async def create_session(request: Request) -> Response:
+    services = needs_of(request)
+    refuse_while_draining(services.drain)
+    body = await parse_body(request, SessionCreate, services.config.server.body_limits())
+    tenant = tenant_of(request)
+    if (body.agent is None) == (body.agent_id is None):
+        raise bad_request("Give exactly one of agent (inline) and agent_id.", param="agent_id")
+    if body.vault_ids:
+        raise bad_request("vault_ids (vaults) are not supported by this gateway yet.", param="vault_ids")
+    session_id = new_id("sess")
+    if body.agent_id is not None:
+        stored = await services.agents.agent(body.agent_id, tenant)
+        if stored is None:
+            raise _no_agent(body.agent_id)
+        agent_id, agent = stored.id, stored.body
+    else:
+        assert body.agent is not None
+        services.engines.route(body.agent.model)
+        agent_id, agent = new_id("agent"), resolved_agent(body.agent, services.sealer, tenant)
+    now = int(time.time())
+    conversation = Conversation(new_id("conv"), now, {}, tenant)
+    record = SessionRecord(session_id, tenant, agent_id, conversation.id, now, now, {
+        "agent": agent, "environment": environment_object(body.environment, session_id), "metadata": body.metadata or {},
+        "review": body.review or "none", "prompt_cache_options": body.prompt_cache_options.model_dump() if body.prompt_cache_options else None,
+    }, SessionState())  # fmt: skip
+    frames = await services.agent_feed.subscribe(session_id) if body.stream else None
+    await services.conversations.create(conversation, [])
+    try:
+        await services.agents.create_session(record, services.config.agents.max_sessions_per_tenant)
+    except TooMany as exc:
+        await services.conversations.delete(conversation.id, tenant)
+        raise bad_request(f"This gateway keeps at most {exc.limit} agent sessions per project.", code="too_many_sessions") from None
+    await _announce(services, record)
+    turns = Turns(services)
+    if body.input:
+        messages = [{"role": "user", "content": [{"type": "input_text", "text": body.input}]}] if isinstance(body.input, str) else body.input
+        await turns.submit(session_id, tenant, [MessageInput.model_validate({"type": "agent.session.input.message", "input": messages})], None)
+    if frames is None:
+        return JSONResponse(session_object(await _session(request, session_id)))
+    return sse_response(services, _until_turn_ends(frames) if body.input else _first(frames))
+
+
+async def _announce(services: AgentsNeeds, record: SessionRecord) -> None:
+    """`agent.session.created`: in the session's log (for the stream that created it) and as a webhook."""
+
+    async def work(tx: Tx, session: SessionRecord) -> Emitted:
+        emitted = Emitted()
+        emitted.events.append(event("agent.session.created", session=session_object(session)))
+        emitted.webhook = "agent.session.created"
+        return emitted
+
+    await Turns(services).change(record.id, record.tenant, work)
+
+
+async def _until_turn_ends(frames: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    ended = False
+    async for chunk in frames:
+        yield chunk
+        ended = ended or b"event: agent.session.turn.completed\n" in chunk or b"event: agent.session.turn.failed\n" in chunk
+        ended = ended or b"event: agent.session.turn.cancelled\n" in chunk
+        if ended and any(end in chunk for end in _ENDS):
+            return
+
+
+async def _first(frames: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    async for chunk in frames:
+        yield chunk
+        return
+
+
+async def list_sessions(request: Request) -> Response:
+    services, query = needs_of(request), page_query(request)
+    params = request.query_params
+    metadata = {key[len("metadata[") : -1]: value for key, value in params.items() if key.startswith("metadata[") and key.endswith("]")}
+    found = await services.agents.sessions(tenant_of(request), params.get("agent_id"), query)
+    if found is None:
+        raise unknown_after(query.after or "")
+    sessions, more = found
+    shown_sessions = [session_object(session) for session in sessions if all(session.body["metadata"].get(k) == v for k, v in metadata.items())]
+    return JSONResponse(listing(shown_sessions, more))
+
+
+async def retrieve_session(request: Request) -> Response:
+    return JSONResponse(session_object(await _session(request)))
+
+
+async def update_session(request: Request) -> Response:
+    services = needs_of(request)
+    body = await parse_body(request, SessionUpdate, services.config.server.body_limits())
+    tenant = tenant_of(request)
+    if body.agent is not None and body.agent.model is not None:
+        services.engines.route(body.agent.model)
+    tools = persisted_tools(body.agent.tools, services.sealer, tenant) if body.agent is not None and body.agent.tools is not None else None
+
+    async def work(tx: Tx, session: SessionRecord) -> Emitted:
+        if body.metadata is not None:
+            session.body["metadata"] = body.metadata
+        if body.review is not None:
+            session.body["review"] = body.review
+        if body.prompt_cache_options is not None:
+            session.body["prompt_cache_options"] = body.prompt_cache_options.model_dump()
+        agent, change = session.body["agent"], body.agent
+        if change is not None:  # the session's snapshot changes; its next run takes it
+            if change.model is not None:
+                agent["model"] = change.model
+            if change.reasoning is not None:
+                agent["reasoning"] = {**agent["reasoning"], "effort": change.reasoning.effort}
+            if change.service_tier is not None:
+                agent["service_tier"] = change.service_tier
+            if tools is not None:
+                agent["tools"], agent["_secrets"] = tools
+        return Emitted()
+
+    session_id = request.path_params["session_id"]
+    if await Turns(services).change(session_id, tenant, work) is None:
+        raise _no_session(session_id)
+    return JSONResponse(session_object(await _session(request)))
+
+
+async def delete_session(request: Request) -> Response:
+    services, session_id, tenant = needs_of(request), request.path_params["session_id"], tenant_of(request)
+    session = await services.agents.session(session_id, tenant)
+    if session is None:
+        raise _no_session(session_id)
+    if session.state.status == "in_progress" and session.state.response_id is not None:
+        await Turns(services).stop(session.state.response_id, tenant)
+    await services.agents.delete_session(session_id, tenant)
+    await services.conversations.delete(session.conversation_id, tenant)
+    return JSONResponse({"id": session_id, "object": "agent.session.deleted", "deleted": True})
+
+
+async def _session(request: Request, session_id: str | None = None) -> SessionRecord:
+    session_id = session_id or request.path_params["session_id"]
+    record = await needs_of(request).agents.session(session_id, tenant_of(request))
+    if record is None:
+        raise _no_session(session_id)
+    return record
+
+
+def _no_session(session_id: str) -> APIError:
+    return not_found(f"No session found with id '{session_id}'.", param="session_id")
+
+
+# Input, events, turns, items
+
+
+async def create_events(request: Request) -> Response:
+    services = needs_of(request)
+    refuse_while_draining(services.drain)
+    body = await parse_body(request, InputEvents, services.config.server.body_limits())
+    session = await _session(request)
+    key = request.headers.get("idempotency-key")
+    if key is not None and not 0 < len(key) <= 256:
+        raise bad_request("Idempotency-Key must be 1 to 256 characters.", param="Idempotency-Key")
+    await Turns(services).submit(session.id, session.tenant, body.events, key)
+    return Response(status_code=204)
+
+
+async def stream_events(request: Request) -> Response:
+    services = needs_of(request)
+    session = await _session(request)
+    return sse_response(services, await services.agent_feed.subscribe(session.id))
+
+
+async def list_turns(request: Request) -> Response:
+    services, query = needs_of(request), page_query(request)
+    session = await _session(request)
+    found = await services.agents.turns(session.id, query)
+    if found is None:
+        raise unknown_after(query.after or "")
+    turns, more = found
+    return JSONResponse(listing([turn_object(turn) for turn in turns], more))
+
+
+async def retrieve_turn(request: Request) -> Response:
+    session = await _session(request)
+    turn_id = request.path_params["turn_id"]
+    turn = await needs_of(request).agents.turn(session.id, turn_id)
+    if turn is None:
+        raise not_found(f"No turn found with id '{turn_id}'.", param="turn_id")
+    return JSONResponse(turn_object(turn))
+
+
+async def list_items(request: Request) -> Response:
+    services, query = needs_of(request), page_query(request)
+    session = await _session(request)
+    turn_id = request.path_params.get("turn_id")
+    if turn_id is not None and await services.agents.turn(session.id, turn_id) is None:
+        raise not_found(f"No turn found with id '{turn_id}'.", param="turn_id")
+    found = await services.agents.items(session.id, turn_id, query)
+    if found is None:
+        raise unknown_after(query.after or "")
+    items, more = found
+    return JSONResponse(listing(items, more))
+
+
+routes = [
+    Route("/v1/agents/sessions", create_session, methods=["POST"]),
+    Route("/v1/agents/sessions", list_sessions, methods=["GET"]),
+    Route("/v1/agents/sessions/{session_id}", retrieve_session, methods=["GET"]),
+    Route("/v1/agents/sessions/{session_id}", update_session, methods=["POST"]),
+    Route("/v1/agents/sessions/{session_id}", delete_session, methods=["DELETE"]),
+    Route("/v1/agents/sessions/{session_id}/events", create_events, methods=["POST"]),
+    Route("/v1/agents/sessions/{session_id}/events", stream_events, methods=["GET"]),
+    Route("/v1/agents/sessions/{session_id}/turns", list_turns, methods=["GET"]),
+    Route("/v1/agents/sessions/{session_id}/turns/{turn_id}", retrieve_turn, methods=["GET"]),
+    Route("/v1/agents/sessions/{session_id}/turns/{turn_id}/items", list_items, methods=["GET"]),
+    Route("/v1/agents/sessions/{session_id}/items", list_items, methods=["GET"]),
+    Route("/v1/agents", create_agent, methods=["POST"]),
+    Route("/v1/agents", list_agents, methods=["GET"]),
+    Route("/v1/agents/{agent_id}", retrieve_agent, methods=["GET"]),
+    Route("/v1/agents/{agent_id}", update_agent, methods=["POST"]),
+    Route("/v1/agents/{agent_id}", delete_agent, methods=["DELETE"]),
+]

@@ -1,0 +1,379 @@
+"""A session's turns: input events in, background runs of the Responses loop out, the session's state and
+events kept as they go.
+
+A turn is one or more runs in the session's conversation: the first with the user's message; then, when a run
+stops for what the client owes (a function's result, an MCP approval), the session waits (`requires_action`)
+and the next run goes on with what the client gave; a steer ends the running run at its next safe boundary
+and the next goes on with the new message. Every change to a session is one transaction on its locked row
+(`AgentStore.change`), with the events it emits and the webhooks it sends: whichever replica is given the
+session's input (a tool result here, the run's end there) acts on what it read, and only once."""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any, Sequence
+
+from pydantic import ValidationError
+
+from ..core.ids import new_id
+from ..errors import APIError, bad_request
+from ..responses.run_service import LiveResponse, RunService
+from ..responses.shapes.request import ResponsesRequest
+from ..storage import StorageError, Tx
+from ..storage.agent_store import SessionRecord, SessionState, TurnRecord
+from ..webhooks.events import event_body, random_id
+from .models import ApprovalInput, CancelInput, InputEvent, MessageInput, ToolResultInput
+from .needs import AgentsNeeds
+from .objects import run_request, session_object
+from .translate import RunTranslation, event, frame, tool_output, user_message
+
+log = logging.getLogger("gateway.agents")
+
+EVENTS_KEPT_S = 600.0  # the live log's rows older than this go when a turn ends (no reader is that far behind)
+WEBHOOK = {
+    "in_progress": "agent.session.in_progress",
+    "requires_action": "agent.session.action_required",
+    "idle": "agent.session.idle",
+    "failed": "agent.session.failed",
+}
+
+
+class Emitted:
+    """What one change to a session emits: its events (written with it) and its webhook."""
+
+    def __init__(self) -> None:
+        self.events: list[dict[str, Any]] = []
+        self.webhook: str | None = None
+        self.start: list[dict[str, Any]] | None = None  # a run to start once committed, with this input
+
+    def session(self, record: SessionRecord, status: str) -> None:
+        record.state.status = status
+        self.events.append(event(f"agent.session.{status}", session=session_object(record)))
+        self.webhook = WEBHOOK[status]
+
+
+def unknown_call(call_id: str) -> APIError:
+    # The SDK's stream helper retries exactly this (its pending-call race): the words are the API's.
+    return bad_request(f"Unknown pending tool call: {call_id}", param="events", code="invalid_request_error")
+
+
+class Turns:
+    def __init__(self, services: AgentsNeeds) -> None:
+        self._services = services
+        self._store = services.agents
+
+    # Input
+
+    async def submit(self, session_id: str, tenant: str, events: Sequence[InputEvent], key: str | None) -> None:
+        """Apply the input events in order, each one change; with a key, the whole submission at most once."""
+        for index, input_event in enumerate(events):
+            once = f"{key}/{index}" if key is not None else None
+            emitted = await self.change(session_id, tenant, lambda tx, session, one=input_event, once=once: self._apply(tx, session, one, once))
+            if emitted is not None and emitted.start is not None:
+                await self._run(session_id, tenant, emitted.start)
+
+    async def _apply(self, tx: Tx, session: SessionRecord, input_event: InputEvent, once: str | None) -> Emitted:
+        emitted = Emitted()
+        if once is not None and not await self._store.first_use(tx, session.id, once):
+            return emitted
+        state = session.state
+        if isinstance(input_event, MessageInput):
+            messages = [message.model_dump(exclude_none=True) for message in input_event.input]
+            if state.status == "in_progress":
+                state.steers.extend(messages)  # the run ends at its next boundary; the next goes on with them
+                self._steer(state.response_id, session.tenant)
+            elif state.status == "requires_action":
+                raise bad_request("The session waits for the results of its tool calls (see required_actions): send them first.", param="events")
+            else:
+                limit = self._services.config.agents.max_running_sessions_per_tenant
+                if await self._store.running_sessions(tx, session.tenant) >= limit:
+                    raise APIError(
+                        429, f"At most {limit} sessions may run a turn at once for a project.", type="rate_limit_error", code="rate_limit_exceeded"
+                    )
+                await self._new_turn(tx, session, messages, emitted)
+        elif isinstance(input_event, CancelInput):
+            await self._cancel(tx, session, emitted)
+        elif isinstance(input_event, ToolResultInput):
+            await self._answer(tx, session, input_event.call_id, input_event.turn_id, _function_output(input_event), emitted)
+        elif isinstance(input_event, ApprovalInput):
+            answer = {
+                "type": "mcp_approval_response",
+                "approval_request_id": input_event.request_id,
+                "approve": input_event.response.decision == "approve",
+            }
+            await self._answer(tx, session, input_event.request_id, None, answer, emitted)
+        else:
+            raise bad_request("Computer use approvals are not supported by this gateway (it has no computer_use tool).", param="events")
+        return emitted
+
+    async def _new_turn(self, tx: Tx, session: SessionRecord, messages: list[dict[str, Any]], emitted: Emitted) -> None:
+        now = int(time.time())
+        turn = TurnRecord(new_id("turn"), session.id, session.tenant, now, {
+            "id": "", "object": "agent.session.turn", "agent_id": session.agent_id, "session_id": session.id, "created_at": now,
+            "started_at": now, "completed_at": None, "status": "in_progress", "error": None, "usage": None, "subagent_id": None,
+            "prompt_cache_options": session.body.get("prompt_cache_options"),
+        })  # fmt: skip
+        turn.body["id"] = turn.id
+        await self._store.put_turn(tx, turn)
+        session.state = SessionState(status="in_progress", turn_id=turn.id, usage=session.state.usage)
+        emitted.events += [
+            event("agent.session.turn.created", session_id=session.id, turn_id=turn.id, turn={**turn.body, "status": "queued"}),
+            event("agent.session.turn.in_progress", session_id=session.id, turn_id=turn.id, turn=turn.body),
+        ]
+        emitted.session(session, "in_progress")
+        await self._user_items(tx, session, messages, emitted)
+        emitted.start = messages
+
+    async def _user_items(self, tx: Tx, session: SessionRecord, messages: list[dict[str, Any]], emitted: Emitted) -> None:
+        turn_id = session.state.turn_id or ""
+        items = [user_message(message, turn_id) for message in messages]
+        await self._put(tx, session, items, emitted)
+
+    async def _put(self, tx: Tx, session: SessionRecord, items: list[dict[str, Any]], emitted: Emitted) -> None:
+        await self._store.put_items(tx, session.id, items)
+        for item in items:  # input, not output: `item.added` alone (`item.done` carries the model's output items)
+            index = session.state.output_index
+            session.state.output_index += 1
+            emitted.events.append(
+                event("agent.session.turn.item.added", session_id=session.id, turn_id=item["turn_id"], output_index=index, item=item)
+            )
+
+    async def _answer(self, tx: Tx, session: SessionRecord, call_id: str, turn_id: str | None, answer: dict[str, Any], emitted: Emitted) -> None:
+        state = session.state
+        owed = {_action_id(action) for action in state.required_actions}
+        if state.status not in ("in_progress", "requires_action") or (turn_id is not None and turn_id != state.turn_id) or call_id in state.answers:
+            raise unknown_call(call_id)
+        if call_id not in owed and not (turn_id is not None and await self._called(tx, session.id, state.turn_id, call_id)):
+            raise unknown_call(call_id)
+        state.answers[call_id] = answer
+        if answer["type"] == "function_call_output":
+            await self._put(tx, session, [tool_output(call_id, answer["output"], not answer.pop("failed", False), state.turn_id or "")], emitted)
+        if state.status == "requires_action" and owed <= set(state.answers):
+            await self._go_on(tx, session, emitted)
+            await self._turn_status(tx, session, "in_progress")
+            emitted.session(session, "in_progress")
+
+    async def _go_on(self, tx: Tx, session: SessionRecord, emitted: Emitted) -> None:
+        """The turn's next run, with what the client gave for each required action, then any steering
+        messages that waited (their items told now, as the run takes them)."""
+        state = session.state
+        emitted.start = [state.answers[_action_id(action)] for action in state.required_actions] + state.steers
+        await self._user_items(tx, session, state.steers, emitted)
+        state.required_actions, state.answers, state.steers = [], {}, []
+
+    async def _called(self, tx: Tx, session_id: str, turn_id: str | None, call_id: str) -> bool:
+        """A function call the turn's running run made (its item told), not yet in its required actions."""
+        items = await self._store.turn_items(tx, session_id, turn_id or "")
+        return any(item["type"] == "function_call" and item["call_id"] == call_id for item in items)
+
+    async def _cancel(self, tx: Tx, session: SessionRecord, emitted: Emitted) -> None:
+        state = session.state
+        if state.status == "in_progress" and state.response_id is not None:
+            state.error = "cancelled"  # the run's end, wherever it runs, ends the turn as cancelled
+            await self.stop(state.response_id, session.tenant)
+        elif state.status in ("in_progress", "requires_action"):
+            await self._end_turn(tx, session, "cancelled", None, emitted)
+
+    def _steer(self, response_id: str | None, tenant: str) -> None:
+        live = RunService(self._services).live(response_id, tenant) if response_id is not None else None
+        if live is not None:
+            live.steer()
+        # On another replica, the run goes on to its own end; the next run then takes the message.
+
+    async def stop(self, response_id: str, tenant: str) -> None:
+        live = RunService(self._services).live(response_id, tenant)
+        if live is not None:
+            live.cancel()
+            return
+        stored = await self._services.store.get(response_id, tenant, dialog=False)
+        if stored is not None:
+            await self._services.replicas.cancel(stored, wait_s=0)
+
+    # Runs
+
+    async def _run(self, session_id: str, tenant: str, input_items: list[dict[str, Any]]) -> None:
+        """Start the turn's next run with this input, and follow it; a run that cannot start fails the turn."""
+        session = await self._store.session(session_id, tenant)
+        if session is None:
+            return
+        try:
+            request = ResponsesRequest.model_validate(run_request(session, input_items, self._services.sealer))
+            live = await RunService(self._services).start(request, tenant)
+        except (APIError, ValidationError) as exc:
+            message = exc.message if isinstance(exc, APIError) else "the turn's request is not valid"
+            await self.change(session_id, tenant, lambda tx, s: self._failed(tx, s, session.state.turn_id, message))
+            return
+
+        async def started(tx: Tx, current: SessionRecord) -> Emitted:
+            current.state.response_id, current.state.runner = live.id, self._services.replicas.id
+            return Emitted()
+
+        await self.change(session_id, tenant, started)
+        summaries = session.body["agent"]["reasoning"]["summary"] is not None
+        translation = RunTranslation(session_id, session.state.turn_id or "", session.state.output_index, summaries)
+        self._services.supervisor.start_soon(self._follow, session_id, tenant, live, translation, name=f"agent turn {session_id}")
+
+    async def _follow(self, session_id: str, tenant: str, live: LiveResponse, translation: RunTranslation) -> None:
+        turn_id = translation.turn_id
+        try:
+            async for batch in live.follow():
+                events = translation.batch(batch)
+                items, translation.items = translation.items, []
+                if events:
+                    await self._write(session_id, tenant, events, items)
+            await live.wait()
+        except StorageError:
+            log.warning("agent session %s: the database failed while its turn's events were written", session_id)
+        await self.change(session_id, tenant, lambda tx, session: self._run_ended(tx, session, turn_id, live, translation))
+
+    async def _write(self, session_id: str, tenant: str, events: list[dict[str, Any]], items: list[dict[str, Any]]) -> None:
+        async def work(tx: Tx, session: SessionRecord) -> Emitted:
+            await self._store.put_items(tx, session_id, items)
+            emitted = Emitted()
+            emitted.events = events
+            return emitted
+
+        await self.change(session_id, tenant, work)
+
+    async def _run_ended(self, tx: Tx, session: SessionRecord, turn_id: str, live: LiveResponse, translation: RunTranslation) -> Emitted:
+        emitted = Emitted()
+        state = session.state
+        if state.turn_id != turn_id or state.response_id != live.id:
+            return emitted  # a later change already moved on
+        state.output_index = max(state.output_index, translation.last_index + 1)
+        response = live.response
+        usage: Any = response.get("usage")
+        state.usage, state.turn_usage = _added(state.usage, usage), _added(state.turn_usage, usage)
+        status = response["status"]
+        if state.error == "cancelled" or status == "cancelled":
+            await self._end_turn(tx, session, "cancelled", None, emitted)
+            return emitted
+        if status == "failed":
+            error = response.get("error") or {}
+            await self._end_turn(
+                tx, session, "failed", {"code": _turn_error(error.get("code")), "message": error.get("message") or "The turn failed."}, emitted
+            )
+            return emitted
+        output: Any = response.get("output", [])
+        owed = _required_actions(output, live.owed_input(), turn_id)
+        state.required_actions = owed
+        if owed and not {_action_id(action) for action in owed} <= set(state.answers):
+            await self._turn_status(tx, session, "waiting")
+            emitted.session(session, "requires_action")
+        elif owed or state.steers:  # every result came while the run ran on, or a steer waits
+            await self._go_on(tx, session, emitted)
+        else:
+            await self._end_turn(tx, session, "completed", None, emitted)
+        return emitted
+
+    async def _failed(self, tx: Tx, session: SessionRecord, turn_id: str | None, message: str) -> Emitted:
+        emitted = Emitted()
+        if session.state.turn_id == turn_id:
+            await self._end_turn(tx, session, "failed", {"code": "invalid_request", "message": message}, emitted)
+        return emitted
+
+    async def _end_turn(self, tx: Tx, session: SessionRecord, status: str, error: dict[str, str] | None, emitted: Emitted) -> None:
+        state = session.state
+        turn = await self._turn_status(tx, session, status, error)
+        if turn is not None:
+            emitted.events.append(
+                event(f"agent.session.turn.{status}", session_id=session.id, turn_id=turn.id, turn=turn.body, usage=turn.body["usage"])
+            )
+        state.required_actions, state.answers, state.steers, state.error, state.runner = [], {}, [], None, None
+        emitted.session(session, "idle")
+        await self._store.forget_events(tx, session.id, time.time() - EVENTS_KEPT_S)
+
+    async def _turn_status(self, tx: Tx, session: SessionRecord, status: str, error: dict[str, str] | None = None) -> TurnRecord | None:
+        turn_id = session.state.turn_id
+        turn = await self._store.turn(session.id, turn_id, tx) if turn_id is not None else None
+        if turn is None:
+            return None
+        turn.body.update(status=status, error=error, usage=session.state.turn_usage)
+        if status in ("completed", "failed", "cancelled"):
+            turn.body["completed_at"] = int(time.time())
+        await self._store.put_turn(tx, turn)
+        return turn
+
+    # One change
+
+    async def change(self, session_id: str, tenant: str, work: Any) -> Emitted | None:
+        """`work(tx, session)` on the locked session; its events written and its webhook queued in the same
+        transaction, subscribers told once it committed."""
+        webhooks = self._services.webhook_outbox
+
+        async def changed(tx: Tx, session: SessionRecord) -> Emitted:
+            emitted: Emitted = await work(tx, session)
+            if emitted.events:
+                await self._store.append(tx, session.id, [frame(item) for item in emitted.events])
+            if emitted.webhook is not None:
+                body = event_body(emitted.webhook, session.id, int(time.time()))
+                await webhooks.enqueue(tx, tenant, emitted.webhook, body, time.time(), lambda: random_id("wh"))
+            return emitted
+
+        emitted = await self._store.change(session_id, tenant, changed)
+        if emitted is not None and emitted.events:
+            await self._store.published(session_id)
+        if emitted is not None and emitted.webhook is not None:
+            webhooks.written()
+        return emitted
+
+
+def _function_output(result: ToolResultInput) -> dict[str, Any]:
+    if result.success:
+        output: Any = (
+            result.output
+            if isinstance(result.output, str) or result.output is None
+            else [part.model_dump(exclude_none=True) for part in result.output]
+        )
+        return {"type": "function_call_output", "call_id": result.call_id, "output": output if output is not None else ""}
+    return {"type": "function_call_output", "call_id": result.call_id, "output": f"Error: {result.error or 'the tool failed'}", "failed": True}
+
+
+def _action_id(action: dict[str, Any]) -> str:
+    return str(action.get("call_id") or action.get("request_id"))
+
+
+def _required_actions(output: Sequence[dict[str, Any]], owed: list[dict[str, Any]], turn_id: str) -> list[dict[str, Any]]:
+    """What the run stopped for, as the session's `required_actions`."""
+    calls = {stub.get("call_id") for stub in owed} | {stub.get("approval_request_id") for stub in owed}
+    actions: list[dict[str, Any]] = []
+    for item in output:
+        if item.get("type") == "function_call" and item.get("call_id") in calls:
+            actions.append(
+                {"type": "function_call", "call_id": item["call_id"], "name": item["name"], "arguments": item["arguments"], "turn_id": turn_id}
+            )
+        elif item.get("type") == "mcp_approval_request" and item.get("id") in calls:
+            request = {
+                "type": "mcp_tool_call",
+                "name": item.get("name"),
+                "server_label": item.get("server_label"),
+                "arguments": item.get("arguments"),
+            }
+            request["message"] = f"Allow {item.get('server_label')}.{item.get('name')}?"
+            actions.append({"type": "mcp_approval_request", "request_id": item["id"], "turn_id": turn_id, "request": request})
+    return actions
+
+
+def _added(total: dict[str, Any] | None, usage: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Token usage summed, as the Agents API's `TokenUsage`."""
+    if not usage:
+        return total
+    total = total or {
+        "input_tokens": 0,
+        "input_tokens_details": {"cached_tokens": 0},
+        "output_tokens": 0,
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": 0,
+    }
+    total["input_tokens"] += usage.get("input_tokens", 0)
+    total["output_tokens"] += usage.get("output_tokens", 0)
+    total["total_tokens"] += usage.get("total_tokens", 0)
+    total["input_tokens_details"]["cached_tokens"] += (usage.get("input_tokens_details") or {}).get("cached_tokens", 0)
+    total["output_tokens_details"]["reasoning_tokens"] += (usage.get("output_tokens_details") or {}).get("reasoning_tokens", 0)
+    return total
+
+
+def _turn_error(code: Any) -> str:
+    known = {"context_length_exceeded", "max_output_tokens", "rate_limit_exceeded", "server_overloaded", "request_timeout", "invalid_request"}
+    return code if code in known else "server_error"
