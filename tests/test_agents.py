@@ -28,11 +28,12 @@ ASK = 'weather in Paris? [call functions.get_weather {"location":"Paris"}]'
 NONE: Any = {"type": "none"}
 
 
-def raw_events(gateway: Gateway, session_id: str, ready: threading.Event, until: str = "agent.session.idle") -> Iterator[dict[str, Any]]:
-    """The session's SSE stream as sent, each event checked against the SDK's own model, until `until`
-    follows a turn's end."""
+def raw_events(gateway: Gateway, session_id: str, ready: threading.Event, key: str = "unused") -> Iterator[dict[str, Any]]:
+    """The session's SSE stream as sent, each event checked against the SDK's own model, until the session
+    is idle after a turn's end."""
     ended = False
-    with httpx.stream("GET", f"{gateway.url}/v1/agents/sessions/{session_id}/events", timeout=60) as response:
+    headers = {"authorization": f"Bearer {key}"}
+    with httpx.stream("GET", f"{gateway.url}/v1/agents/sessions/{session_id}/events", headers=headers, timeout=60) as response:
         assert response.status_code == 200
         ready.set()
         for line in response.iter_lines():
@@ -42,15 +43,15 @@ def raw_events(gateway: Gateway, session_id: str, ready: threading.Event, until:
             EVENT.validate_python(data)  # every field the SDK requires, with the values it allows
             yield data
             ended = ended or data["type"] in ("agent.session.turn.completed", "agent.session.turn.failed", "agent.session.turn.cancelled")
-            if ended and data["type"] == until:
+            if ended and data["type"] == "agent.session.idle":
                 return
 
 
-def follow(gateway: Gateway, session_id: str) -> tuple[threading.Thread, list[dict[str, Any]]]:
+def follow(gateway: Gateway, session_id: str, key: str = "unused") -> tuple[threading.Thread, list[dict[str, Any]]]:
     """Subscribe to the session's events in a thread (subscribed when this returns)."""
     got: list[dict[str, Any]] = []
     ready = threading.Event()
-    thread = threading.Thread(target=lambda: got.extend(raw_events(gateway, session_id, ready)), daemon=True)
+    thread = threading.Thread(target=lambda: got.extend(raw_events(gateway, session_id, ready, key)), daemon=True)
     thread.start()
     assert ready.wait(30)
     return thread, got

@@ -47,6 +47,7 @@ class RunTranslation:
         self.summaries = summaries  # reasoning items are shown for their summaries: none asked, none shown
         self.items: list[dict[str, Any]] = []  # items made whole, in order: what the turn's item list keeps
         self._commands: dict[str, tuple[str, str, float]] = {}  # shell call_id -> (item id, command, started)
+        self._outputs: dict[str, str] = {}  # a shell call output's item id -> its command's item id
         self.last_index = base_index - 1
 
     def batch(self, batch: Batch) -> list[dict[str, Any]]:
@@ -75,6 +76,9 @@ class RunTranslation:
                 content_index=raw["content_index"],
                 delta=raw["delta"],
             )
+        elif kind == "response.shell_call_output_content.delta" and raw["item_id"] in self._outputs:
+            text = "".join(raw["delta"].values())
+            yield self._at("agent.output.command_execution_output.delta", raw["output_index"], item_id=self._outputs[raw["item_id"]], delta=text)
         elif kind == "response.output_item.added":
             yield from self._added(raw["item"], raw["output_index"])
         elif kind == "response.output_item.done":
@@ -84,13 +88,14 @@ class RunTranslation:
         kind, opened = item["type"], self.item(item, opening=True)
         if kind in _STREAMED and opened is not None:
             yield self._at("agent.session.turn.item.added", index, item=opened)
-        elif kind == "shell_call":
+        elif kind == "shell_call_output" and item["call_id"] in self._commands:
+            self._outputs[item["id"]] = self._commands[item["call_id"]][0]
+
+    def _done(self, item: Mapping[str, Any], index: int) -> Iterable[dict[str, Any]]:
+        if item["type"] == "shell_call":  # whole now (its commands streamed as the model wrote them)
             command = "\n".join(item.get("action", {}).get("commands", []))
             self._commands[item["call_id"]] = (item["id"], command, time.monotonic())
             yield self._at("agent.session.turn.item.added", index, item=self._command(item["id"], command, "in_progress"))
-
-    def _done(self, item: Mapping[str, Any], index: int) -> Iterable[dict[str, Any]]:
-        if item["type"] == "shell_call":
             return
         if item["type"] == "shell_call_output":
             yield from self._command_done(item, index)
@@ -104,6 +109,7 @@ class RunTranslation:
         yield self._at("agent.session.turn.item.done", index, item=made)
 
     def _command_done(self, item: Mapping[str, Any], index: int) -> Iterable[dict[str, Any]]:
+        self._outputs.pop(item["id"], None)
         known = self._commands.pop(item["call_id"], None)
         if known is None:
             return
@@ -115,8 +121,6 @@ class RunTranslation:
         status = "completed" if exit_code == 0 else "failed"
         done = self._command(item_id, command, status, exit_code=exit_code, output=text, duration_ms=int((time.monotonic() - started) * 1000))
         self.items.append(done)
-        if text:
-            yield self._at("agent.output.command_execution_output.delta", index, item_id=item_id, delta=text)
         yield self._at("agent.session.turn.item.done", index, item=done)
 
     def _command(self, item_id: str, command: str, status: str, **fields: Any) -> dict[str, Any]:
