@@ -26,6 +26,7 @@ from sandbox.manager import SandboxManager, SandboxUnavailable
 
 from .agents.feed import SessionFeed
 from .agents.routes import routes as agent_routes
+from .agents.turns import Turns
 from .chat.routes import routes as chat_routes
 from .config import GatewayConfig
 from .conversations.routes import routes as conversation_routes
@@ -253,6 +254,7 @@ def create_app(config: GatewayConfig, drain: Drain | None = None) -> Starlette:
                 agent_feed=SessionFeed(agents, tasks),
             )
             serve_every_package(app.state.services)
+            tasks.keep("agent_sessions", Turns(app.state.services).recover)  # a dead replica's sessions followed on
             replicas.on_adopt(lambda orphan: ResponseRun.adopt(app.state.services, orphan))
             shared = database.dialect is Dialect.POSTGRESQL
             if shared:  # other replicas share the runs: hand them over at SIGTERM

@@ -12,17 +12,20 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
+import anyio
 from pydantic import ValidationError
 
 from ..core.ids import new_id
 from ..errors import APIError, bad_request
-from ..responses.run_service import LiveResponse, RunService
+from ..responses.events.log import sequence_number
+from ..responses.run_service import RunService
 from ..responses.shapes.request import ResponsesRequest
 from ..storage import StorageError, Tx
 from ..storage.agent_store import SessionRecord, SessionState, TurnRecord
 from ..webhooks.events import event_body, random_id
+from .following import final_response, run_events
 from .models import ApprovalInput, CancelInput, InputEvent, MessageInput, ToolResultInput
 from .needs import AgentsNeeds
 from .objects import run_request, session_object
@@ -46,6 +49,7 @@ class Emitted:
         self.events: list[dict[str, Any]] = []
         self.webhook: str | None = None
         self.start: list[dict[str, Any]] | None = None  # a run to start once committed, with this input
+        self.stale = False  # the change found the session moved on: nothing was done
 
     def session(self, record: SessionRecord, status: str) -> None:
         record.state.status = status
@@ -206,43 +210,93 @@ class Turns:
             return
 
         async def started(tx: Tx, current: SessionRecord) -> Emitted:
-            current.state.response_id, current.state.runner = live.id, self._services.replicas.id
+            state = current.state
+            state.response_id, state.runner, state.followed, state.run_base = live.id, self._services.replicas.id, -1, state.output_index
             return Emitted()
 
         await self.change(session_id, tenant, started)
-        summaries = session.body["agent"]["reasoning"]["summary"] is not None
-        translation = RunTranslation(session_id, session.state.turn_id or "", session.state.output_index, summaries)
-        self._services.supervisor.start_soon(self._follow, session_id, tenant, live, translation, name=f"agent turn {session_id}")
+        self._follow_soon(session, live.id, -1)
 
-    async def _follow(self, session_id: str, tenant: str, live: LiveResponse, translation: RunTranslation) -> None:
-        turn_id = translation.turn_id
+    def _follow_soon(self, session: SessionRecord, response_id: str, after: int) -> None:
+        summaries = session.body["agent"]["reasoning"]["summary"] is not None
+        state = session.state
+        translation = RunTranslation(session.id, state.turn_id or "", state.run_base if after >= 0 else state.output_index, summaries)
+        self._services.supervisor.start_soon(
+            self._follow, session.id, session.tenant, response_id, translation, after, name=f"agent turn {session.id}"
+        )
+
+    async def _follow(self, session_id: str, tenant: str, response_id: str, translation: RunTranslation, after: int) -> None:
+        """Translate the run's events into the session's log until its end, then act on how it ended. Each
+        batch is written with how far it reached, so a replica taking the following over goes on from there."""
+        me = self._services.replicas.id
         try:
-            async for batch in live.follow():
+            async for batch in run_events(self._services, response_id, tenant, after):
                 events = translation.batch(batch)
                 items, translation.items = translation.items, []
-                if events:
-                    await self._write(session_id, tenant, events, items)
-            await live.wait()
+                if not await self._write(session_id, tenant, me, response_id, events, items, sequence_number(batch[-1])):
+                    return  # another replica follows it now
+            response = await final_response(self._services, response_id, tenant)
         except StorageError:
-            log.warning("agent session %s: the database failed while its turn's events were written", session_id)
-        await self.change(session_id, tenant, lambda tx, session: self._run_ended(tx, session, turn_id, live, translation))
+            log.warning("agent session %s: the database failed while its turn's run was followed", session_id)
+            return  # the following is taken over once this replica's lease lapses, or when it is back
+        if response is not None:
+            await self.change(session_id, tenant, lambda tx, session: self._run_ended(tx, session, response_id, response, translation))
 
-    async def _write(self, session_id: str, tenant: str, events: list[dict[str, Any]], items: list[dict[str, Any]]) -> None:
+    async def _write(
+        self, session_id: str, tenant: str, me: str, response_id: str, events: list[dict[str, Any]], items: list[dict[str, Any]], followed: int
+    ) -> bool:
         async def work(tx: Tx, session: SessionRecord) -> Emitted:
-            await self._store.put_items(tx, session_id, items)
             emitted = Emitted()
+            state = session.state
+            if state.response_id != response_id or state.runner != me:
+                emitted.stale = True
+                return emitted
+            await self._store.put_items(tx, session_id, items)
+            state.followed = followed
             emitted.events = events
             return emitted
 
-        await self.change(session_id, tenant, work)
+        emitted = await self.change(session_id, tenant, work)
+        return emitted is not None and not emitted.stale
 
-    async def _run_ended(self, tx: Tx, session: SessionRecord, turn_id: str, live: LiveResponse, translation: RunTranslation) -> Emitted:
+    async def recover(self) -> None:
+        """Take over following the runs of sessions whose follower's replica is gone (killed, or cut off past
+        its lease): each goes on from the last event its follower wrote, wherever its run now runs."""
+        replicas = self._services.replicas
+        while True:
+            await anyio.sleep(replicas.lease_s)
+            if replicas.draining:
+                continue
+            try:
+                alive = await replicas.live()
+                for session_id, tenant, state in await self._store.running():
+                    if state.runner not in alive and state.response_id is not None:
+                        await self._take_over(session_id, tenant, state.runner)
+            except StorageError:
+                continue
+
+    async def _take_over(self, session_id: str, tenant: str, gone: str | None) -> None:
+        me = self._services.replicas.id
+
+        async def claim(tx: Tx, session: SessionRecord) -> Emitted:
+            emitted = Emitted()
+            emitted.stale = session.state.status != "in_progress" or session.state.runner != gone
+            if not emitted.stale:
+                session.state.runner = me
+            return emitted
+
+        emitted = await self.change(session_id, tenant, claim)
+        session = await self._store.session(session_id, tenant)
+        if emitted is not None and not emitted.stale and session is not None and session.state.response_id is not None:
+            log.info("agent session %s: following its turn's run, taken over from replica %s", session_id, gone)
+            self._follow_soon(session, session.state.response_id, session.state.followed)
+
+    async def _run_ended(self, tx: Tx, session: SessionRecord, response_id: str, response: Mapping[str, Any], translation: RunTranslation) -> Emitted:
         emitted = Emitted()
         state = session.state
-        if state.turn_id != turn_id or state.response_id != live.id:
-            return emitted  # a later change already moved on
+        if state.response_id != response_id or state.status != "in_progress" or state.runner != self._services.replicas.id:
+            return emitted  # a later change already moved on, or another replica follows it now
         state.output_index = max(state.output_index, translation.last_index + 1)
-        response = live.response
         usage: Any = response.get("usage")
         state.usage, state.turn_usage = _added(state.usage, usage), _added(state.turn_usage, usage)
         status = response["status"]
@@ -255,8 +309,7 @@ class Turns:
                 tx, session, "failed", {"code": _turn_error(error.get("code")), "message": error.get("message") or "The turn failed."}, emitted
             )
             return emitted
-        output: Any = response.get("output", [])
-        owed = _required_actions(output, live.owed_input(), turn_id)
+        owed = _required_actions(response.get("output", []), state.turn_id or "")
         state.required_actions = owed
         if owed and not {_action_id(action) for action in owed} <= set(state.answers):
             await self._turn_status(tx, session, "waiting")
@@ -334,16 +387,16 @@ def _action_id(action: dict[str, Any]) -> str:
     return str(action.get("call_id") or action.get("request_id"))
 
 
-def _required_actions(output: Sequence[dict[str, Any]], owed: list[dict[str, Any]], turn_id: str) -> list[dict[str, Any]]:
-    """What the run stopped for, as the session's `required_actions`."""
-    calls = {stub.get("call_id") for stub in owed} | {stub.get("approval_request_id") for stub in owed}
+def _required_actions(output: Sequence[Mapping[str, Any]], turn_id: str) -> list[dict[str, Any]]:
+    """What the run stopped for, as the session's `required_actions`: its function calls (the client runs
+    them) and its MCP approval requests; a run ends with them, and with nothing else pending."""
     actions: list[dict[str, Any]] = []
     for item in output:
-        if item.get("type") == "function_call" and item.get("call_id") in calls:
+        if item.get("type") == "function_call":
             actions.append(
                 {"type": "function_call", "call_id": item["call_id"], "name": item["name"], "arguments": item["arguments"], "turn_id": turn_id}
             )
-        elif item.get("type") == "mcp_approval_request" and item.get("id") in calls:
+        elif item.get("type") == "mcp_approval_request":
             request = {
                 "type": "mcp_tool_call",
                 "name": item.get("name"),

@@ -37,7 +37,9 @@ class SessionState:
     status: str = "idle"  # idle | in_progress | requires_action | failed
     turn_id: str | None = None  # the turn running or waiting, or the last one
     response_id: str | None = None  # the turn's run going on now, or its last
-    runner: str | None = None  # the replica following that run
+    runner: str | None = None  # the replica following that run (translating its events into the log)
+    followed: int = -1  # the last of the run's events its follower wrote: where a follower taking over goes on
+    run_base: int = 0  # the turn's output index the run's first item has
     required_actions: list[dict[str, Any]] = field(default_factory=list)
     answers: dict[str, dict[str, Any]] = field(default_factory=dict)  # call/request id -> the input it gave
     steers: list[dict[str, Any]] = field(default_factory=list)  # messages waiting for the run to end at a boundary
@@ -166,6 +168,11 @@ class AgentStore:
     async def running_sessions(self, tx: Tx, tenant: str) -> int:
         rows = await tx.fetch("SELECT COUNT(*) FROM agent_sessions WHERE tenant = ? AND status = 'in_progress'", tenant)
         return int(rows[0][0])
+
+    async def running(self) -> list[tuple[str, str, SessionState]]:
+        """Every session whose turn runs: id, tenant, state (a bounded number: each tenant's cap)."""
+        rows = await self.db.fetch("SELECT id, tenant, state FROM agent_sessions WHERE status = 'in_progress'")
+        return [(row[0], row[1], SessionState(**json.loads(row[2]))) for row in rows]
 
     async def change(self, session_id: str, tenant: str, work: Callable[[Tx, SessionRecord], Awaitable[T]]) -> T | None:
         """`work(tx, session)` with the session's row locked; what it leaves in `session.body`/`state` is

@@ -1,0 +1,69 @@
+"""The Agents API on two replicas sharing PostgreSQL: a session's events reach a subscriber on any replica,
+and a turn outlives the replica that ran it (SIGKILL), its stream going on at the other."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+import pytest
+
+from .conftest import MODEL
+from .test_agents import NONE, EVENT, follow, user, wait_for
+from .test_postgres import postgres  # noqa: F401  (the session's PostgreSQL server)
+from .test_replicas import Cluster, cluster  # noqa: F401  (two replicas and their balancer)
+
+WORDS = 300
+EXPECTED = " ".join(f"word{i}" for i in range(WORDS))
+
+
+def test_a_session_runs_on_one_replica_and_is_followed_on_the_other(cluster: Cluster) -> None:  # noqa: F811
+    first, second = cluster.client(0), cluster.client(1)
+    agent = first.beta.agents.create(model=MODEL)
+    session = second.beta.agents.sessions.create(agent_id=agent.id, environment=NONE)
+    thread, got = follow(cluster.replicas[1], session.id)
+    first.beta.agents.sessions.events.create(session.id, events=[{"type": "agent.session.input.message", "input": [user("Hello there")]}])
+    thread.join(60)
+    assert [event["type"] for event in got][-2:] == ["agent.session.turn.completed", "agent.session.idle"]
+    text = "".join(event["delta"] for event in got if event["type"] == "agent.session.turn.output_text.delta")
+    assert text == "You said: Hello there"
+    assert second.beta.agents.sessions.retrieve(session.id).status == "idle"
+
+
+@pytest.mark.timeout(180)
+def test_a_turn_outlives_the_replica_that_ran_it(cluster: Cluster) -> None:  # noqa: F811
+    """SIGKILL of the replica running a session's turn mid-answer: the other adopts the run and takes over
+    following it, from the last event the dead one wrote; a subscriber on the other replica sees one turn,
+    its answer whole, each delta once."""
+    first = cluster.client(0)
+    session = first.beta.agents.sessions.create(agent={"model": MODEL}, environment=NONE)
+    seen: list[dict[str, Any]] = []
+    url = f"{cluster.replicas[1].url}/v1/agents/sessions/{session.id}/events"
+    with httpx.stream("GET", url, timeout=90) as stream:
+        first.beta.agents.sessions.events.create(session.id, events=[{"type": "agent.session.input.message", "input": [user(f"[long {WORDS}] [slow 10]")]}])
+        killed = False
+        for line in stream.iter_lines():
+            if not line.startswith("data: "):
+                continue
+            event = json.loads(line[len("data: ") :])
+            EVENT.validate_python(event)
+            seen.append(event)
+            deltas = sum(1 for item in seen if item["type"] == "agent.session.turn.output_text.delta")
+            if deltas == 40 and not killed:
+                cluster.replicas[0].proc.kill()  # SIGKILL: no shutdown, no last write
+                killed = True
+            if event["type"] == "agent.session.idle":
+                break
+    assert killed
+    types = [event["type"] for event in seen]
+    assert types.count("agent.session.turn.completed") == 1 and types[-1] == "agent.session.idle"
+    text = "".join(event["delta"] for event in seen if event["type"] == "agent.session.turn.output_text.delta")
+    assert text == EXPECTED
+    assert len({event["event_id"] for event in seen}) == len(seen)
+    second = cluster.client(1)
+    assert wait_for(second, session.id, "idle").usage.output_tokens > 0
+    (turn,) = second.beta.agents.sessions.turns.list(session.id).data
+    assert turn.status == "completed"
+    items = second.beta.agents.sessions.items.list(session.id, order="asc").data
+    assert [item.type for item in items] == ["message", "message"] and items[-1].content[0].text == EXPECTED
