@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from .conftest import MODEL
-from .test_agents import NONE, EVENT, follow, user, wait_for
+from .test_agents import EVENT, NONE, follow, user, wait_for
 from .test_postgres import postgres  # noqa: F401  (the session's PostgreSQL server)
 from .test_replicas import Cluster, cluster  # noqa: F401  (two replicas and their balancer)
 
@@ -41,7 +41,9 @@ def test_a_turn_outlives_the_replica_that_ran_it(cluster: Cluster) -> None:  # n
     seen: list[dict[str, Any]] = []
     url = f"{cluster.replicas[1].url}/v1/agents/sessions/{session.id}/events"
     with httpx.stream("GET", url, timeout=90) as stream:
-        first.beta.agents.sessions.events.create(session.id, events=[{"type": "agent.session.input.message", "input": [user(f"[long {WORDS}] [slow 10]")]}])
+        first.beta.agents.sessions.events.create(
+            session.id, events=[{"type": "agent.session.input.message", "input": [user(f"[long {WORDS}] [slow 10]")]}]
+        )
         killed = False
         for line in stream.iter_lines():
             if not line.startswith("data: "):

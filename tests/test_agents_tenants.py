@@ -4,8 +4,8 @@ webhooks tell (checked with the SDK's `unwrap`), and an MCP call the client appr
 from __future__ import annotations
 
 import hashlib
-import os
 import json
+import os
 import uuid
 from pathlib import Path
 from typing import Any, Iterator
@@ -43,7 +43,11 @@ def remote() -> Iterator[MCPProcess]:
 def agents_gateway(emulator: Process, tmp_path_factory: pytest.TempPathFactory, receiver: Receiver, remote: MCPProcess) -> Iterator[Gateway]:
     workdir = tmp_path_factory.mktemp("agents")
     config = gateway_config(
-        emulator.url, workdir, auth={"api_keys": KEYS}, webhooks=webhooks_section(receiver), mcp={"allowed_urls": [f"http://127.0.0.1:{remote.port}/"]}
+        emulator.url,
+        workdir,
+        auth={"api_keys": KEYS},
+        webhooks=webhooks_section(receiver),
+        mcp={"allowed_urls": [f"http://127.0.0.1:{remote.port}/"]},
     )
     gateway = Gateway(config, workdir).start(timeout=60)
     yield gateway
@@ -107,7 +111,11 @@ def test_an_mcp_call_waits_for_the_clients_approval(agents_gateway: Gateway, rem
     mine.beta.agents.sessions.events.create(session.id, events=[{"type": "agent.session.input.message", "input": [user("[call remote.whoami {}]")]}])
     action = wait_for(mine, session.id, "requires_action").required_actions[0]
     assert action.type == "mcp_approval_request" and action.request.server_label == "remote" and action.request.name == "whoami"
-    decision = {"type": "agent.session.input.mcp_approval_request_result", "request_id": action.request_id, "response": {"type": "mcp_tool_call", "decision": "approve"}}
+    decision = {
+        "type": "agent.session.input.mcp_approval_request_result",
+        "request_id": action.request_id,
+        "response": {"type": "mcp_tool_call", "decision": "approve"},
+    }
     mine.beta.agents.sessions.events.create(session.id, events=[decision])
     thread.join(60)
     calls = [event["item"] for event in got if event["type"] == "agent.session.turn.item.done" and event["item"]["type"] == "mcp_call"]
@@ -147,3 +155,14 @@ def test_a_hosted_environments_turn_runs_shell_commands(hosted_gateway: Gateway)
     assert "".join(deltas) == "a report"
     items = sdk.beta.agents.sessions.items.list(session.id, order="asc").data
     assert [item.type for item in items] == ["message", "command_execution", "message"]
+    # The file the turn left is an artifact, kept after its environment's container is gone.
+    (artifact,) = sdk.beta.agents.sessions.artifacts.list(session.id).data
+    assert artifact.path == "report.txt" and artifact.size_bytes == len("a report") and artifact.turn_id == execution["turn_id"]
+    assert artifact.environment_id == session.environment.id
+    for container in sdk.containers.list().data:
+        sdk.containers.delete(container.id)
+    assert sdk.beta.agents.sessions.artifacts.content(artifact.id, session_id=session.id).read() == b"a report"
+    assert sdk.beta.agents.sessions.artifacts.retrieve(artifact.id, session_id=session.id) == artifact
+    assert sdk.beta.agents.sessions.artifacts.delete(artifact.id, session_id=session.id).deleted
+    with pytest.raises(openai.NotFoundError):
+        sdk.beta.agents.sessions.artifacts.retrieve(artifact.id, session_id=session.id)

@@ -15,10 +15,11 @@ from starlette.routing import Route
 from ..core.ids import new_id
 from ..core.requests import refuse_while_draining, tenant_of
 from ..errors import APIError, bad_request, not_found
+from ..files.routes import download
 from ..jsontext import JSONResponse
 from ..responses.routes import sse_response
 from ..storage import Tx
-from ..storage.agent_store import AgentRecord, SessionRecord, SessionState
+from ..storage.agent_store import AgentRecord, Artifact, SessionRecord, SessionState
 from ..storage.conversation_store import Conversation
 from ..storage.file_store import TooMany
 from ..storage.paging import listing, page_query, unknown_after
@@ -235,7 +236,9 @@ async def delete_session(request: Request) -> Response:
         raise _no_session(session_id)
     if session.state.status == "in_progress" and session.state.response_id is not None:
         await Turns(services).stop(session.state.response_id, tenant)
-    await services.agents.delete_session(session_id, tenant)
+    deleted = await services.agents.delete_session(session_id, tenant)
+    for blob in deleted[1] if deleted is not None else []:
+        await services.files.blobs.remove(blob)
     await services.conversations.delete(session.conversation_id, tenant)
     return JSONResponse({"id": session_id, "object": "agent.session.deleted", "deleted": True})
 
@@ -305,7 +308,46 @@ async def list_items(request: Request) -> Response:
     return JSONResponse(listing(items, more))
 
 
+async def list_artifacts(request: Request) -> Response:
+    services, query = needs_of(request), page_query(request)
+    session = await _session(request)
+    found = await services.agents.artifacts(session.id, query)
+    if found is None:
+        raise unknown_after(query.after or "")
+    artifacts, more = found
+    return JSONResponse(listing([artifact.as_dict() for artifact in artifacts], more))
+
+
+async def _artifact(request: Request) -> Artifact:
+    session = await _session(request)
+    artifact_id = request.path_params["artifact_id"]
+    found = await needs_of(request).agents.artifact(session.id, artifact_id)
+    if found is None:
+        raise not_found(f"No artifact found with id '{artifact_id}'.", param="artifact_id")
+    return found
+
+
+async def retrieve_artifact(request: Request) -> Response:
+    return JSONResponse((await _artifact(request)).as_dict())
+
+
+async def artifact_content(request: Request) -> Response:
+    found = await _artifact(request)
+    return await download(needs_of(request).files, found.blob, found.path.rsplit("/", 1)[-1])
+
+
+async def delete_artifact(request: Request) -> Response:
+    services, found = needs_of(request), await _artifact(request)
+    if await services.agents.delete_artifact(found.session_id, found.id) is not None:
+        await services.files.blobs.remove(found.blob)
+    return JSONResponse({"id": found.id, "object": "agent.session.artifact.deleted", "deleted": True})
+
+
 routes = [
+    Route("/v1/agents/sessions/{session_id}/artifacts", list_artifacts, methods=["GET"]),
+    Route("/v1/agents/sessions/{session_id}/artifacts/{artifact_id}", retrieve_artifact, methods=["GET"]),
+    Route("/v1/agents/sessions/{session_id}/artifacts/{artifact_id}", delete_artifact, methods=["DELETE"]),
+    Route("/v1/agents/sessions/{session_id}/artifacts/{artifact_id}/content", artifact_content, methods=["GET"]),
     Route("/v1/agents/sessions", create_session, methods=["POST"]),
     Route("/v1/agents/sessions", list_sessions, methods=["GET"]),
     Route("/v1/agents/sessions/{session_id}", retrieve_session, methods=["GET"]),

@@ -25,6 +25,7 @@ from ..responses.shapes.request import ResponsesRequest
 from ..storage import StorageError, Tx
 from ..storage.agent_store import SessionRecord, SessionState, TurnRecord
 from ..webhooks.events import event_body, random_id
+from .artifacts import keep_artifacts
 from .following import final_response, run_events
 from .models import ApprovalInput, CancelInput, InputEvent, MessageInput, ToolResultInput
 from .needs import AgentsNeeds
@@ -233,17 +234,30 @@ class Turns:
             async for batch in run_events(self._services, response_id, tenant, after):
                 events = translation.batch(batch)
                 items, translation.items = translation.items, []
-                if not await self._write(session_id, tenant, me, response_id, events, items, sequence_number(batch[-1])):
+                if not await self._write(session_id, tenant, me, response_id, events, items, sequence_number(batch[-1]), translation.container_id):
                     return  # another replica follows it now
             response = await final_response(self._services, response_id, tenant)
         except StorageError:
             log.warning("agent session %s: the database failed while its turn's run was followed", session_id)
             return  # the following is taken over once this replica's lease lapses, or when it is back
-        if response is not None:
-            await self.change(session_id, tenant, lambda tx, session: self._run_ended(tx, session, response_id, response, translation))
+        if response is None:
+            return
+        if response.get("status") == "completed":  # kept before the turn's end is told: a client told it ended finds them
+            await keep_artifacts(self._services, session_id, tenant, translation.turn_id)
+        ended = await self.change(session_id, tenant, lambda tx, session: self._run_ended(tx, session, response_id, response, translation))
+        if ended is not None and ended.start is not None:
+            await self._run(session_id, tenant, ended.start)
 
     async def _write(
-        self, session_id: str, tenant: str, me: str, response_id: str, events: list[dict[str, Any]], items: list[dict[str, Any]], followed: int
+        self,
+        session_id: str,
+        tenant: str,
+        me: str,
+        response_id: str,
+        events: list[dict[str, Any]],
+        items: list[dict[str, Any]],
+        followed: int,
+        container_id: str | None,
     ) -> bool:
         async def work(tx: Tx, session: SessionRecord) -> Emitted:
             emitted = Emitted()
@@ -253,6 +267,8 @@ class Turns:
                 return emitted
             await self._store.put_items(tx, session_id, items)
             state.followed = followed
+            if container_id is not None:
+                session.body["container_id"] = container_id  # where the turn's artifacts are found
             emitted.events = events
             return emitted
 

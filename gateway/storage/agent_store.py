@@ -73,6 +73,26 @@ class TurnRecord:
     body: dict[str, Any]  # the Turn object
 
 
+@dataclass
+class Artifact:
+    id: str
+    session_id: str
+    tenant: str
+    turn_id: str
+    environment_id: str
+    path: str
+    size_bytes: int
+    created_at: int
+    blob: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id, "object": "agent.session.artifact", "session_id": self.session_id, "turn_id": self.turn_id,
+            "environment_id": self.environment_id, "path": self.path, "size_bytes": self.size_bytes, "created_at": self.created_at,
+        }  # fmt: skip
+
+
+_ARTIFACT = "id, session_id, tenant, turn_id, environment_id, path, size_bytes, created_at, blob"
 _AGENT = "id, tenant, created_at, updated_at, body"
 _SESSION = "id, tenant, agent_id, conversation_id, created_at, last_active_at, body, state"
 _TURN = "id, session_id, tenant, created_at, body"
@@ -192,15 +212,18 @@ class AgentStore:
 
         return await self.db.transaction(locked)
 
-    async def delete_session(self, session_id: str, tenant: str) -> SessionRecord | None:
-        async def work(tx: Tx) -> SessionRecord | None:
+    async def delete_session(self, session_id: str, tenant: str) -> tuple[SessionRecord, list[str]] | None:
+        """The session gone with everything of it; its artifacts' blobs, for the caller to remove."""
+
+        async def work(tx: Tx) -> tuple[SessionRecord, list[str]] | None:
             rows = await tx.fetch(f"SELECT {_SESSION} FROM agent_sessions WHERE id = ? AND tenant = ?", session_id, tenant)
             if not rows:
                 return None
-            for table in ("agent_session_events", "agent_items", "agent_turns", "agent_input_keys"):
+            blobs = [row[0] for row in await tx.fetch("SELECT blob FROM agent_artifacts WHERE session_id = ?", session_id)]
+            for table in ("agent_session_events", "agent_items", "agent_turns", "agent_input_keys", "agent_artifacts"):
                 await tx.execute(f"DELETE FROM {table} WHERE session_id = ?", session_id)
             await tx.execute("DELETE FROM agent_sessions WHERE id = ?", session_id)
-            return _session(rows[0])
+            return _session(rows[0]), blobs
 
         return await self.db.transaction(work)
 
@@ -267,6 +290,50 @@ class AgentStore:
 
     async def published(self, session_id: str) -> None:
         await self.db.notify(CHANNEL, session_id)
+
+    # Artifacts
+
+    async def put_artifacts(self, artifacts: list[Artifact], quota_bytes: int) -> list[Artifact]:
+        """Keep the artifacts the tenant's quota has room for, in order; those kept."""
+        if not artifacts:
+            return []
+
+        async def work(tx: Tx) -> list[Artifact]:
+            tenant = artifacts[0].tenant
+            await tx.lock(f"agent_artifacts:{tenant}")
+            rows = await tx.fetch("SELECT COALESCE(SUM(size_bytes), 0) FROM agent_artifacts WHERE tenant = ?", tenant)
+            used, kept = int(rows[0][0]), []
+            for artifact in artifacts:
+                if used + artifact.size_bytes > quota_bytes:
+                    continue
+                used += artifact.size_bytes
+                kept.append(artifact)
+                await tx.execute(
+                    f"INSERT INTO agent_artifacts ({_ARTIFACT}) VALUES (?,?,?,?,?,?,?,?,?)",
+                    artifact.id, artifact.session_id, artifact.tenant, artifact.turn_id, artifact.environment_id, artifact.path,
+                    artifact.size_bytes, artifact.created_at, artifact.blob,
+                )  # fmt: skip
+            return kept
+
+        return await self.db.transaction(work)
+
+    async def artifact_paths(self, session_id: str, turn_id: str) -> set[str]:
+        rows = await self.db.fetch("SELECT path FROM agent_artifacts WHERE session_id = ? AND turn_id = ?", session_id, turn_id)
+        return {row[0] for row in rows}
+
+    async def artifact(self, session_id: str, artifact_id: str) -> Artifact | None:
+        rows = await self.db.fetch(f"SELECT {_ARTIFACT} FROM agent_artifacts WHERE id = ? AND session_id = ?", artifact_id, session_id)
+        return Artifact(*rows[0]) if rows else None
+
+    async def artifacts(self, session_id: str, page: PageQuery) -> tuple[list[Artifact], bool] | None:
+        rows = await fetch_page(self.db, "agent_artifacts", _ARTIFACT, "session_id = ?", [session_id], page)
+        return None if rows is None else ([Artifact(*row) for row in rows[: page.limit]], len(rows) > page.limit)
+
+    async def delete_artifact(self, session_id: str, artifact_id: str) -> Artifact | None:
+        found = await self.artifact(session_id, artifact_id)
+        if found is not None and await self.db.execute("DELETE FROM agent_artifacts WHERE id = ?", artifact_id):
+            return found
+        return None
 
     # Idempotency keys of input events
 

@@ -366,7 +366,8 @@ _V11 = _both(
 _V12 = ("ALTER TABLE containers ADD COLUMN network_policy TEXT",)
 
 # Version 13: the Agents API (gateway/agents/, storage/agent_store.py): agents, sessions and their state, turns,
-# the items turns made, each session's live event log, and input events' idempotency keys.
+# the items turns made, each session's live event log, input events' idempotency keys, and the artifacts hosted
+# turns left.
 _V13_COMMON = (
     "CREATE TABLE agents (id TEXT PRIMARY KEY, tenant TEXT NOT NULL, created_at BIGINT NOT NULL, updated_at BIGINT NOT NULL, body TEXT NOT NULL)",
     "CREATE INDEX agents_tenant ON agents (tenant, created_at)",
@@ -394,6 +395,15 @@ _V13_COMMON = (
     """,
     "CREATE INDEX agent_items_order ON agent_items (session_id, created_at)",
     "CREATE TABLE agent_input_keys (session_id TEXT NOT NULL, key TEXT NOT NULL, created_at DOUBLE PRECISION NOT NULL, PRIMARY KEY (session_id, key))",
+    """
+    CREATE TABLE agent_artifacts (
+        id TEXT PRIMARY KEY, session_id TEXT NOT NULL, tenant TEXT NOT NULL, turn_id TEXT NOT NULL, environment_id TEXT NOT NULL,
+        path TEXT NOT NULL, size_bytes BIGINT NOT NULL, created_at BIGINT NOT NULL,
+        blob TEXT NOT NULL  -- its own copy: kept after the environment's container and its files are gone
+    )
+    """,
+    "CREATE INDEX agent_artifacts_session ON agent_artifacts (session_id, created_at)",
+    "CREATE INDEX agent_artifacts_tenant ON agent_artifacts (tenant)",
 )
 _V13_EVENTS = """
 CREATE TABLE agent_session_events (
