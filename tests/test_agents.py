@@ -227,3 +227,49 @@ def wait_for(client: openai.OpenAI, session_id: str, status: str) -> Any:
             return session
         threading.Event().wait(0.05)
     raise AssertionError(f"the session never became {status}: {session.status}")
+
+
+def test_a_session_created_with_a_stream_streams_its_first_turn(gateway: Gateway) -> None:
+    client = gateway.client()
+    stream = client.beta.agents.sessions.create(agent={"model": MODEL}, environment=NONE, input="Hi there", stream=True)
+    events = list(stream)
+    assert events[0].type == "agent.session.created" and events[0].session.status == "idle"
+    assert [event.type for event in events][-2:] == ["agent.session.turn.completed", "agent.session.idle"]
+    assert "".join(event.delta for event in events if event.type == "agent.session.turn.output_text.delta") == "You said: Hi there"
+
+
+def test_sessions_are_updated_listed_and_deleted(gateway: Gateway) -> None:
+    client = gateway.client()
+    agent = client.beta.agents.create(model=MODEL)
+    kept = client.beta.agents.sessions.create(agent_id=agent.id, environment=NONE, metadata={"user": "ann"})
+    other = client.beta.agents.sessions.create(agent_id=agent.id, environment=NONE, metadata={"user": "bo"})
+    updated = client.beta.agents.sessions.update(kept.id, metadata={"user": "ann", "stage": "2"}, agent={"reasoning": {"effort": "high"}})
+    assert updated.metadata == {"user": "ann", "stage": "2"} and updated.agent.reasoning.effort == "high"
+    listed = client.beta.agents.sessions.list(agent_id=agent.id)
+    assert {session.id for session in listed} == {kept.id, other.id}
+    assert [session.id for session in client.beta.agents.sessions.list(agent_id=agent.id, metadata={"user": "bo"})] == [other.id]
+    assert client.beta.agents.sessions.delete(other.id).deleted
+    with pytest.raises(openai.NotFoundError):
+        client.beta.agents.sessions.retrieve(other.id)
+    with pytest.raises(openai.BadRequestError):  # both an agent and its id
+        client.beta.agents.sessions.create(agent_id=agent.id, agent={"model": MODEL}, environment=NONE)
+    answer = httpx.post(f"{gateway.url}/v1/agents/sessions", json={"agent_id": agent.id, "environment": {"type": "self_hosted", "workspace_directory": "/w"}})
+    assert answer.status_code == 400 and answer.json()["error"]["param"] == "environment.type"
+
+
+def test_each_tenants_bounds_hold(make_gateway: Any, emulator: Process) -> None:
+    bounded = make_gateway(emulator.url, agents={"max_agents_per_tenant": 1, "max_running_sessions_per_tenant": 1})
+    client = bounded.client()
+    client.beta.agents.create(model=MODEL)
+    with pytest.raises(openai.BadRequestError) as refused:
+        client.beta.agents.create(model=MODEL)
+    assert refused.value.code == "too_many_agents"
+    busy = client.beta.agents.sessions.create(agent={"model": MODEL}, environment=NONE, input="[stall 2] hold on")
+    wait_for(client, busy.id, "in_progress")
+    second = client.beta.agents.sessions.create(agent={"model": MODEL}, environment=NONE)
+    with pytest.raises(openai.RateLimitError):
+        client.beta.agents.sessions.events.create(second.id, events=[{"type": "agent.session.input.message", "input": [user("me too")]}])
+    client.beta.agents.sessions.events.create(busy.id, events=[{"type": "agent.session.input.cancel"}])
+    wait_for(client, busy.id, "idle")
+    client.beta.agents.sessions.events.create(second.id, events=[{"type": "agent.session.input.message", "input": [user("me too")]}])
+    assert wait_for(client, second.id, "idle").usage is not None
