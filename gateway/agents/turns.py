@@ -51,6 +51,7 @@ class Emitted:
         self.webhook: str | None = None
         self.start: list[dict[str, Any]] | None = None  # a run to start once committed, with this input
         self.stale = False  # the change found the session moved on: nothing was done
+        self.record: SessionRecord | None = None  # the session as the change left it
 
     def session(self, record: SessionRecord, status: str) -> None:
         record.state.status = status
@@ -75,8 +76,8 @@ class Turns:
         for index, input_event in enumerate(events):
             once = f"{key}/{index}" if key is not None else None
             emitted = await self.change(session_id, tenant, lambda tx, session, one=input_event, once=once: self._apply(tx, session, one, once))
-            if emitted is not None and emitted.start is not None:
-                await self._run(session_id, tenant, emitted.start)
+            if emitted is not None and emitted.start is not None and emitted.record is not None:
+                await self._run(emitted.record, emitted.start)
 
     async def _apply(self, tx: Tx, session: SessionRecord, input_event: InputEvent, once: str | None) -> Emitted:
         emitted = Emitted()
@@ -197,11 +198,9 @@ class Turns:
 
     # Runs
 
-    async def _run(self, session_id: str, tenant: str, input_items: list[dict[str, Any]]) -> None:
+    async def _run(self, session: SessionRecord, input_items: list[dict[str, Any]]) -> None:
         """Start the turn's next run with this input, and follow it; a run that cannot start fails the turn."""
-        session = await self._store.session(session_id, tenant)
-        if session is None:
-            return
+        session_id, tenant = session.id, session.tenant
         try:
             request = ResponsesRequest.model_validate(run_request(session, input_items, self._services.sealer))
             live = await RunService(self._services).start(request, tenant)
@@ -234,6 +233,8 @@ class Turns:
             async for batch in run_events(self._services, response_id, tenant, after):
                 events = translation.batch(batch)
                 items, translation.items = translation.items, []
+                if not events and not items:
+                    continue  # nothing to tell (a run's own lifecycle events): no write; a taker-over sees them again
                 if not await self._write(session_id, tenant, me, response_id, events, items, sequence_number(batch[-1]), translation.container_id):
                     return  # another replica follows it now
             response = await final_response(self._services, response_id, tenant)
@@ -245,8 +246,8 @@ class Turns:
         if response.get("status") == "completed":  # kept before the turn's end is told: a client told it ended finds them
             await keep_artifacts(self._services, session_id, tenant, translation.turn_id)
         ended = await self.change(session_id, tenant, lambda tx, session: self._run_ended(tx, session, response_id, response, translation))
-        if ended is not None and ended.start is not None:
-            await self._run(session_id, tenant, ended.start)
+        if ended is not None and ended.start is not None and ended.record is not None:
+            await self._run(ended.record, ended.start)
 
     async def _write(
         self,
@@ -373,6 +374,7 @@ class Turns:
 
         async def changed(tx: Tx, session: SessionRecord) -> Emitted:
             emitted: Emitted = await work(tx, session)
+            emitted.record = session
             if emitted.events:
                 await self._store.append(tx, session.id, [frame(item) for item in emitted.events])
             if emitted.webhook is not None:

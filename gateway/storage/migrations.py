@@ -385,6 +385,7 @@ _V13_COMMON = (
     )
     """,
     "CREATE INDEX agent_sessions_tenant ON agent_sessions (tenant, created_at)",
+    "CREATE INDEX agent_sessions_status ON agent_sessions (status, tenant)",
     "CREATE TABLE agent_turns (id TEXT PRIMARY KEY, session_id TEXT NOT NULL, tenant TEXT NOT NULL, created_at BIGINT NOT NULL, body TEXT NOT NULL)",
     "CREATE INDEX agent_turns_session ON agent_turns (session_id, created_at)",
     """
