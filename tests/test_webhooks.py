@@ -27,6 +27,7 @@ from .test_postgres import postgres  # noqa: F401  (the session's PostgreSQL ser
 from .webhook_receiver import Receiver
 
 RESPONSE_EVENTS = ["response.completed", "response.failed", "response.cancelled", "response.incomplete"]
+AGENT_SESSION_EVENTS = ["agent.session.created", "agent.session.action_required", "agent.session.in_progress", "agent.session.idle", "agent.session.failed"]
 KEYS = [{"key": "sk-one", "tenant": "one"}, {"key": "sk-two", "tenant": "two"}]
 DEAD_PORT = free_port()  # allowed, and nothing listens there
 FAST_RETRIES = {"first_retry_s": 0.2, "max_retry_interval_s": 1.0, "poll_interval_s": 0.1, "timeout_s": 2}
@@ -93,7 +94,7 @@ def test_the_endpoints_api_as_the_sdk_defines_it(hooked: Gateway, receiver: Rece
     page = client.webhooks.list(limit=1)
     assert [endpoint.id for endpoint in page.data] == [second.id] and page.has_more  # newest first
     assert [endpoint.id for endpoint in client.webhooks.list(limit=1, after=second.id).data] == [created.id]
-    assert client.webhooks.event_types.list().data == RESPONSE_EVENTS
+    assert client.webhooks.event_types.list().data == RESPONSE_EVENTS + AGENT_SESSION_EVENTS
     # Every type the SDK names is accepted (this gateway emits the four above).
     every = client.webhooks.create(name="all", url=receiver.url("all"), event_types=sdk_event_types())  # type: ignore[arg-type]
     assert sorted(every.event_types) == sorted(sdk_event_types()) and len(every.event_types) > 20

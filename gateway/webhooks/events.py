@@ -2,7 +2,7 @@
 
 Endpoints may subscribe to every event type OpenAI's API names (the SDK's `event_types` literals), so a
 client written for OpenAI configures its endpoints here unchanged; this gateway emits the four that end a
-background response, and `/webhook_event_types` lists only those.
+background response and the five of an Agents API session's state, and `/webhook_event_types` lists only those.
 """
 
 from __future__ import annotations
@@ -19,7 +19,9 @@ from ..protocol import ResponseStatus
 # The event a background response sends as it ends: `response.` and its status, as OpenAI names them.
 _ENDED = (ResponseStatus.COMPLETED, ResponseStatus.FAILED, ResponseStatus.CANCELLED, ResponseStatus.INCOMPLETE)
 RESPONSE_ENDED: dict[str, str] = {status.value: f"response.{status.value}" for status in _ENDED}
-EMITTED: list[str] = list(RESPONSE_ENDED.values())
+# What an Agents API session tells as its state changes (gateway/agents/turns.py).
+AGENT_SESSION = ["agent.session.created", "agent.session.action_required", "agent.session.in_progress", "agent.session.idle", "agent.session.failed"]
+EMITTED: list[str] = [*RESPONSE_ENDED.values(), *AGENT_SESSION]
 
 # Every other type OpenAI's API names (the SDK's `event_types` literals): accepted, never emitted here.
 _OTHERS = (
@@ -28,8 +30,7 @@ _OTHERS = (
     "fine_tuning.job.succeeded", "fine_tuning.job.failed", "fine_tuning.job.cancelled",
     "realtime.call.incoming", "video.completed", "video.failed",
     "agent.environment.ready", "agent.environment.failed", "agent.environment.suspended", "agent.environment.expired",
-    "agent.session.created", "agent.session.action_required", "agent.session.in_progress", "agent.session.idle",
-    "agent.session.failed", "safety.alert.created",
+    "safety.alert.created",
 )  # fmt: skip
 KNOWN = frozenset((*EMITTED, *_OTHERS))
 
