@@ -47,6 +47,30 @@ class ItemStatus(enum.StrEnum):
     FAILED = "failed"
 
 
+class SessionStatus(enum.StrEnum):
+    """An Agents API session's (gateway/agents/)."""
+
+    IDLE = "idle"
+    IN_PROGRESS = "in_progress"
+    REQUIRES_ACTION = "requires_action"  # waits for the client: a function's result, an MCP approval
+    FAILED = "failed"
+
+
+class TurnStatus(enum.StrEnum):
+    """An Agents API session's turn's."""
+
+    QUEUED = "queued"
+    IN_PROGRESS = "in_progress"
+    WAITING = "waiting"  # for the client, as its session's `requires_action`
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    @property
+    def ended(self) -> bool:
+        return self in (TurnStatus.COMPLETED, TurnStatus.FAILED, TurnStatus.CANCELLED)
+
+
 class Include(enum.StrEnum):
     """What `include` may ask for. Each value is honoured by the part that owns it: the tools' own values
     are listed by their tools (responses/tools/registry.py derives the accepted set)."""

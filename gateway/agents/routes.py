@@ -17,6 +17,7 @@ from ..core.requests import refuse_while_draining, tenant_of
 from ..errors import APIError, bad_request, not_found
 from ..files.routes import download
 from ..jsontext import JSONResponse
+from ..protocol import SessionStatus
 from ..responses.routes import sse_response
 from ..storage import Tx
 from ..storage.agent_store import AgentRecord, Artifact, SessionRecord, SessionState
@@ -27,8 +28,9 @@ from ..web.body import parse_body
 from .models import AgentConfig, AgentUpdate, InputEvents, MessageInput, SessionCreate, SessionUpdate
 from .needs import AgentsNeeds, needs_of
 from .objects import agent_object, environment_object, persisted_tools, resolved_agent, session_object, shown, turn_object
+from .session_state import Emitted
 from .translate import event
-from .turns import Emitted, Turns
+from .turns import Turns
 
 # The events after which a stream that submitted a turn's input (`sessions.create(stream=True, input=…)`) ends.
 _ENDS = (b"event: agent.session.idle\n", b"event: agent.session.failed\n")
@@ -234,7 +236,7 @@ async def delete_session(request: Request) -> Response:
     session = await services.agents.session(session_id, tenant)
     if session is None:
         raise _no_session(session_id)
-    if session.state.status == "in_progress" and session.state.response_id is not None:
+    if session.state.status == SessionStatus.IN_PROGRESS and session.state.response_id is not None:
         await Turns(services).stop(session.state.response_id, tenant)
     deleted = await services.agents.delete_session(session_id, tenant)
     for blob in deleted[1] if deleted is not None else []:

@@ -13,18 +13,19 @@ from typing import Any, Iterable, Mapping
 
 from ..core.ids import new_id
 from ..jsontext import dumps
+from ..protocol import EventType, ItemStatus
 from ..responses.events.log import Batch
 from ..responses.shapes.items import Delta
 
 # Responses events that carry over one for one, renamed; the fields they keep.
 _RENAMED = {
-    "response.content_part.added": ("agent.session.turn.content_part.added", ("item_id", "content_index", "part")),
-    "response.content_part.done": ("agent.session.turn.content_part.done", ("item_id", "content_index", "part")),
-    "response.output_text.done": ("agent.session.turn.output_text.done", ("item_id", "content_index", "text")),
-    "response.reasoning_summary_part.added": ("agent.session.turn.reasoning_summary_part.added", ("item_id", "summary_index", "part")),
-    "response.reasoning_summary_part.done": ("agent.session.turn.reasoning_summary_part.done", ("item_id", "summary_index", "part")),
-    "response.reasoning_summary_text.delta": ("agent.session.turn.reasoning_summary_text.delta", ("item_id", "summary_index", "delta")),
-    "response.reasoning_summary_text.done": ("agent.session.turn.reasoning_summary_text.done", ("item_id", "summary_index", "text")),
+    EventType.CONTENT_PART_ADDED: ("agent.session.turn.content_part.added", ("item_id", "content_index", "part")),
+    EventType.CONTENT_PART_DONE: ("agent.session.turn.content_part.done", ("item_id", "content_index", "part")),
+    EventType.OUTPUT_TEXT_DONE: ("agent.session.turn.output_text.done", ("item_id", "content_index", "text")),
+    EventType.REASONING_SUMMARY_PART_ADDED: ("agent.session.turn.reasoning_summary_part.added", ("item_id", "summary_index", "part")),
+    EventType.REASONING_SUMMARY_PART_DONE: ("agent.session.turn.reasoning_summary_part.done", ("item_id", "summary_index", "part")),
+    EventType.REASONING_SUMMARY_TEXT_DELTA: ("agent.session.turn.reasoning_summary_text.delta", ("item_id", "summary_index", "delta")),
+    EventType.REASONING_SUMMARY_TEXT_DONE: ("agent.session.turn.reasoning_summary_text.done", ("item_id", "summary_index", "text")),
 }
 # Items that stream: added as they open, then their parts. The others are told once whole (a function
 # call's arguments complete: a client's tool handler runs on `item.added`).
@@ -59,17 +60,17 @@ class RunTranslation:
 
     def one(self, raw: Delta | Mapping[str, Any]) -> Iterable[dict[str, Any]]:
         if isinstance(raw, Delta):
-            if raw.item.delta_type == "response.output_text.delta":
+            if raw.item.delta_type == EventType.OUTPUT_TEXT_DELTA:
                 yield self._at("agent.session.turn.output_text.delta", raw.item.output_index, item_id=raw.item.id, content_index=0, delta=raw.text)
             return
         kind = raw["type"]
         renamed = _RENAMED.get(kind)
         if renamed is not None:
             name, fields = renamed
-            if kind.startswith("response.content_part.") and raw["part"].get("type") != "output_text":
+            if kind in (EventType.CONTENT_PART_ADDED, EventType.CONTENT_PART_DONE) and raw["part"].get("type") != "output_text":
                 return  # a reasoning item's raw text: the Agents API shows its summary alone
             yield self._at(name, raw["output_index"], **{field: raw[field] for field in fields})
-        elif kind == "response.output_text.delta":
+        elif kind == EventType.OUTPUT_TEXT_DELTA:
             yield self._at(
                 "agent.session.turn.output_text.delta",
                 raw["output_index"],
@@ -77,12 +78,12 @@ class RunTranslation:
                 content_index=raw["content_index"],
                 delta=raw["delta"],
             )
-        elif kind == "response.shell_call_output_content.delta" and raw["item_id"] in self._outputs:
+        elif kind == EventType.SHELL_CALL_OUTPUT_CONTENT_DELTA and raw["item_id"] in self._outputs:
             text = "".join(raw["delta"].values())
             yield self._at("agent.output.command_execution_output.delta", raw["output_index"], item_id=self._outputs[raw["item_id"]], delta=text)
-        elif kind == "response.output_item.added":
+        elif kind == EventType.OUTPUT_ITEM_ADDED:
             yield from self._added(raw["item"], raw["output_index"])
-        elif kind == "response.output_item.done":
+        elif kind == EventType.OUTPUT_ITEM_DONE:
             yield from self._done(raw["item"], raw["output_index"])
 
     def _added(self, item: Mapping[str, Any], index: int) -> Iterable[dict[str, Any]]:
@@ -97,7 +98,7 @@ class RunTranslation:
             command = "\n".join(item.get("action", {}).get("commands", []))
             self.container_id = (item.get("environment") or {}).get("container_id") or self.container_id
             self._commands[item["call_id"]] = (item["id"], command, time.monotonic())
-            yield self._at("agent.session.turn.item.added", index, item=self._command(item["id"], command, "in_progress"))
+            yield self._at("agent.session.turn.item.added", index, item=self._command(item["id"], command, ItemStatus.IN_PROGRESS))
             return
         if item["type"] == "shell_call_output":
             yield from self._command_done(item, index)
@@ -120,7 +121,7 @@ class RunTranslation:
         text = "".join(str(part.get("stdout", "")) + str(part.get("stderr", "")) for part in outputs)
         outcome = outputs[-1].get("outcome", {}) if outputs else {}
         exit_code = outcome.get("exit_code") if outcome.get("type") == "exit" else None
-        status = "completed" if exit_code == 0 else "failed"
+        status = ItemStatus.COMPLETED if exit_code == 0 else ItemStatus.FAILED
         done = self._command(item_id, command, status, exit_code=exit_code, output=text, duration_ms=int((time.monotonic() - started) * 1000))
         self.items.append(done)
         yield self._at("agent.session.turn.item.done", index, item=done)
@@ -134,7 +135,7 @@ class RunTranslation:
     def item(self, item: Mapping[str, Any], opening: bool = False) -> dict[str, Any] | None:
         """The Agents API's item for a Responses output item; None for what it does not show."""
         kind, turn = item["type"], self.turn_id
-        status = "in_progress" if opening else _status(item.get("status"))
+        status = ItemStatus.IN_PROGRESS if opening else _status(item.get("status"))
         if kind == "message":
             content = (
                 []
@@ -168,7 +169,7 @@ class RunTranslation:
         if kind == "mcp_call":
             return {
                 "id": item["id"], "type": "mcp_call", "name": item["name"], "server_label": item["server_label"], "arguments": item["arguments"],
-                "output": item.get("output"), "error": item.get("error"), "status": "failed" if item.get("error") else status, "turn_id": turn,
+                "output": item.get("output"), "error": item.get("error"), "status": ItemStatus.FAILED if item.get("error") else status, "turn_id": turn,
             }  # fmt: skip
         if kind == "web_search_call":
             return {"id": item["id"], "type": "web_search_call", "status": status, "action": item.get("action"), "turn_id": turn}
@@ -180,14 +181,15 @@ class RunTranslation:
         return event(type, session_id=self.session_id, turn_id=self.turn_id, output_index=output_index, **fields)
 
 
-def _status(status: Any) -> str:
-    return status if status in ("in_progress", "completed", "incomplete") else "completed"
+def _status(status: Any) -> ItemStatus:
+    shown = (ItemStatus.IN_PROGRESS, ItemStatus.COMPLETED, ItemStatus.INCOMPLETE)  # the Agents API's item statuses
+    return ItemStatus(status) if status in shown else ItemStatus.COMPLETED
 
 
 def user_message(message: Mapping[str, Any], turn_id: str) -> dict[str, Any]:
     """A user's input message as the turn's item (its parts as the Agents API shows them)."""
     content = [part for part in message["content"] if part.get("type") in ("input_text", "input_image")]
-    return {"id": new_id("msg"), "type": "message", "role": "user", "content": content, "status": "completed", "turn_id": turn_id}
+    return {"id": new_id("msg"), "type": "message", "role": "user", "content": content, "status": ItemStatus.COMPLETED, "turn_id": turn_id}
 
 
 def tool_output(call_id: str, output: Any, success: bool, turn_id: str) -> dict[str, Any]:
@@ -196,6 +198,6 @@ def tool_output(call_id: str, output: Any, success: bool, turn_id: str) -> dict[
         "type": "function_call_output",
         "call_id": call_id,
         "output": output,
-        "status": "completed" if success else "failed",
+        "status": ItemStatus.COMPLETED if success else ItemStatus.FAILED,
         "turn_id": turn_id,
     }

@@ -19,6 +19,7 @@ from pydantic import ValidationError
 
 from ..core.ids import new_id
 from ..errors import APIError, bad_request
+from ..protocol import ResponseStatus, SessionStatus, TurnStatus
 from ..responses.events.log import sequence_number
 from ..responses.run_service import RunService
 from ..responses.shapes.request import ResponsesRequest
@@ -29,39 +30,13 @@ from .artifacts import keep_artifacts
 from .following import final_response, run_events
 from .models import ApprovalInput, CancelInput, InputEvent, MessageInput, ToolResultInput
 from .needs import AgentsNeeds
-from .objects import run_request, session_object
+from .objects import run_request
+from .session_state import Emitted, action_id, added, function_output, required_actions, turn_error, unknown_call
 from .translate import RunTranslation, event, frame, tool_output, user_message
 
 log = logging.getLogger("gateway.agents")
 
 EVENTS_KEPT_S = 600.0  # the live log's rows older than this go when a turn ends (no reader is that far behind)
-WEBHOOK = {
-    "in_progress": "agent.session.in_progress",
-    "requires_action": "agent.session.action_required",
-    "idle": "agent.session.idle",
-    "failed": "agent.session.failed",
-}
-
-
-class Emitted:
-    """What one change to a session emits: its events (written with it) and its webhook."""
-
-    def __init__(self) -> None:
-        self.events: list[dict[str, Any]] = []
-        self.webhook: str | None = None
-        self.start: list[dict[str, Any]] | None = None  # a run to start once committed, with this input
-        self.stale = False  # the change found the session moved on: nothing was done
-        self.record: SessionRecord | None = None  # the session as the change left it
-
-    def session(self, record: SessionRecord, status: str) -> None:
-        record.state.status = status
-        self.events.append(event(f"agent.session.{status}", session=session_object(record)))
-        self.webhook = WEBHOOK[status]
-
-
-def unknown_call(call_id: str) -> APIError:
-    # The SDK's stream helper retries exactly this (its pending-call race): the words are the API's.
-    return bad_request(f"Unknown pending tool call: {call_id}", param="events", code="invalid_request_error")
 
 
 class Turns:
@@ -86,7 +61,7 @@ class Turns:
         state = session.state
         if isinstance(input_event, MessageInput):
             messages = [message.model_dump(exclude_none=True) for message in input_event.input]
-            if state.status == "in_progress":
+            if state.status == SessionStatus.IN_PROGRESS:
                 state.steers.extend(messages)  # the run ends at its next boundary; the next goes on with them
                 self._steer(state.response_id, session.tenant)
             elif state.status == "requires_action":
@@ -101,7 +76,7 @@ class Turns:
         elif isinstance(input_event, CancelInput):
             await self._cancel(tx, session, emitted)
         elif isinstance(input_event, ToolResultInput):
-            await self._answer(tx, session, input_event.call_id, input_event.turn_id, _function_output(input_event), emitted)
+            await self._answer(tx, session, input_event.call_id, input_event.turn_id, function_output(input_event), emitted)
         elif isinstance(input_event, ApprovalInput):
             answer = {
                 "type": "mcp_approval_response",
@@ -117,17 +92,17 @@ class Turns:
         now = int(time.time())
         turn = TurnRecord(new_id("turn"), session.id, session.tenant, now, {
             "id": "", "object": "agent.session.turn", "agent_id": session.agent_id, "session_id": session.id, "created_at": now,
-            "started_at": now, "completed_at": None, "status": "in_progress", "error": None, "usage": None, "subagent_id": None,
+            "started_at": now, "completed_at": None, "status": TurnStatus.IN_PROGRESS, "error": None, "usage": None, "subagent_id": None,
             "prompt_cache_options": session.body.get("prompt_cache_options"),
         })  # fmt: skip
         turn.body["id"] = turn.id
         await self._store.put_turn(tx, turn)
-        session.state = SessionState(status="in_progress", turn_id=turn.id, usage=session.state.usage)
+        session.state = SessionState(status=SessionStatus.IN_PROGRESS, turn_id=turn.id, usage=session.state.usage)
         emitted.events += [
-            event("agent.session.turn.created", session_id=session.id, turn_id=turn.id, turn={**turn.body, "status": "queued"}),
+            event("agent.session.turn.created", session_id=session.id, turn_id=turn.id, turn={**turn.body, "status": TurnStatus.QUEUED}),
             event("agent.session.turn.in_progress", session_id=session.id, turn_id=turn.id, turn=turn.body),
         ]
-        emitted.session(session, "in_progress")
+        emitted.session(session, SessionStatus.IN_PROGRESS)
         await self._user_items(tx, session, messages, emitted)
         emitted.start = messages
 
@@ -147,24 +122,30 @@ class Turns:
 
     async def _answer(self, tx: Tx, session: SessionRecord, call_id: str, turn_id: str | None, answer: dict[str, Any], emitted: Emitted) -> None:
         state = session.state
-        owed = {_action_id(action) for action in state.required_actions}
-        if state.status not in ("in_progress", "requires_action") or (turn_id is not None and turn_id != state.turn_id) or call_id in state.answers:
+        owed = {action_id(action) for action in state.required_actions}
+        if (
+            state.status not in (SessionStatus.IN_PROGRESS, SessionStatus.REQUIRES_ACTION)
+            or (turn_id is not None and turn_id != state.turn_id)
+            or call_id in state.answers
+        ):
             raise unknown_call(call_id)
         if call_id not in owed and not (turn_id is not None and await self._called(tx, session.id, state.turn_id, call_id)):
             raise unknown_call(call_id)
         state.answers[call_id] = answer
         if answer["type"] == "function_call_output":
-            await self._put(tx, session, [tool_output(call_id, answer["output"], not answer.pop("failed", False), state.turn_id or "")], emitted)
+            await self._put(
+                tx, session, [tool_output(call_id, answer["output"], not answer.pop("unsuccessful", False), state.turn_id or "")], emitted
+            )
         if state.status == "requires_action" and owed <= set(state.answers):
             await self._go_on(tx, session, emitted)
-            await self._turn_status(tx, session, "in_progress")
-            emitted.session(session, "in_progress")
+            await self._turn_status(tx, session, TurnStatus.IN_PROGRESS)
+            emitted.session(session, SessionStatus.IN_PROGRESS)
 
     async def _go_on(self, tx: Tx, session: SessionRecord, emitted: Emitted) -> None:
         """The turn's next run, with what the client gave for each required action, then any steering
         messages that waited (their items told now, as the run takes them)."""
         state = session.state
-        emitted.start = [state.answers[_action_id(action)] for action in state.required_actions] + state.steers
+        emitted.start = [state.answers[action_id(action)] for action in state.required_actions] + state.steers
         await self._user_items(tx, session, state.steers, emitted)
         state.required_actions, state.answers, state.steers = [], {}, []
 
@@ -175,11 +156,11 @@ class Turns:
 
     async def _cancel(self, tx: Tx, session: SessionRecord, emitted: Emitted) -> None:
         state = session.state
-        if state.status == "in_progress" and state.response_id is not None:
-            state.error = "cancelled"  # the run's end, wherever it runs, ends the turn as cancelled
+        if state.status == SessionStatus.IN_PROGRESS and state.response_id is not None:
+            state.error = TurnStatus.CANCELLED  # the run's end, wherever it runs, ends the turn as cancelled
             await self.stop(state.response_id, session.tenant)
-        elif state.status in ("in_progress", "requires_action"):
-            await self._end_turn(tx, session, "cancelled", None, emitted)
+        elif state.status in (SessionStatus.IN_PROGRESS, SessionStatus.REQUIRES_ACTION):
+            await self._end_turn(tx, session, TurnStatus.CANCELLED, None, emitted)
 
     def _steer(self, response_id: str | None, tenant: str) -> None:
         live = RunService(self._services).live(response_id, tenant) if response_id is not None else None
@@ -243,7 +224,7 @@ class Turns:
             return  # the following is taken over once this replica's lease lapses, or when it is back
         if response is None:
             return
-        if response.get("status") == "completed":  # kept before the turn's end is told: a client told it ended finds them
+        if response.get("status") == ResponseStatus.COMPLETED:  # kept before the turn's end is told: a client told it ended finds them
             await keep_artifacts(self._services, session_id, tenant, translation.turn_id)
         ended = await self.change(session_id, tenant, lambda tx, session: self._run_ended(tx, session, response_id, response, translation))
         if ended is not None and ended.start is not None and ended.record is not None:
@@ -297,7 +278,7 @@ class Turns:
 
         async def claim(tx: Tx, session: SessionRecord) -> Emitted:
             emitted = Emitted()
-            emitted.stale = session.state.status != "in_progress" or session.state.runner != gone
+            emitted.stale = session.state.status != SessionStatus.IN_PROGRESS or session.state.runner != gone
             if not emitted.stale:
                 session.state.runner = me
             return emitted
@@ -311,39 +292,43 @@ class Turns:
     async def _run_ended(self, tx: Tx, session: SessionRecord, response_id: str, response: Mapping[str, Any], translation: RunTranslation) -> Emitted:
         emitted = Emitted()
         state = session.state
-        if state.response_id != response_id or state.status != "in_progress" or state.runner != self._services.replicas.id:
+        if state.response_id != response_id or state.status != SessionStatus.IN_PROGRESS or state.runner != self._services.replicas.id:
             return emitted  # a later change already moved on, or another replica follows it now
         state.output_index = max(state.output_index, translation.last_index + 1)
         usage: Any = response.get("usage")
-        state.usage, state.turn_usage = _added(state.usage, usage), _added(state.turn_usage, usage)
+        state.usage, state.turn_usage = added(state.usage, usage), added(state.turn_usage, usage)
         status = response["status"]
-        if state.error == "cancelled" or status == "cancelled":
-            await self._end_turn(tx, session, "cancelled", None, emitted)
+        if state.error == TurnStatus.CANCELLED or status == ResponseStatus.CANCELLED:
+            await self._end_turn(tx, session, TurnStatus.CANCELLED, None, emitted)
             return emitted
-        if status == "failed":
+        if status == ResponseStatus.FAILED:
             error = response.get("error") or {}
             await self._end_turn(
-                tx, session, "failed", {"code": _turn_error(error.get("code")), "message": error.get("message") or "The turn failed."}, emitted
+                tx,
+                session,
+                TurnStatus.FAILED,
+                {"code": turn_error(error.get("code")), "message": error.get("message") or "The turn failed."},
+                emitted,
             )
             return emitted
-        owed = _required_actions(response.get("output", []), state.turn_id or "")
+        owed = required_actions(response.get("output", []), state.turn_id or "")
         state.required_actions = owed
-        if owed and not {_action_id(action) for action in owed} <= set(state.answers):
-            await self._turn_status(tx, session, "waiting")
-            emitted.session(session, "requires_action")
+        if owed and not {action_id(action) for action in owed} <= set(state.answers):
+            await self._turn_status(tx, session, TurnStatus.WAITING)
+            emitted.session(session, SessionStatus.REQUIRES_ACTION)
         elif owed or state.steers:  # every result came while the run ran on, or a steer waits
             await self._go_on(tx, session, emitted)
         else:
-            await self._end_turn(tx, session, "completed", None, emitted)
+            await self._end_turn(tx, session, TurnStatus.COMPLETED, None, emitted)
         return emitted
 
     async def _failed(self, tx: Tx, session: SessionRecord, turn_id: str | None, message: str) -> Emitted:
         emitted = Emitted()
         if session.state.turn_id == turn_id:
-            await self._end_turn(tx, session, "failed", {"code": "invalid_request", "message": message}, emitted)
+            await self._end_turn(tx, session, TurnStatus.FAILED, {"code": "invalid_request", "message": message}, emitted)
         return emitted
 
-    async def _end_turn(self, tx: Tx, session: SessionRecord, status: str, error: dict[str, str] | None, emitted: Emitted) -> None:
+    async def _end_turn(self, tx: Tx, session: SessionRecord, status: TurnStatus, error: dict[str, str] | None, emitted: Emitted) -> None:
         state = session.state
         turn = await self._turn_status(tx, session, status, error)
         if turn is not None:
@@ -351,16 +336,16 @@ class Turns:
                 event(f"agent.session.turn.{status}", session_id=session.id, turn_id=turn.id, turn=turn.body, usage=turn.body["usage"])
             )
         state.required_actions, state.answers, state.steers, state.error, state.runner = [], {}, [], None, None
-        emitted.session(session, "idle")
+        emitted.session(session, SessionStatus.IDLE)
         await self._store.forget_events(tx, session.id, time.time() - EVENTS_KEPT_S)
 
-    async def _turn_status(self, tx: Tx, session: SessionRecord, status: str, error: dict[str, str] | None = None) -> TurnRecord | None:
+    async def _turn_status(self, tx: Tx, session: SessionRecord, status: TurnStatus, error: dict[str, str] | None = None) -> TurnRecord | None:
         turn_id = session.state.turn_id
         turn = await self._store.turn(session.id, turn_id, tx) if turn_id is not None else None
         if turn is None:
             return None
         turn.body.update(status=status, error=error, usage=session.state.turn_usage)
-        if status in ("completed", "failed", "cancelled"):
+        if status.ended:
             turn.body["completed_at"] = int(time.time())
         await self._store.put_turn(tx, turn)
         return turn
@@ -388,63 +373,3 @@ class Turns:
         if emitted is not None and emitted.webhook is not None:
             webhooks.written()
         return emitted
-
-
-def _function_output(result: ToolResultInput) -> dict[str, Any]:
-    if result.success:
-        output: Any = (
-            result.output
-            if isinstance(result.output, str) or result.output is None
-            else [part.model_dump(exclude_none=True) for part in result.output]
-        )
-        return {"type": "function_call_output", "call_id": result.call_id, "output": output if output is not None else ""}
-    return {"type": "function_call_output", "call_id": result.call_id, "output": f"Error: {result.error or 'the tool failed'}", "failed": True}
-
-
-def _action_id(action: dict[str, Any]) -> str:
-    return str(action.get("call_id") or action.get("request_id"))
-
-
-def _required_actions(output: Sequence[Mapping[str, Any]], turn_id: str) -> list[dict[str, Any]]:
-    """What the run stopped for, as the session's `required_actions`: its function calls (the client runs
-    them) and its MCP approval requests; a run ends with them, and with nothing else pending."""
-    actions: list[dict[str, Any]] = []
-    for item in output:
-        if item.get("type") == "function_call":
-            actions.append(
-                {"type": "function_call", "call_id": item["call_id"], "name": item["name"], "arguments": item["arguments"], "turn_id": turn_id}
-            )
-        elif item.get("type") == "mcp_approval_request":
-            request = {
-                "type": "mcp_tool_call",
-                "name": item.get("name"),
-                "server_label": item.get("server_label"),
-                "arguments": item.get("arguments"),
-            }
-            request["message"] = f"Allow {item.get('server_label')}.{item.get('name')}?"
-            actions.append({"type": "mcp_approval_request", "request_id": item["id"], "turn_id": turn_id, "request": request})
-    return actions
-
-
-def _added(total: dict[str, Any] | None, usage: dict[str, Any] | None) -> dict[str, Any] | None:
-    """Token usage summed, as the Agents API's `TokenUsage`."""
-    if not usage:
-        return total
-    total = total or {
-        "input_tokens": 0,
-        "input_tokens_details": {"cached_tokens": 0},
-        "output_tokens": 0,
-        "output_tokens_details": {"reasoning_tokens": 0},
-        "total_tokens": 0,
-    }
-    total["input_tokens"] += usage.get("input_tokens", 0)
-    total["output_tokens"] += usage.get("output_tokens", 0)
-    total["total_tokens"] += usage.get("total_tokens", 0)
-    total["input_tokens_details"]["cached_tokens"] += (usage.get("input_tokens_details") or {}).get("cached_tokens", 0)
-    total["output_tokens_details"]["reasoning_tokens"] += (usage.get("output_tokens_details") or {}).get("reasoning_tokens", 0)
-    return total
-
-
-def _turn_error(code: Any) -> str:
-    known = {"context_length_exceeded", "max_output_tokens", "rate_limit_exceeded", "server_overloaded", "request_timeout", "invalid_request"}
-    return code if code in known else "server_error"

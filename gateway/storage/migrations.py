@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Awaitable, Callable
 
 from .database import Dialect, StorageError, Tx
+from .migrations_agents import V13_AGENTS, V13_EVENTS
 
 
 @dataclass(frozen=True)
@@ -365,54 +366,6 @@ _V11 = _both(
 # Version 12: a container's network policy (files/network.py), its domain secrets sealed.
 _V12 = ("ALTER TABLE containers ADD COLUMN network_policy TEXT",)
 
-# Version 13: the Agents API (gateway/agents/, storage/agent_store.py): agents, sessions and their state, turns,
-# the items turns made, each session's live event log, input events' idempotency keys, and the artifacts hosted
-# turns left.
-_V13_COMMON = (
-    "CREATE TABLE agents (id TEXT PRIMARY KEY, tenant TEXT NOT NULL, created_at BIGINT NOT NULL, updated_at BIGINT NOT NULL, body TEXT NOT NULL)",
-    "CREATE INDEX agents_tenant ON agents (tenant, created_at)",
-    """
-    CREATE TABLE agent_sessions (
-        id TEXT PRIMARY KEY,
-        tenant TEXT NOT NULL,
-        agent_id TEXT NOT NULL,
-        conversation_id TEXT NOT NULL,
-        created_at BIGINT NOT NULL,
-        last_active_at BIGINT NOT NULL,
-        body TEXT NOT NULL,   -- agent snapshot, environment, metadata (secrets sealed)
-        status TEXT NOT NULL, -- state's status, counted by the bound on sessions running at once
-        state TEXT NOT NULL   -- status, the turn and run going on, what the client owes (agent_store.SessionState)
-    )
-    """,
-    "CREATE INDEX agent_sessions_tenant ON agent_sessions (tenant, created_at)",
-    "CREATE INDEX agent_sessions_status ON agent_sessions (status, tenant)",
-    "CREATE TABLE agent_turns (id TEXT PRIMARY KEY, session_id TEXT NOT NULL, tenant TEXT NOT NULL, created_at BIGINT NOT NULL, body TEXT NOT NULL)",
-    "CREATE INDEX agent_turns_session ON agent_turns (session_id, created_at)",
-    """
-    CREATE TABLE agent_items (
-        session_id TEXT NOT NULL, id TEXT NOT NULL, turn_id TEXT NOT NULL, created_at DOUBLE PRECISION NOT NULL, item TEXT NOT NULL,
-        PRIMARY KEY (session_id, id)
-    )
-    """,
-    "CREATE INDEX agent_items_order ON agent_items (session_id, created_at)",
-    "CREATE TABLE agent_input_keys (session_id TEXT NOT NULL, key TEXT NOT NULL, created_at DOUBLE PRECISION NOT NULL, PRIMARY KEY (session_id, key))",
-    """
-    CREATE TABLE agent_artifacts (
-        id TEXT PRIMARY KEY, session_id TEXT NOT NULL, tenant TEXT NOT NULL, turn_id TEXT NOT NULL, environment_id TEXT NOT NULL,
-        path TEXT NOT NULL, size_bytes BIGINT NOT NULL, created_at BIGINT NOT NULL,
-        blob TEXT NOT NULL  -- its own copy: kept after the environment's container and its files are gone
-    )
-    """,
-    "CREATE INDEX agent_artifacts_session ON agent_artifacts (session_id, created_at)",
-    "CREATE INDEX agent_artifacts_tenant ON agent_artifacts (tenant)",
-)
-_V13_EVENTS = """
-CREATE TABLE agent_session_events (
-    session_id TEXT NOT NULL, seq BIGINT NOT NULL, created_at DOUBLE PRECISION NOT NULL, frame {blob} NOT NULL,
-    PRIMARY KEY (session_id, seq)
-)
-"""
-
 MIGRATIONS = (
     Migration(1, tuple(s.format(**_SQLITE_TYPES) for s in _V1), tuple(s.format(**_POSTGRES_TYPES) for s in _V1)),
     Migration(2, _V2, _V2),
@@ -426,7 +379,7 @@ MIGRATIONS = (
     Migration(10, _V10, _V10),
     Migration(11, _V11, _V11),
     Migration(12, _V12, _V12),
-    Migration(13, (*_V13_COMMON, _V13_EVENTS.format(**_SQLITE_TYPES)), (*_V13_COMMON, _V13_EVENTS.format(**_POSTGRES_TYPES))),
+    Migration(13, (*V13_AGENTS, V13_EVENTS.format(**_SQLITE_TYPES)), (*V13_AGENTS, V13_EVENTS.format(**_POSTGRES_TYPES))),
 )
 
 VERSION_TABLE = "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)"

@@ -1,0 +1,51 @@
+"""Migration 13 (migrations.py): the Agents API's tables, in a module of their own for length."""
+
+from __future__ import annotations
+
+# Version 13: the Agents API (gateway/agents/, storage/agent_store.py): agents, sessions and their state, turns,
+# the items turns made, each session's live event log, input events' idempotency keys, and the artifacts hosted
+# turns left.
+V13_AGENTS = (
+    "CREATE TABLE agents (id TEXT PRIMARY KEY, tenant TEXT NOT NULL, created_at BIGINT NOT NULL, updated_at BIGINT NOT NULL, body TEXT NOT NULL)",
+    "CREATE INDEX agents_tenant ON agents (tenant, created_at)",
+    """
+    CREATE TABLE agent_sessions (
+        id TEXT PRIMARY KEY,
+        tenant TEXT NOT NULL,
+        agent_id TEXT NOT NULL,
+        conversation_id TEXT NOT NULL,
+        created_at BIGINT NOT NULL,
+        last_active_at BIGINT NOT NULL,
+        body TEXT NOT NULL,   -- agent snapshot, environment, metadata (secrets sealed)
+        status TEXT NOT NULL, -- state's status, counted by the bound on sessions running at once
+        state TEXT NOT NULL   -- status, the turn and run going on, what the client owes (agent_store.SessionState)
+    )
+    """,
+    "CREATE INDEX agent_sessions_tenant ON agent_sessions (tenant, created_at)",
+    "CREATE INDEX agent_sessions_status ON agent_sessions (status, tenant)",
+    "CREATE TABLE agent_turns (id TEXT PRIMARY KEY, session_id TEXT NOT NULL, tenant TEXT NOT NULL, created_at BIGINT NOT NULL, body TEXT NOT NULL)",
+    "CREATE INDEX agent_turns_session ON agent_turns (session_id, created_at)",
+    """
+    CREATE TABLE agent_items (
+        session_id TEXT NOT NULL, id TEXT NOT NULL, turn_id TEXT NOT NULL, created_at DOUBLE PRECISION NOT NULL, item TEXT NOT NULL,
+        PRIMARY KEY (session_id, id)
+    )
+    """,
+    "CREATE INDEX agent_items_order ON agent_items (session_id, created_at)",
+    "CREATE TABLE agent_input_keys (session_id TEXT NOT NULL, key TEXT NOT NULL, created_at DOUBLE PRECISION NOT NULL, PRIMARY KEY (session_id, key))",
+    """
+    CREATE TABLE agent_artifacts (
+        id TEXT PRIMARY KEY, session_id TEXT NOT NULL, tenant TEXT NOT NULL, turn_id TEXT NOT NULL, environment_id TEXT NOT NULL,
+        path TEXT NOT NULL, size_bytes BIGINT NOT NULL, created_at BIGINT NOT NULL,
+        blob TEXT NOT NULL  -- its own copy: kept after the environment's container and its files are gone
+    )
+    """,
+    "CREATE INDEX agent_artifacts_session ON agent_artifacts (session_id, created_at)",
+    "CREATE INDEX agent_artifacts_tenant ON agent_artifacts (tenant)",
+)
+V13_EVENTS = """
+CREATE TABLE agent_session_events (
+    session_id TEXT NOT NULL, seq BIGINT NOT NULL, created_at DOUBLE PRECISION NOT NULL, frame {blob} NOT NULL,
+    PRIMARY KEY (session_id, seq)
+)
+"""
