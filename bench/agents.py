@@ -64,7 +64,9 @@ def message(text: str) -> dict[str, object]:
     return {"events": [{"type": "agent.session.input.message", "input": [{"role": "user", "content": [{"type": "input_text", "text": text}]}]}]}
 
 
-async def subscriber(client: httpx.AsyncClient, url: str, session_id: str, ready: asyncio.Event, subscribed: list[int], marks: dict[str, float]) -> float:
+async def subscriber(
+    client: httpx.AsyncClient, url: str, session_id: str, ready: asyncio.Event, subscribed: list[int], marks: dict[str, float]
+) -> float:
     """Seconds from `marks["sent"]` to this subscriber's first text delta; records its idle in marks."""
     first = None
     async with client.stream("GET", f"{url}/v1/agents/sessions/{session_id}/events") as response:
@@ -111,7 +113,11 @@ async def first_delta(gateway: Gateway, rounds: int) -> None:
             background.append(await responses_first_delta(client, url, {"background": True, "conversation": conversation}))
             agents.append((await turn(client, url, session_id, 1, PROMPT))[0][0])
         print(f"time to the first text delta over {rounds} rounds (ms, p50 / p95):")
-        for name, values in (("/v1/responses, streamed", plain), ("/v1/responses, background in a conversation", background), ("agents input.message -> turn delta", agents)):
+        for name, values in (
+            ("/v1/responses, streamed", plain),
+            ("/v1/responses, background in a conversation", background),
+            ("agents input.message -> turn delta", agents),
+        ):
             print(f"  {name:46s} {quantile(values, 50) * 1000:7.2f} / {quantile(values, 95) * 1000:7.2f}")
 
 
@@ -124,7 +130,9 @@ async def fan_out(gateway: Gateway, pid: int) -> None:
             await turn(client, url, session_id, subscribers, "[long 10] warm")
             before = cpu_seconds(pid)
             _, idles = await turn(client, url, session_id, subscribers, "[long 400] [noanalysis]")
-            print(f"  {subscribers:4d} subscribers: last idle {max(idles) * 1000:8.1f}, first idle {min(idles) * 1000:8.1f}, CPU {cpu_seconds(pid) - before:.3f}")
+            print(
+                f"  {subscribers:4d} subscribers: last idle {max(idles) * 1000:8.1f}, first idle {min(idles) * 1000:8.1f}, CPU {cpu_seconds(pid) - before:.3f}"
+            )
 
 
 async def idle_sessions(gateway: Gateway, pid: int, count: int) -> None:
@@ -145,7 +153,9 @@ async def idle_sessions(gateway: Gateway, pid: int, count: int) -> None:
         await asyncio.gather(*(one() for _ in range(count)))
         took = time.perf_counter() - started
         after = rss_mib(pid)
-        print(f"{count} sessions, each one turn then idle, in {took:.1f} s: gateway RSS {before:.1f} -> {after:.1f} MiB ({(after - before) * 1024 / count:.1f} KiB per session)")
+        print(
+            f"{count} sessions, each one turn then idle, in {took:.1f} s: gateway RSS {before:.1f} -> {after:.1f} MiB ({(after - before) * 1024 / count:.1f} KiB per session)"
+        )
 
 
 def main() -> None:

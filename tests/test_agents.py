@@ -253,7 +253,9 @@ def test_sessions_are_updated_listed_and_deleted(gateway: Gateway) -> None:
         client.beta.agents.sessions.retrieve(other.id)
     with pytest.raises(openai.BadRequestError):  # both an agent and its id
         client.beta.agents.sessions.create(agent_id=agent.id, agent={"model": MODEL}, environment=NONE)
-    answer = httpx.post(f"{gateway.url}/v1/agents/sessions", json={"agent_id": agent.id, "environment": {"type": "self_hosted", "workspace_directory": "/w"}})
+    answer = httpx.post(
+        f"{gateway.url}/v1/agents/sessions", json={"agent_id": agent.id, "environment": {"type": "self_hosted", "workspace_directory": "/w"}}
+    )
     assert answer.status_code == 400 and answer.json()["error"]["param"] == "environment.type"
 
 

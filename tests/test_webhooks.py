@@ -27,7 +27,13 @@ from .test_postgres import postgres  # noqa: F401  (the session's PostgreSQL ser
 from .webhook_receiver import Receiver
 
 RESPONSE_EVENTS = ["response.completed", "response.failed", "response.cancelled", "response.incomplete"]
-AGENT_SESSION_EVENTS = ["agent.session.created", "agent.session.action_required", "agent.session.in_progress", "agent.session.idle", "agent.session.failed"]
+AGENT_SESSION_EVENTS = [
+    "agent.session.created",
+    "agent.session.action_required",
+    "agent.session.in_progress",
+    "agent.session.idle",
+    "agent.session.failed",
+]
 KEYS = [{"key": "sk-one", "tenant": "one"}, {"key": "sk-two", "tenant": "two"}]
 DEAD_PORT = free_port()  # allowed, and nothing listens there
 FAST_RETRIES = {"first_retry_s": 0.2, "max_retry_interval_s": 1.0, "poll_interval_s": 0.1, "timeout_s": 2}
