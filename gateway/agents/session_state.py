@@ -27,6 +27,7 @@ class Emitted:
         self.events: list[dict[str, Any]] = []
         self.webhook: str | None = None
         self.start: list[dict[str, Any]] | None = None  # a run to start once committed, with this input
+        self.cancel: str | None = None  # a run to stop once committed
         self.stale = False  # the change found the session moved on: nothing was done
         self.record: SessionRecord | None = None  # the session as the change left it
 

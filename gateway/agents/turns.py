@@ -51,6 +51,8 @@ class Turns:
         for index, input_event in enumerate(events):
             once = f"{key}/{index}" if key is not None else None
             emitted = await self.change(session_id, tenant, lambda tx, session, one=input_event, once=once: self._apply(tx, session, one, once))
+            if emitted is not None and emitted.cancel is not None:
+                await self.stop(emitted.cancel, tenant)
             if emitted is not None and emitted.start is not None and emitted.record is not None:
                 await self._run(emitted.record, emitted.start)
 
@@ -64,7 +66,7 @@ class Turns:
             if state.status == SessionStatus.IN_PROGRESS:
                 state.steers.extend(messages)  # the run ends at its next boundary; the next goes on with them
                 self._steer(state.response_id, session.tenant)
-            elif state.status == "requires_action":
+            elif state.status == SessionStatus.REQUIRES_ACTION:
                 raise bad_request("The session waits for the results of its tool calls (see required_actions): send them first.", param="events")
             else:
                 limit = self._services.config.agents.max_running_sessions_per_tenant
@@ -136,7 +138,7 @@ class Turns:
             await self._put(
                 tx, session, [tool_output(call_id, answer["output"], not answer.pop("unsuccessful", False), state.turn_id or "")], emitted
             )
-        if state.status == "requires_action" and owed <= set(state.answers):
+        if state.status == SessionStatus.REQUIRES_ACTION and owed <= set(state.answers):
             await self._go_on(tx, session, emitted)
             await self._turn_status(tx, session, TurnStatus.IN_PROGRESS)
             emitted.session(session, SessionStatus.IN_PROGRESS)
@@ -158,7 +160,7 @@ class Turns:
         state = session.state
         if state.status == SessionStatus.IN_PROGRESS and state.response_id is not None:
             state.error = TurnStatus.CANCELLED  # the run's end, wherever it runs, ends the turn as cancelled
-            await self.stop(state.response_id, session.tenant)
+            emitted.cancel = state.response_id  # stopped once this change is committed
         elif state.status in (SessionStatus.IN_PROGRESS, SessionStatus.REQUIRES_ACTION):
             await self._end_turn(tx, session, TurnStatus.CANCELLED, None, emitted)
 
@@ -190,12 +192,23 @@ class Turns:
             await self.change(session_id, tenant, lambda tx, s: self._failed(tx, s, session.state.turn_id, message))
             return
 
-        async def started(tx: Tx, current: SessionRecord) -> Emitted:
-            state = current.state
-            state.response_id, state.runner, state.followed, state.run_base = live.id, self._services.replicas.id, -1, state.output_index
-            return Emitted()
+        turn_id = session.state.turn_id
 
-        await self.change(session_id, tenant, started)
+        async def started(tx: Tx, current: SessionRecord) -> Emitted:
+            emitted, state = Emitted(), current.state
+            if state.status != SessionStatus.IN_PROGRESS or state.turn_id != turn_id or state.error == TurnStatus.CANCELLED:
+                emitted.stale = True  # cancelled (or deleted) while it started
+                if state.turn_id == turn_id and state.status == SessionStatus.IN_PROGRESS:
+                    state.response_id, state.runner, state.run_base = live.id, self._services.replicas.id, state.output_index
+                return emitted
+            state.response_id, state.runner, state.followed, state.run_base = live.id, self._services.replicas.id, -1, state.output_index
+            return emitted
+
+        begun = await self.change(session_id, tenant, started)
+        if begun is None or begun.stale:
+            live.cancel()
+            if begun is None or begun.record is None or begun.record.state.response_id != live.id:
+                return
         self._follow_soon(session, live.id, -1)
 
     def _follow_soon(self, session: SessionRecord, response_id: str, after: int) -> None:
