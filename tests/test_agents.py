@@ -88,6 +88,24 @@ def test_what_the_gateway_cannot_do_is_a_400_naming_it(gateway: Gateway, body: d
     assert answer.json()["error"]["param"] == param
 
 
+@pytest.mark.parametrize(
+    "body, param",
+    [
+        ({"events": []}, "events"),
+        ({"events": [{"type": "agent.session.input.bogus"}]}, "events[0]"),
+        ({"events": [{"type": "agent.session.input.message", "input": []}]}, "events[0].input"),
+        ({"events": [{"type": "agent.session.input.computer_use_approval_request_result", "request_id": "r", "response": {}}]}, "events"),
+        ({"events": [{"type": "agent.session.input.tool_result", "turn_id": "turn_x", "call_id": "call_x", "success": True}]}, "events"),
+    ],
+)
+def test_bad_input_events_are_a_400_naming_them(gateway: Gateway, body: dict[str, Any], param: str) -> None:
+    session = gateway.client().beta.agents.sessions.create(agent={"model": MODEL}, environment=NONE)
+    answer = httpx.post(f"{gateway.url}/v1/agents/sessions/{session.id}/events", json=body)
+    assert answer.status_code == 400, answer.text
+    assert answer.json()["error"]["param"].startswith(param)
+    assert gateway.client().beta.agents.sessions.retrieve(session.id).status == "idle"
+
+
 def test_a_turn_streams_as_the_sdk_types_it(gateway: Gateway) -> None:
     client = gateway.client()
     agent = client.beta.agents.create(model=MODEL, instructions="Be brief.")

@@ -131,7 +131,8 @@ def test_an_mcp_call_waits_for_the_clients_approval(agents_gateway: Gateway, rem
 def hosted_gateway(emulator: Process, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
     workdir = tmp_path_factory.mktemp("agents-hosted")
     sandbox = sandbox_section("local", f"agents-{os.getpid()}", timeout_s=10, memory="1g")
-    gateway = Gateway(gateway_config(emulator.url, workdir, sandbox=sandbox), workdir).start(timeout=60)
+    config = gateway_config(emulator.url, workdir, sandbox=sandbox, agents={"max_artifact_bytes_per_tenant": 1000})
+    gateway = Gateway(config, workdir).start(timeout=60)
     yield gateway
     gateway.stop()
 
@@ -141,7 +142,7 @@ def test_a_hosted_environments_turn_runs_shell_commands(hosted_gateway: Gateway)
     environment: Any = {"type": "openai_hosted", "container_size": "small"}
     session = sdk.beta.agents.sessions.create(agent={"model": MODEL}, environment=environment)
     assert session.environment.type == "openai_hosted" and session.environment.network.access == "disabled"
-    commands = ["printf 'a report' > report.txt", "cat report.txt", "exit 3"]
+    commands = ["head -c 2000 /dev/zero > too-big.bin", "printf 'a report' > report.txt", "cat report.txt", "exit 3"]
     ask = f"[[call shell.exec {json.dumps({'commands': commands})}]] [[answer done]]"
     thread, got = follow(hosted_gateway, session.id)
     sdk.beta.agents.sessions.events.create(session.id, events=[{"type": "agent.session.input.message", "input": [user(ask)]}])
@@ -155,7 +156,8 @@ def test_a_hosted_environments_turn_runs_shell_commands(hosted_gateway: Gateway)
     assert "".join(deltas) == "a report"
     items = sdk.beta.agents.sessions.items.list(session.id, order="asc").data
     assert [item.type for item in items] == ["message", "command_execution", "message"]
-    # The file the turn left is an artifact, kept after its environment's container is gone.
+    # The file the turn left is an artifact, kept after its environment's container is gone; the one past the
+    # tenant's artifact quota (1000 bytes here) is not kept.
     (artifact,) = sdk.beta.agents.sessions.artifacts.list(session.id).data
     assert artifact.path == "report.txt" and artifact.size_bytes == len("a report") and artifact.turn_id == execution["turn_id"]
     assert artifact.environment_id == session.environment.id
