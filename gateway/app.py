@@ -24,6 +24,7 @@ from sandbox.docker_backend import Owner
 from sandbox.local_backend import memory_bytes
 from sandbox.manager import SandboxManager, SandboxUnavailable
 
+from .agents.environment_routes import routes as environment_routes
 from .agents.feed import SessionFeed
 from .agents.routes import routes as agent_routes
 from .agents.turns import Turns
@@ -60,6 +61,7 @@ from .storage.agent_store import AgentStore
 from .storage.chunk_index import VectorsUnavailable
 from .storage.conversation_store import ConversationStore
 from .storage.database import Dialect
+from .storage.environment_store import EnvironmentStore
 from .storage.file_store import FileStore
 from .storage.key_store import KeyStore
 from .storage.response_store import ResponseStore, expire_responses
@@ -252,6 +254,8 @@ def create_app(config: GatewayConfig, drain: Drain | None = None) -> Starlette:
                 webhook_outbox=outbox,
                 agents=agents,
                 agent_feed=SessionFeed(agents, tasks),
+                agent_environments=EnvironmentStore(database, "agent_environments"),
+                agent_templates=EnvironmentStore(database, "agent_environment_templates"),
             )
             serve_every_package(app.state.services)
             tasks.keep("agent_sessions", Turns(app.state.services).recover)  # a dead replica's sessions followed on
@@ -300,6 +304,7 @@ def create_app(config: GatewayConfig, drain: Drain | None = None) -> Starlette:
             *container_routes,
             *vector_store_routes,
             *webhook_routes,
+            *environment_routes,
             *agent_routes,
         ],
         exception_handlers={

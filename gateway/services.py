@@ -33,6 +33,7 @@ from .skills.needs import SkillsNeeds
 from .skills.service import SkillService
 from .storage.agent_store import AgentStore
 from .storage.conversation_store import ConversationStore
+from .storage.environment_store import EnvironmentStore
 from .storage.response_store import ResponseStore
 from .storage.webhook_outbox import WebhookOutbox
 from .storage.webhook_store import WebhookStore
@@ -65,6 +66,8 @@ class Services:
     webhook_outbox: WebhookOutbox  # webhooks not sent yet: what is not a response's end is queued here
     agents: AgentStore  # the Agents API's agents, sessions, turns and their events
     agent_feed: SessionFeed  # sessions' live events, for their subscribers here
+    agent_environments: EnvironmentStore  # the Agents API's hosted environments
+    agent_templates: EnvironmentStore  # and their templates
     sandbox: SandboxManager | None = None  # None: no code_interpreter on this gateway
     browser: BrowserBackends | None = None  # None: no web_search on this gateway
 

@@ -3,6 +3,7 @@ webhooks tell (checked with the SDK's `unwrap`), and an MCP call the client appr
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import os
@@ -64,6 +65,7 @@ def test_another_tenants_agents_and_sessions_are_not_found(agents_gateway: Gatew
     session = mine.beta.agents.sessions.create(agent_id=agent.id, environment=NONE, input="Hello")
     wait_for(mine, session.id, "idle")
     turn = mine.beta.agents.sessions.turns.list(session.id).data[0]
+    template = mine.beta.agents.environments.templates.create(name="mine")
     base, headers = f"{agents_gateway.url}/v1/agents", {"authorization": "Bearer sk-two"}
     calls = [
         ("GET", f"/{agent.id}", None), ("POST", f"/{agent.id}", {"name": "mine now"}), ("DELETE", f"/{agent.id}", None),
@@ -73,6 +75,9 @@ def test_another_tenants_agents_and_sessions_are_not_found(agents_gateway: Gatew
         ("GET", f"/sessions/{session.id}/items", None), ("GET", f"/sessions/{session.id}/events", None),
         ("POST", f"/sessions/{session.id}/events", {"events": [{"type": "agent.session.input.cancel"}]}),
         ("POST", "/sessions", {"agent_id": agent.id, "environment": NONE}),
+        ("GET", f"/environments/templates/{template.id}", None), ("POST", f"/environments/templates/{template.id}", {"name": "x"}),
+        ("DELETE", f"/environments/templates/{template.id}", None),
+        ("POST", "/environments", {"environment": {"type": "openai_hosted", "environment_template_id": template.id}}),
     ]  # fmt: skip
     for method, path, body in calls:
         answer = httpx.request(method, base + path, json=body, headers=headers, timeout=10)
@@ -80,6 +85,7 @@ def test_another_tenants_agents_and_sessions_are_not_found(agents_gateway: Gatew
     theirs = client(agents_gateway, "sk-two")
     assert session.id not in [listed.id for listed in theirs.beta.agents.sessions.list()]
     assert agent.id not in [listed.id for listed in theirs.beta.agents.list()]
+    assert template.id not in [listed.id for listed in theirs.beta.agents.environments.templates.list()]
     assert mine.beta.agents.sessions.retrieve(session.id).status == "idle"  # nothing they did reached it
 
 
@@ -168,3 +174,39 @@ def test_a_hosted_environments_turn_runs_shell_commands(hosted_gateway: Gateway)
     assert sdk.beta.agents.sessions.artifacts.delete(artifact.id, session_id=session.id).deleted
     with pytest.raises(openai.NotFoundError):
         sdk.beta.agents.sessions.artifacts.retrieve(artifact.id, session_id=session.id)
+
+
+def test_environments_from_templates_with_files_are_shared_by_id(hosted_gateway: Gateway) -> None:
+    sdk = hosted_gateway.client()
+    envs = sdk.beta.agents.environments
+    notes = base64.b64encode(b"remember the milk").decode()
+    template = envs.templates.create(name="notes", files=[{"type": "inline", "path": "/workspace/notes.txt", "data": notes}])
+    assert template.name == "notes" and template.files[0].type == "inline" and template.files[0].size_bytes == len(b"remember the milk")
+    assert envs.templates.update(template.id, name="notes-v2").name == "notes-v2"
+    assert template.id in [listed.id for listed in envs.templates.list()]
+    environment = envs.create(environment={"type": "openai_hosted", "environment_template_id": template.id})
+    assert environment.status == "ready" and [file.path for file in environment.files] == ["/workspace/notes.txt"]
+    added = envs.files.create(environment.id, type="inline", path="/workspace/more/extra.txt", data=base64.b64encode(b"and eggs").decode())
+    assert added.path == "/workspace/more/extra.txt" and added.size_bytes == len(b"and eggs")
+    assert sorted(file.path for file in envs.files.list(environment.id)) == ["/workspace/more/extra.txt", "/workspace/notes.txt"]
+    # Two sessions in the one environment: what the first leaves, the second reads.
+    ask = f"[[call shell.exec {json.dumps({'commands': ['cat notes.txt more/extra.txt > both.txt']})}]] [[answer done]]"
+    first = sdk.beta.agents.sessions.create(
+        agent={"model": MODEL}, environment={"type": "openai_hosted", "environment_id": environment.id}, input=ask
+    )
+    assert first.environment.id == environment.id
+    wait_for(sdk, first.id, "idle")
+    ask = f"[[call shell.exec {json.dumps({'commands': ['cat both.txt']})}]] [[answer done]]"
+    second = sdk.beta.agents.sessions.create(
+        agent={"model": MODEL}, environment={"type": "openai_hosted", "environment_id": environment.id}, input=ask
+    )
+    wait_for(sdk, second.id, "idle")
+    (execution,) = [item for item in sdk.beta.agents.sessions.items.list(second.id).data if item.type == "command_execution"]
+    assert execution.output == "remember the milkand eggs" and execution.exit_code == 0
+    assert envs.templates.delete(template.id).deleted
+    with pytest.raises(openai.NotFoundError):
+        envs.create(environment={"type": "openai_hosted", "environment_template_id": template.id})
+    bad = httpx.post(
+        f"{hosted_gateway.url}/v1/agents/environments/{environment.id}/files", json={"type": "inline", "path": "/etc/passwd", "data": notes}
+    )
+    assert bad.status_code == 400 and bad.json()["error"]["param"] == "file.path"

@@ -157,6 +157,21 @@ class Packages(StrictModel):
     system: list[str] | None = None
 
 
+class FileByID(StrictModel):
+    type: Literal["file_id"]
+    file_id: str = Field(min_length=1, max_length=128)
+    path: str = Field(min_length=1, max_length=1024)
+
+
+class InlineFile(StrictModel):
+    type: Literal["inline"]
+    data: str  # standard base64; bounded by the request body's limit
+    path: str = Field(min_length=1, max_length=1024)
+
+
+EnvironmentFile = Annotated[Union[FileByID, InlineFile], Field(discriminator="type")]
+
+
 class HostedEnvironment(StrictModel):
     type: Literal["openai_hosted"]
     environment_id: str | None = None
@@ -165,7 +180,7 @@ class HostedEnvironment(StrictModel):
     container_size: Literal["small", "medium", "large"] | None = None
     desktop: dict[str, Any] | None = None
     env: dict[str, str] | None = None
-    files: list[dict[str, Any]] | None = None
+    files: list[EnvironmentFile] | None = Field(None, max_length=100)
     network: Network | None = None
     packages: Packages | None = None
     plugins: list[dict[str, Any]] | None = None

@@ -10,12 +10,15 @@ from runtime.supervision import Supervisor
 from ..core.requests import NeedsOf
 from ..responses.loop.needs import ResponsesNeeds
 from ..storage.agent_store import AgentStore
+from ..storage.environment_store import EnvironmentStore
 from ..storage.webhook_outbox import WebhookOutbox
 from .feed import SessionFeed
 
 
 class AgentsNeeds(ResponsesNeeds, Protocol):
     agents: AgentStore
+    agent_environments: EnvironmentStore  # hosted environments (by their container's id)
+    agent_templates: EnvironmentStore  # environment templates
     agent_feed: SessionFeed
     webhook_outbox: WebhookOutbox  # session state changes queue their webhooks in the same transaction
     supervisor: Supervisor

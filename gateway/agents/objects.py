@@ -12,7 +12,7 @@ from typing import Any, Sequence
 from ..core.sealed import Purpose, Sealer
 from ..errors import APIError, bad_request
 from ..storage.agent_store import AgentRecord, SessionRecord, TurnRecord
-from .models import AgentConfig, AgentTool, Environment, FunctionTool, HostedEnvironment, McpTool, OtherTool, SelfHostedEnvironment, WebSearchTool
+from .models import AgentConfig, AgentTool, FunctionTool, McpTool, OtherTool, WebSearchTool
 
 MASK = "********"
 SECRETS = "_secrets"  # the body's sealed MCP credentials, by server label: never shown
@@ -123,33 +123,6 @@ def agent_object(record: AgentRecord) -> dict[str, Any]:
     return {"id": record.id, "object": "agent", "created_at": record.created_at, "updated_at": record.updated_at, **shown(record.body)}
 
 
-def environment_object(environment: Environment, session_id: str) -> dict[str, Any]:
-    if isinstance(environment, SelfHostedEnvironment):
-        raise unsupported("A self_hosted environment (codex exec-server)", "environment.type")
-    if not isinstance(environment, HostedEnvironment):
-        return {"type": "none"}
-    for name in ("environment_id", "environment_template_id", "desktop", "plugins", "setup_commands", "env", "files", "capability_directories"):
-        if getattr(environment, name):
-            raise unsupported(f"environment.{name}", f"environment.{name}")
-    packages = environment.packages
-    if packages is not None and (packages.npm or packages.python or packages.system):
-        raise unsupported("environment.packages (install them with the shell)", "environment.packages")
-    network = environment.network
-    if network is not None and network.access == "enabled":
-        raise unsupported("Unrestricted network access (use 'restricted' with allowed_domains)", "environment.network.access")
-    if network is not None and network.blocked_domains:
-        raise unsupported("environment.network.blocked_domains", "environment.network.blocked_domains")
-    if network is not None and network.access == "restricted" and not network.allowed_domains:
-        raise bad_request("'restricted' network access needs allowed_domains.", param="environment.network.allowed_domains")
-    access = network.access if network is not None else "disabled"
-    return {
-        "type": "openai_hosted", "id": f"env_{session_id.removeprefix('sess_')}", "capability_directories": [], "files": [],
-        "network": {"access": access, "allowed_domains": list(network.allowed_domains or []) if network is not None else []},
-        "packages": {"npm": [], "python": [], "system": []}, "plugins": [],
-        "skills": list(environment.skills or []), "container_size": environment.container_size or "small", "desktop": None,
-    }  # fmt: skip
-
-
 def session_object(record: SessionRecord) -> dict[str, Any]:
     body, state = record.body, record.state
     return {
@@ -212,10 +185,5 @@ def _run_tool(tool: dict[str, Any], secrets: dict[str, str], sealer: Sealer, ten
 
 
 def _shell(environment: dict[str, Any]) -> dict[str, Any]:
-    """A hosted environment is the hosted shell's automatic container, sized and networked as asked."""
-    network = environment["network"]
-    policy = {"type": "allowlist", "allowed_domains": network["allowed_domains"]} if network["access"] == "restricted" else {"type": "disabled"}
-    container: dict[str, Any] = {"type": "container_auto", "memory_limit": MEMORY[environment["container_size"]], "network_policy": policy}
-    if environment["skills"]:
-        container["skills"] = environment["skills"]
-    return {"type": "shell", "environment": container}
+    """A hosted environment is one of the gateway's containers: the shell runs there (environments.py)."""
+    return {"type": "shell", "environment": {"type": "container_reference", "container_id": environment["id"]}}

@@ -6,7 +6,7 @@ session's log (feed.py)."""
 from __future__ import annotations
 
 import time
-from typing import AsyncIterator
+from typing import Any, AsyncIterator
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -25,9 +25,20 @@ from ..storage.conversation_store import Conversation
 from ..storage.file_store import TooMany
 from ..storage.paging import listing, page_query, unknown_after
 from ..web.body import parse_body
-from .models import AgentConfig, AgentUpdate, InputEvents, MessageInput, SessionCreate, SessionUpdate
+from .environments import provision, session_environment
+from .models import (
+    AgentConfig,
+    AgentUpdate,
+    Environment,
+    HostedEnvironment,
+    InputEvents,
+    MessageInput,
+    SelfHostedEnvironment,
+    SessionCreate,
+    SessionUpdate,
+)
 from .needs import AgentsNeeds, needs_of
-from .objects import agent_object, environment_object, persisted_tools, resolved_agent, session_object, shown, turn_object
+from .objects import agent_object, persisted_tools, resolved_agent, session_object, shown, turn_object, unsupported
 from .session_state import Emitted
 from .translate import event
 from .turns import Turns
@@ -134,7 +145,7 @@ async def create_session(request: Request) -> Response:
     now = int(time.time())
     conversation = Conversation(new_id("conv"), now, {}, tenant)
     record = SessionRecord(session_id, tenant, agent_id, conversation.id, now, now, {
-        "agent": agent, "environment": environment_object(body.environment, session_id), "metadata": body.metadata or {},
+        "agent": agent, "environment": await _environment(services, tenant, body.environment), "metadata": body.metadata or {},
         "review": body.review or "none", "prompt_cache_options": body.prompt_cache_options.model_dump() if body.prompt_cache_options else None,
     }, SessionState())  # fmt: skip
     frames = await services.agent_feed.subscribe(session_id) if body.stream else None
@@ -152,6 +163,15 @@ async def create_session(request: Request) -> Response:
     if frames is None:
         return JSONResponse(session_object(await _session(request, session_id)))
     return sse_response(services, _until_turn_ends(frames) if body.input else _first(frames))
+
+
+async def _environment(services: AgentsNeeds, tenant: str, asked: Environment) -> dict[str, Any]:
+    """The session's environment: none, or a hosted one (one of the gateway's containers: environments.py)."""
+    if isinstance(asked, SelfHostedEnvironment):
+        raise unsupported("A self_hosted environment (codex exec-server)", "environment.type")
+    if isinstance(asked, HostedEnvironment):
+        return session_environment(await provision(services, tenant, asked))
+    return {"type": "none"}
 
 
 async def _announce(services: AgentsNeeds, record: SessionRecord) -> None:

@@ -132,6 +132,7 @@ class AgentsConfig(Section):
     max_sessions_per_tenant: int = Field(10_000, gt=0, le=10_000_000, description="Sessions kept, idle or not")
     max_running_sessions_per_tenant: int = Field(32, gt=0, le=100_000, description="Sessions whose turn runs at once")
     max_artifact_bytes_per_tenant: int = Field(1 << 30, gt=0, description="Hosted turns' artifacts kept, all sessions together")
+    max_environments_per_tenant: int = Field(1000, gt=0, le=1_000_000, description="Hosted environments kept, and environment templates")
 
 
 class WebhooksConfig(Section):

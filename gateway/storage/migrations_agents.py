@@ -42,6 +42,12 @@ V13_AGENTS = (
     """,
     "CREATE INDEX agent_artifacts_session ON agent_artifacts (session_id, created_at)",
     "CREATE INDEX agent_artifacts_tenant ON agent_artifacts (tenant)",
+    # Hosted environments (the id is their container's) and environment templates: their configuration.
+    "CREATE TABLE agent_environments (id TEXT PRIMARY KEY, tenant TEXT NOT NULL, created_at BIGINT NOT NULL, updated_at BIGINT NOT NULL, body TEXT NOT NULL)",
+    "CREATE INDEX agent_environments_tenant ON agent_environments (tenant, created_at)",
+    "CREATE TABLE agent_environment_templates "
+    "(id TEXT PRIMARY KEY, tenant TEXT NOT NULL, created_at BIGINT NOT NULL, updated_at BIGINT NOT NULL, body TEXT NOT NULL)",
+    "CREATE INDEX agent_environment_templates_tenant ON agent_environment_templates (tenant, created_at)",
 )
 V13_EVENTS = """
 CREATE TABLE agent_session_events (
