@@ -30,6 +30,43 @@ class _Tail:
         self.failed = False
 
 
+class Subscription:
+    """One subscriber's frames. It counts as a subscriber from `subscribe` until it is closed: by its end, by
+    `close()`, or, never iterated (a response that failed before its body was sent), when it is collected."""
+
+    def __init__(self, tail: _Tail) -> None:
+        self._tail, self._after, self._open = tail, tail.read_to, True
+
+    def __aiter__(self) -> AsyncIterator[bytes]:
+        return self._frames()
+
+    def close(self) -> None:
+        if self._open:
+            self._open = False
+            self._tail.subscribers -= 1
+            if self._tail.subscribers == 0:
+                self._tail.changed.set()  # the tail sees it has no one left and ends
+
+    def __del__(self) -> None:
+        self.close()
+
+    async def _frames(self) -> AsyncIterator[bytes]:
+        tail, after = self._tail, self._after
+        try:
+            while self._open:
+                async with tail.arrived:
+                    await tail.arrived.wait_for(lambda after=after: tail.read_to > after or tail.failed)  # type: ignore[misc]
+                if tail.failed:
+                    return
+                frames = [frame for number, frame in tail.frames if number > after]
+                if tail.frames and tail.frames[0][0] > after + 1:
+                    return  # fell further behind than the tail keeps: the client reconnects
+                after = tail.read_to
+                yield b"".join(frames)
+        finally:
+            self.close()
+
+
 class SessionFeed:
     def __init__(self, store: AgentStore, tasks: Supervisor) -> None:
         self._store, self._tasks = store, tasks
@@ -41,7 +78,7 @@ class SessionFeed:
         if tail is not None:
             tail.changed.set()
 
-    async def subscribe(self, session_id: str) -> AsyncIterator[bytes]:
+    async def subscribe(self, session_id: str) -> "Subscription":
         """Subscribed when this returns (before the first frame is asked for): nothing written after is missed."""
         tail = self._tails.get(session_id)
         if tail is None or tail.subscribers == 0:  # none, or one ending
@@ -53,24 +90,7 @@ class SessionFeed:
             else:
                 tail = current
         tail.subscribers += 1  # before the tail's task first runs: it ends when this falls back to 0
-        return self._frames(session_id, tail, tail.read_to)
-
-    async def _frames(self, session_id: str, tail: _Tail, after: int) -> AsyncIterator[bytes]:
-        try:
-            while True:
-                async with tail.arrived:
-                    await tail.arrived.wait_for(lambda after=after: tail.read_to > after or tail.failed)  # type: ignore[misc]
-                if tail.failed:
-                    return
-                frames = [frame for number, frame in tail.frames if number > after]
-                if tail.frames and tail.frames[0][0] > after + 1:
-                    return  # fell further behind than the tail keeps: the client reconnects
-                after = tail.read_to
-                yield b"".join(frames)
-        finally:
-            tail.subscribers -= 1
-            if tail.subscribers == 0:
-                tail.changed.set()  # the tail sees it has no one left and ends
+        return Subscription(tail)
 
     async def _follow(self, session_id: str, tail: _Tail) -> None:
         try:

@@ -26,12 +26,14 @@ from ..storage.file_store import TooMany
 from ..storage.paging import listing, page_query, unknown_after
 from ..web.body import parse_body
 from .environments import provision, session_environment
+from .feed import Subscription
 from .models import (
     AgentConfig,
     AgentUpdate,
     Environment,
     HostedEnvironment,
     InputEvents,
+    InputMessage,
     MessageInput,
     SelfHostedEnvironment,
     SessionCreate,
@@ -149,6 +151,20 @@ async def create_session(request: Request) -> Response:
         "review": body.review or "none", "prompt_cache_options": body.prompt_cache_options.model_dump() if body.prompt_cache_options else None,
     }, SessionState())  # fmt: skip
     frames = await services.agent_feed.subscribe(session_id) if body.stream else None
+    try:
+        await _start(services, record, conversation, body.input)
+    except BaseException:
+        if frames is not None:
+            frames.close()
+        raise
+    if frames is None:
+        return JSONResponse(session_object(await _session(request, session_id)))
+    return sse_response(services, _until_turn_ends(frames) if body.input else _first(frames))
+
+
+async def _start(services: AgentsNeeds, record: SessionRecord, conversation: Conversation, given: str | list[InputMessage] | None) -> None:
+    """Keep the session (and its conversation), tell it was created, and start its first turn if input came."""
+    tenant = record.tenant
     await services.conversations.create(conversation, [])
     try:
         await services.agents.create_session(record, services.config.agents.max_sessions_per_tenant)
@@ -156,13 +172,10 @@ async def create_session(request: Request) -> Response:
         await services.conversations.delete(conversation.id, tenant)
         raise bad_request(f"This gateway keeps at most {exc.limit} agent sessions per project.", code="too_many_sessions") from None
     await _announce(services, record)
-    turns = Turns(services)
-    if body.input:
-        messages = [{"role": "user", "content": [{"type": "input_text", "text": body.input}]}] if isinstance(body.input, str) else body.input
-        await turns.submit(session_id, tenant, [MessageInput.model_validate({"type": "agent.session.input.message", "input": messages})], None)
-    if frames is None:
-        return JSONResponse(session_object(await _session(request, session_id)))
-    return sse_response(services, _until_turn_ends(frames) if body.input else _first(frames))
+    if given:
+        messages = [{"role": "user", "content": [{"type": "input_text", "text": given}]}] if isinstance(given, str) else given
+        message = MessageInput.model_validate({"type": "agent.session.input.message", "input": messages})
+        await Turns(services).submit(record.id, tenant, [message], None)
 
 
 async def _environment(services: AgentsNeeds, tenant: str, asked: Environment) -> dict[str, Any]:
@@ -186,7 +199,7 @@ async def _announce(services: AgentsNeeds, record: SessionRecord) -> None:
     await Turns(services).change(record.id, record.tenant, work)
 
 
-async def _until_turn_ends(frames: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+async def _until_turn_ends(frames: Subscription) -> AsyncIterator[bytes]:
     ended = False
     async for chunk in frames:
         yield chunk
@@ -196,7 +209,7 @@ async def _until_turn_ends(frames: AsyncIterator[bytes]) -> AsyncIterator[bytes]
             return
 
 
-async def _first(frames: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+async def _first(frames: Subscription) -> AsyncIterator[bytes]:
     async for chunk in frames:
         yield chunk
         return
@@ -295,7 +308,7 @@ async def create_events(request: Request) -> Response:
 async def stream_events(request: Request) -> Response:
     services = needs_of(request)
     session = await _session(request)
-    return sse_response(services, await services.agent_feed.subscribe(session.id))
+    return sse_response(services, aiter(await services.agent_feed.subscribe(session.id)))
 
 
 async def list_turns(request: Request) -> Response:
