@@ -14,7 +14,7 @@ from openai.types.beta.agent_session_event import AgentSessionEvent
 from openai.types.beta.agent_session_item import AgentSessionItem
 from pydantic import TypeAdapter
 
-from .conftest import MODEL, Gateway, Process
+from .conftest import MODEL, Gateway, Process, emulator_stats
 
 EVENT = TypeAdapter(AgentSessionEvent)
 ITEM = TypeAdapter(AgentSessionItem)
@@ -178,6 +178,8 @@ def test_a_function_call_waits_for_its_result_as_a_required_action(gateway: Gate
     key = "result-1"
     result(client, session.id, action.turn_id, action.call_id, "18 C and sunny", key)
     result(client, session.id, action.turn_id, action.call_id, "18 C and sunny", key)  # the same key: taken once
+    with pytest.raises(openai.BadRequestError):  # without a key, a call answered already is not pending
+        result(client, session.id, action.turn_id, action.call_id, "18 C and sunny")
     thread.join(60)
     types = [event["type"] for event in got]
     assert "agent.session.requires_action" in types and types[-1] == "agent.session.idle"
@@ -189,13 +191,14 @@ def test_a_function_call_waits_for_its_result_as_a_required_action(gateway: Gate
 def test_input_with_the_same_idempotency_key_starts_one_turn(gateway: Gateway) -> None:
     client = gateway.client()
     session = client.beta.agents.sessions.create(agent={"model": MODEL}, environment=NONE)
-    thread, _ = follow(gateway, session.id)
-    for _ in range(2):
-        client.beta.agents.sessions.events.create(
-            session.id, events=[{"type": "agent.session.input.message", "input": [user("once")]}], idempotency_key="k1"
-        )
-    thread.join(60)
-    assert len(client.beta.agents.sessions.turns.list(session.id).data) == 1
+    message: Any = [{"type": "agent.session.input.message", "input": [user("once")]}]
+    client.beta.agents.sessions.events.create(session.id, events=message, idempotency_key="k1")
+    wait_for(client, session.id, "idle")
+    client.beta.agents.sessions.events.create(session.id, events=message, idempotency_key="k1")  # a retry: nothing new
+    assert client.beta.agents.sessions.retrieve(session.id).status == "idle"
+    client.beta.agents.sessions.events.create(session.id, events=message, idempotency_key="k2")
+    wait_for(client, session.id, "idle")
+    assert len(client.beta.agents.sessions.turns.list(session.id).data) == 2
 
 
 def test_a_cancel_ends_the_turn(gateway: Gateway) -> None:
@@ -293,3 +296,35 @@ def test_each_tenants_bounds_hold(make_gateway: Any, emulator: Process) -> None:
     wait_for(client, busy.id, "idle")
     client.beta.agents.sessions.events.create(second.id, events=[{"type": "agent.session.input.message", "input": [user("me too")]}])
     assert wait_for(client, second.id, "idle").usage is not None
+
+
+def test_reasoning_is_shown_by_its_summary_when_the_agent_asks_for_one(gateway: Gateway) -> None:
+    client = gateway.client()
+    session = client.beta.agents.sessions.create(agent={"model": MODEL, "reasoning": {"summary": "auto"}}, environment=NONE)
+    thread, got = follow(gateway, session.id)
+    client.beta.agents.sessions.events.create(session.id, events=[{"type": "agent.session.input.message", "input": [user("What is 2+2?")]}])
+    thread.join(60)
+    types = [event["type"] for event in got]
+    for kind in ("part.added", "text.delta", "text.done", "part.done"):
+        assert f"agent.session.turn.reasoning_summary_{kind}" in types
+    (reasoning,) = [event["item"] for event in got if event["type"] == "agent.session.turn.item.done" and event["item"]["type"] == "reasoning"]
+    assert reasoning["summary"][0]["text"].startswith("**Working it out**") and "content" not in reasoning
+    streamed = "".join(event["delta"] for event in got if event["type"] == "agent.session.turn.reasoning_summary_text.delta")
+    assert streamed == reasoning["summary"][0]["text"]
+
+
+def test_a_session_deleted_mid_turn_stops_its_run(gateway: Gateway, emulator: Process) -> None:
+    client = gateway.client()
+    aborted = emulator_stats(emulator)["aborted"]
+    session = client.beta.agents.sessions.create(agent={"model": MODEL}, environment=NONE, input="[stall 2] wait")
+    running = wait_for(client, session.id, "in_progress")
+    assert client.beta.agents.sessions.delete(running.id).deleted
+    with pytest.raises(openai.NotFoundError):
+        client.beta.agents.sessions.retrieve(session.id)
+    with pytest.raises(openai.NotFoundError):
+        client.beta.agents.sessions.turns.list(session.id)
+    for _ in range(200):  # the engine request is aborted: the run stopped
+        if emulator_stats(emulator)["aborted"] > aborted:
+            break
+        threading.Event().wait(0.05)
+    assert emulator_stats(emulator)["aborted"] > aborted

@@ -152,9 +152,11 @@ class Turns:
         state.required_actions, state.answers, state.steers = [], {}, []
 
     async def _called(self, tx: Tx, session_id: str, turn_id: str | None, call_id: str) -> bool:
-        """A function call the turn's running run made (its item told), not yet in its required actions."""
+        """A function call the turn's running run made (its item told), not yet in its required actions, and
+        not answered already."""
         items = await self._store.turn_items(tx, session_id, turn_id or "")
-        return any(item["type"] == "function_call" and item["call_id"] == call_id for item in items)
+        kinds = {item["type"] for item in items if item.get("call_id") == call_id}
+        return kinds == {"function_call"}
 
     async def _cancel(self, tx: Tx, session: SessionRecord, emitted: Emitted) -> None:
         state = session.state
