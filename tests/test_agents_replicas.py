@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from .conftest import MODEL
-from .test_agents import EVENT, NONE, follow, user, wait_for
+from .test_agents import ASK, EVENT, NONE, WEATHER, follow, user, wait_for
 from .test_postgres import postgres  # noqa: F401  (the session's PostgreSQL server)
 from .test_replicas import Cluster, cluster  # noqa: F401  (two replicas and their balancer)
 
@@ -69,3 +69,16 @@ def test_a_turn_outlives_the_replica_that_ran_it(cluster: Cluster) -> None:  # n
     assert turn.status == "completed"
     items = second.beta.agents.sessions.items.list(session.id, order="asc").data
     assert [item.type for item in items] == ["message", "message"] and items[-1].content[0].text == EXPECTED
+
+
+def test_a_function_turn_through_the_balancer_spans_both_replicas(cluster: Cluster) -> None:  # noqa: F811
+    """Each request goes to either replica: the events stream from one, the input and the tool's result land
+    on either, the run follows on whichever started it."""
+    client = cluster.client()
+    agent = client.beta.agents.create(model=MODEL, tools=[WEATHER])
+    session = client.beta.agents.sessions.create(agent_id=agent.id, environment=NONE)
+    with client.beta.agents.sessions.stream(session.id, input=ASK, tool_handlers={"get_weather": lambda arguments: "18 C and sunny"}) as stream:
+        result = stream.get_final_result()
+    assert result.messages[-1].content[0].text == "The tool said: 18 C and sunny"
+    kinds = [item.type for item in client.beta.agents.sessions.items.list(session.id, order="asc").data]
+    assert kinds.count("function_call") == 1 and kinds.count("function_call_output") == 1 and kinds[-1] == "message"
