@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any, AsyncIterator, Mapping
 
+import anyio
 import orjson
 
 from ..responses.events.log import Batch, sequence_number
@@ -37,9 +38,14 @@ def _parsed(frame: bytes) -> dict[str, Any]:
 
 
 async def final_response(services: AgentsNeeds, response_id: str, tenant: str) -> Mapping[str, Any] | None:
-    """The run's Response once it ended: as it ended here, or as the store holds it."""
-    live = RunService(services).live(response_id, tenant)
-    if live is not None and live.ended:
-        return live.response
+    """The run's Response once its final record is stored: the turn's next run reads the conversation that
+    record completes, and a replica taking over reads the record itself. None if it is gone (deleted)."""
+    with anyio.move_on_after(FINAL_WRITE_WAIT_S):
+        while (state := await services.store.status(response_id)) is not None and state[1] is not None:
+            await anyio.sleep(FINAL_WRITE_POLL_S)  # its last events are out; its record follows at once
     stored = await services.store.get(response_id, tenant, dialog=False)
     return stored.response if stored is not None else None
+
+
+FINAL_WRITE_WAIT_S = 5.0
+FINAL_WRITE_POLL_S = 0.005

@@ -256,6 +256,7 @@ async def update_session(request: Request) -> Response:
                 agent["service_tier"] = change.service_tier
             if tools is not None:
                 agent["tools"], agent["_secrets"] = tools
+        session.body_changed = True
         return Emitted()
 
     session_id = request.path_params["session_id"]

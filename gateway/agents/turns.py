@@ -264,8 +264,9 @@ class Turns:
                 return emitted
             await self._store.put_items(tx, session_id, items)
             state.followed = followed
-            if container_id is not None:
+            if container_id is not None and session.body.get("container_id") != container_id:
                 session.body["container_id"] = container_id  # where the turn's artifacts are found
+                session.body_changed = True
             emitted.events = events
             return emitted
 

@@ -62,6 +62,7 @@ class SessionRecord:
     last_active_at: int
     body: dict[str, Any]  # agent snapshot, environment, metadata, vault_ids, review, prompt_cache_options
     state: SessionState
+    body_changed: bool = False  # set by a change that changed the body: only then is it written again
 
 
 @dataclass
@@ -195,8 +196,8 @@ class AgentStore:
         return [(row[0], row[1], SessionState(**json.loads(row[2]))) for row in rows]
 
     async def change(self, session_id: str, tenant: str, work: Callable[[Tx, SessionRecord], Awaitable[T]]) -> T | None:
-        """`work(tx, session)` with the session's row locked; what it leaves in `session.body`/`state` is
-        written back. None when there is no such session."""
+        """`work(tx, session)` with the session's row locked; what it leaves in its `state` is written back, and
+        its `body` where it says it changed it. None when there is no such session."""
 
         async def locked(tx: Tx) -> T | None:
             rows = await tx.fetch(f"SELECT {_SESSION} FROM agent_sessions WHERE id = ? AND tenant = ?{self.db.for_update()}", session_id, tenant)
@@ -204,9 +205,11 @@ class AgentStore:
                 return None
             session = _session(rows[0])
             result = await work(tx, session)
+            if session.body_changed:  # the agent's snapshot may be large: not written again with every event
+                await tx.execute("UPDATE agent_sessions SET body = ? WHERE id = ?", json.dumps(session.body), session_id)
             await tx.execute(
-                "UPDATE agent_sessions SET body = ?, state = ?, status = ?, last_active_at = ? WHERE id = ?",
-                json.dumps(session.body), session.state.as_json(), session.state.status, int(time.time()), session_id,
+                "UPDATE agent_sessions SET state = ?, status = ?, last_active_at = ? WHERE id = ?",
+                session.state.as_json(), session.state.status, int(time.time()), session_id,
             )  # fmt: skip
             return result
 
