@@ -29,6 +29,15 @@ class _Tail:
         self.subscribers = 0
         self.failed = False
 
+    async def add(self, rows: list[tuple[int, bytes]]) -> None:
+        """Rows numbered on from `read_to`: kept (the oldest let go, in bulk, past twice KEPT), readers woken."""
+        self.frames.extend(rows)
+        if len(self.frames) > 2 * KEPT:
+            del self.frames[:-KEPT]
+        self.read_to = rows[-1][0]
+        async with self.arrived:
+            self.arrived.notify_all()
+
 
 class Subscription:
     """One subscriber's frames. It counts as a subscriber from `subscribe` until it is closed: by its end, by
@@ -58,11 +67,11 @@ class Subscription:
                     await tail.arrived.wait_for(lambda after=after: tail.read_to > after or tail.failed)  # type: ignore[misc]
                 if tail.failed:
                     return
-                frames = [frame for number, frame in tail.frames if number > after]
-                if tail.frames and tail.frames[0][0] > after + 1:
+                start = after + 1 - tail.frames[0][0]  # the frames are numbered without a gap
+                if start < 0:
                     return  # fell further behind than the tail keeps: the client reconnects
                 after = tail.read_to
-                yield b"".join(frames)
+                yield b"".join(frame for _, frame in tail.frames[start:])
         finally:
             self.close()
 
@@ -92,15 +101,20 @@ class SessionFeed:
         tail.subscribers += 1  # before the tail's task first runs: it ends when this falls back to 0
         return Subscription(tail)
 
+    async def deliver(self, session_id: str, first: int, frames: list[bytes]) -> None:
+        """Events this replica just wrote (committed): handed to its subscribers at once, without reading
+        them back. Those of other replicas come by the database's notification."""
+        tail = self._tails.get(session_id)
+        if tail is None or first != tail.read_to + 1 or tail.failed:
+            return  # not next in line (the tail reads the log itself)
+        await tail.add(list(enumerate(frames, start=first)))
+
     async def _follow(self, session_id: str, tail: _Tail) -> None:
         try:
             while tail.subscribers > 0:
-                rows = await self._store.events_after(session_id, tail.read_to)
-                if rows:
-                    tail.frames = (tail.frames + rows)[-KEPT:]
-                    tail.read_to = rows[-1][0]
-                    async with tail.arrived:
-                        tail.arrived.notify_all()
+                rows = [row for row in await self._store.events_after(session_id, tail.read_to) if row[0] > tail.read_to]
+                if rows:  # (those delivered meanwhile dropped)
+                    await tail.add(rows)
                     continue
                 tail.changed.clear()
                 try:

@@ -298,11 +298,12 @@ async def create_events(request: Request) -> Response:
     services = needs_of(request)
     refuse_while_draining(services.drain)
     body = await parse_body(request, InputEvents, services.config.server.body_limits())
-    session = await _session(request)
     key = request.headers.get("idempotency-key")
     if key is not None and not 0 < len(key) <= 256:
         raise bad_request("Idempotency-Key must be 1 to 256 characters.", param="Idempotency-Key")
-    await Turns(services).submit(session.id, session.tenant, body.events, key)
+    session_id = request.path_params["session_id"]
+    if not await Turns(services).submit(session_id, tenant_of(request), body.events, key):  # the session looked up as it changes
+        raise _no_session(session_id)
     return Response(status_code=204)
 
 

@@ -25,6 +25,8 @@ class Emitted:
 
     def __init__(self) -> None:
         self.events: list[dict[str, Any]] = []
+        self.frames: list[bytes] = []  # the events as written to the session's log, from number `first_number` on
+        self.first_number = 0
         self.webhook: str | None = None
         self.start: list[dict[str, Any]] | None = None  # a run to start once committed, with this input
         self.cancel: str | None = None  # a run to stop once committed

@@ -46,15 +46,19 @@ class Turns:
 
     # Input
 
-    async def submit(self, session_id: str, tenant: str, events: Sequence[InputEvent], key: str | None) -> None:
-        """Apply the input events in order, each one change; with a key, the whole submission at most once."""
+    async def submit(self, session_id: str, tenant: str, events: Sequence[InputEvent], key: str | None) -> bool:
+        """Apply the input events in order, each one change; with a key, the whole submission at most once.
+        False when the tenant has no such session."""
         for index, input_event in enumerate(events):
             once = f"{key}/{index}" if key is not None else None
             emitted = await self.change(session_id, tenant, lambda tx, session, one=input_event, once=once: self._apply(tx, session, one, once))
-            if emitted is not None and emitted.cancel is not None:
+            if emitted is None:
+                return False
+            if emitted.cancel is not None:
                 await self.stop(emitted.cancel, tenant)
-            if emitted is not None and emitted.start is not None and emitted.record is not None:
+            if emitted.start is not None and emitted.record is not None:
                 await self._run(emitted.record, emitted.start)
+        return True
 
     async def _apply(self, tx: Tx, session: SessionRecord, input_event: InputEvent, once: str | None) -> Emitted:
         emitted = Emitted()
@@ -377,7 +381,8 @@ class Turns:
             emitted: Emitted = await work(tx, session)
             emitted.record = session
             if emitted.events:
-                await self._store.append(tx, session.id, [frame(item) for item in emitted.events])
+                emitted.frames = [frame(item) for item in emitted.events]
+                emitted.first_number = await self._store.append(tx, session.id, emitted.frames)
             if emitted.webhook is not None:
                 body = event_body(emitted.webhook, session.id, int(time.time()))
                 await webhooks.enqueue(tx, tenant, emitted.webhook, body, time.time(), lambda: random_id("wh"))
@@ -385,7 +390,8 @@ class Turns:
 
         emitted = await self._store.change(session_id, tenant, changed)
         if emitted is not None and emitted.events:
-            await self._store.published(session_id)
+            await self._services.agent_feed.deliver(session_id, emitted.first_number, emitted.frames)  # this replica's, at once
+            await self._store.published(session_id)  # every replica's
         if emitted is not None and emitted.webhook is not None:
             webhooks.written()
         return emitted

@@ -268,14 +268,16 @@ class AgentStore:
 
     # The event log
 
-    async def append(self, tx: Tx, session_id: str, frames: list[bytes]) -> None:
-        """Within the session's `change`: its next events. Readers are told once the transaction commits."""
+    async def append(self, tx: Tx, session_id: str, frames: list[bytes]) -> int:
+        """Within the session's `change`: its next events; the first one's number. Readers are told once the
+        transaction commits."""
         rows = await tx.fetch("SELECT COALESCE(MAX(seq), -1) FROM agent_session_events WHERE session_id = ?", session_id)
         first, now = int(rows[0][0]) + 1, time.time()
         await tx.executemany(
             "INSERT INTO agent_session_events (session_id, seq, created_at, frame) VALUES (?,?,?,?)",
             [(session_id, first + offset, now, frame) for offset, frame in enumerate(frames)],
         )
+        return first
 
     async def last_event(self, session_id: str) -> int:
         rows = await self.db.fetch("SELECT COALESCE(MAX(seq), -1) FROM agent_session_events WHERE session_id = ?", session_id)
