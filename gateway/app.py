@@ -27,6 +27,7 @@ from sandbox.manager import SandboxManager, SandboxUnavailable
 from .agents.environment_routes import routes as environment_routes
 from .agents.feed import SessionFeed
 from .agents.routes import routes as agent_routes
+from .agents.traces import TurnSpans
 from .agents.turns import Turns
 from .chat.routes import routes as chat_routes
 from .config import GatewayConfig
@@ -179,7 +180,8 @@ def create_app(config: GatewayConfig, drain: Drain | None = None) -> Starlette:
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         harmony.encoding()  # load the vocabulary before the first request, not during it
-        tracing.start()
+        agent_spans = TurnSpans() if tracing.enabled else None  # agent turns' traces, kept with their sessions
+        tracing.start([agent_spans] if agent_spans is not None else [])
         engines = Engines(config.engine_configs(), app_metrics.engine_resumed)
         storage = config.storage
         database = open_database(storage.database_url(), retry_s=storage.retry_s, pool_size=storage.pool_size)
@@ -254,6 +256,7 @@ def create_app(config: GatewayConfig, drain: Drain | None = None) -> Starlette:
                 webhook_outbox=outbox,
                 agents=agents,
                 agent_feed=SessionFeed(agents, tasks),
+                agent_spans=agent_spans,
                 agent_environments=EnvironmentStore(database, "agent_environments"),
                 agent_templates=EnvironmentStore(database, "agent_environment_templates"),
             )

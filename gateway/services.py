@@ -8,6 +8,7 @@ type checker); none of them imports this module.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from connectors.browser import BrowserBackends
 from connectors.servers import MCPServers
@@ -42,6 +43,9 @@ from .vector_stores.service import VectorStoreService
 from .webhooks.needs import WebhooksNeeds
 from .webhooks.sender import Sender
 
+if TYPE_CHECKING:
+    from .agents.traces import TurnSpans
+
 
 @dataclass
 class Services:
@@ -66,6 +70,7 @@ class Services:
     webhook_outbox: WebhookOutbox  # webhooks not sent yet: what is not a response's end is queued here
     agents: AgentStore  # the Agents API's agents, sessions, turns and their events
     agent_feed: SessionFeed  # sessions' live events, for their subscribers here
+    agent_spans: "TurnSpans | None"  # with tracing on, agent turns' traces as they are made
     agent_environments: EnvironmentStore  # the Agents API's hosted environments
     agent_templates: EnvironmentStore  # and their templates
     sandbox: SandboxManager | None = None  # None: no code_interpreter on this gateway

@@ -13,7 +13,7 @@ import logging
 import os
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Any, Iterator, Mapping
+from typing import Any, Iterator, Mapping, Sequence
 
 from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
@@ -44,7 +44,8 @@ class Tracing:
             return False
         return self.config.enabled or any(os.environ.get(name) for name in _ENDPOINT_VARIABLES)
 
-    def start(self) -> None:
+    def start(self, processors: Sequence[Any] = ()) -> None:
+        """With tracing on: spans sent over OTLP, and handed to `processors` too (SDK span processors)."""
         if not self.enabled:
             return
         # Imported only when on: the SDK and the exporter cost start-up time for nothing otherwise.
@@ -56,6 +57,8 @@ class Tracing:
         provider = TracerProvider(resource=Resource.create({"service.name": self.config.service_name}))
         exporter = OTLPSpanExporter(endpoint=self.config.endpoint) if self.config.endpoint else OTLPSpanExporter()
         provider.add_span_processor(BatchSpanProcessor(exporter, schedule_delay_millis=int(self.config.export_delay_s * 1000)))
+        for processor in processors:
+            provider.add_span_processor(processor)
         trace.set_tracer_provider(provider)
         self._provider = provider
         logger.info("tracing on: spans sent over OTLP/HTTP to %s", self.config.endpoint or "the OTEL_* endpoint")

@@ -15,6 +15,7 @@ from openai.types.beta.agent_session_item import AgentSessionItem
 from pydantic import TypeAdapter
 
 from .conftest import MODEL, Gateway, Process, emulator_stats
+from .test_tracing import Receiver as TraceReceiver
 
 EVENT = TypeAdapter(AgentSessionEvent)
 ITEM = TypeAdapter(AgentSessionItem)
@@ -328,3 +329,36 @@ def test_a_session_deleted_mid_turn_stops_its_run(gateway: Gateway, emulator: Pr
             break
         threading.Event().wait(0.05)
     assert emulator_stats(emulator)["aborted"] > aborted
+
+
+def test_each_run_of_a_turn_is_a_trace_kept_with_its_session(make_gateway: Any, emulator: Process) -> None:
+    collector = TraceReceiver()
+    traced = make_gateway(emulator.url, tracing={"enabled": True, "endpoint": collector.url, "export_delay_s": 0.2})
+    client = traced.client()
+    session = client.beta.agents.sessions.create(agent={"model": MODEL, "tools": [WEATHER]}, environment=NONE, input=ASK)
+    action = wait_for(client, session.id, "requires_action").required_actions[0]
+    result(client, session.id, action.turn_id, action.call_id, "18 C")
+    wait_for(client, session.id, "idle")
+    traces = client.beta.agents.sessions.traces.list(session.id, order="asc").data
+    assert len(traces) == 2  # the turn's two runs: the call, then the answer
+    for trace in traces:
+        spans = [span for resource in trace.otlp["resourceSpans"] for scope in resource["scopeSpans"] for span in scope["spans"]]
+        names = {span["name"].split(" ")[0] for span in spans}
+        assert {"agent_turn", "invoke_agent", "text_completion"} <= names
+        root = next(span for span in spans if span["name"].startswith("agent_turn"))
+        assert root["traceId"] == trace.id and len(root["spanId"]) == 16 and "parentSpanId" not in root
+        assert all(span["traceId"] == trace.id for span in spans)
+    # The same spans go to the collector as well, as before (batched: waited for).
+    for _ in range(200):
+        if {span["trace_id"] for span in collector.named("agent_turn")} >= {trace.id for trace in traces}:
+            break
+        threading.Event().wait(0.05)
+    assert {span["trace_id"] for span in collector.named("agent_turn")} >= {trace.id for trace in traces}
+    collector.server.shutdown()
+
+
+def test_without_tracing_no_trace_is_kept(gateway: Gateway) -> None:
+    client = gateway.client()
+    session = client.beta.agents.sessions.create(agent={"model": MODEL}, environment=NONE, input="hi")
+    wait_for(client, session.id, "idle")
+    assert client.beta.agents.sessions.traces.list(session.id).data == []

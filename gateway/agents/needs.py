@@ -3,7 +3,7 @@ Responses loop, so it needs what that does, and its own store, feed and the webh
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from runtime.supervision import Supervisor
 
@@ -14,9 +14,13 @@ from ..storage.environment_store import EnvironmentStore
 from ..storage.webhook_outbox import WebhookOutbox
 from .feed import SessionFeed
 
+if TYPE_CHECKING:
+    from .traces import TurnSpans
+
 
 class AgentsNeeds(ResponsesNeeds, Protocol):
     agents: AgentStore
+    agent_spans: "TurnSpans | None"  # with tracing on: turns' traces (traces.py)
     agent_environments: EnvironmentStore  # hosted environments (by their container's id)
     agent_templates: EnvironmentStore  # environment templates
     agent_feed: SessionFeed

@@ -345,6 +345,15 @@ async def list_items(request: Request) -> Response:
     return JSONResponse(listing(items, more))
 
 
+async def list_traces(request: Request) -> Response:
+    services, query = needs_of(request), page_query(request)
+    session = await _session(request)
+    found = await services.agents.traces(session.id, query)
+    if found is None:
+        raise unknown_after(query.after or "")
+    return JSONResponse(listing(*found))
+
+
 async def list_artifacts(request: Request) -> Response:
     services, query = needs_of(request), page_query(request)
     session = await _session(request)
@@ -381,6 +390,7 @@ async def delete_artifact(request: Request) -> Response:
 
 
 routes = [
+    Route("/v1/agents/sessions/{session_id}/traces", list_traces, methods=["GET"]),
     Route("/v1/agents/sessions/{session_id}/artifacts", list_artifacts, methods=["GET"]),
     Route("/v1/agents/sessions/{session_id}/artifacts/{artifact_id}", retrieve_artifact, methods=["GET"]),
     Route("/v1/agents/sessions/{session_id}/artifacts/{artifact_id}", delete_artifact, methods=["DELETE"]),

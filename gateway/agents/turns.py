@@ -10,11 +10,15 @@ session's input (a tool result here, the run's end there) acts on what it read, 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from typing import Any, Mapping, Sequence
 
 import anyio
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.trace import Span
 from pydantic import ValidationError
 
 from ..core.ids import new_id
@@ -32,6 +36,7 @@ from .models import ApprovalInput, CancelInput, InputEvent, MessageInput, ToolRe
 from .needs import AgentsNeeds
 from .objects import run_request
 from .session_state import Emitted, action_id, added, function_output, required_actions, turn_error, unknown_call
+from .traces import otlp_json, turn_span
 from .translate import RunTranslation, event, frame, tool_output, user_message
 
 log = logging.getLogger("gateway.agents")
@@ -190,13 +195,19 @@ class Turns:
     async def _run(self, session: SessionRecord, input_items: list[dict[str, Any]]) -> None:
         """Start the turn's next run with this input, and follow it; a run that cannot start fails the turn."""
         session_id, tenant = session.id, session.tenant
+        traced = turn_span(self._services.agent_spans, session)
+        token = otel_context.attach(trace.set_span_in_context(traced)) if traced is not None else None
         try:
             request = ResponsesRequest.model_validate(run_request(session, input_items, self._services.sealer))
-            live = await RunService(self._services).start(request, tenant)
+            live = await RunService(self._services).start(request, tenant)  # its spans children of the turn's
         except (APIError, ValidationError) as exc:
             message = exc.message if isinstance(exc, APIError) else "the turn's request is not valid"
             await self.change(session_id, tenant, lambda tx, s: self._failed(tx, s, session.state.turn_id, message))
+            await self._keep_trace(session, traced)
             return
+        finally:
+            if token is not None:
+                otel_context.detach(token)
 
         turn_id = session.state.turn_id
 
@@ -214,18 +225,33 @@ class Turns:
         if begun is None or begun.stale:
             live.cancel()
             if begun is None or begun.record is None or begun.record.state.response_id != live.id:
+                await self._keep_trace(session, traced)
                 return
-        self._follow_soon(session, live.id, -1)
+        self._follow_soon(session, live.id, -1, traced)
 
-    def _follow_soon(self, session: SessionRecord, response_id: str, after: int) -> None:
+    async def _keep_trace(self, session: SessionRecord, traced: Span | None) -> None:
+        """The run's trace, once it is over, kept with the session (with tracing on)."""
+        spans = self._services.agent_spans
+        if traced is None or spans is None:
+            return
+        traced.end()
+        with contextlib.suppress(StorageError):
+            trace_id = format(traced.get_span_context().trace_id, "032x")
+            await self._store.put_trace(session.id, trace_id, session.state.turn_id or "", otlp_json(spans.take(traced)))
+
+    def _follow_soon(self, session: SessionRecord, response_id: str, after: int, traced: Span | None = None) -> None:
         summaries = session.body["agent"]["reasoning"]["summary"] is not None
         state = session.state
         translation = RunTranslation(session.id, state.turn_id or "", state.run_base if after >= 0 else state.output_index, summaries)
-        self._services.supervisor.start_soon(
-            self._follow, session.id, session.tenant, response_id, translation, after, name=f"agent turn {session.id}"
-        )
+        self._services.supervisor.start_soon(self._follow, session, response_id, translation, after, traced, name=f"agent turn {session.id}")
 
-    async def _follow(self, session_id: str, tenant: str, response_id: str, translation: RunTranslation, after: int) -> None:
+    async def _follow(self, session: SessionRecord, response_id: str, translation: RunTranslation, after: int, traced: Span | None) -> None:
+        try:
+            await self._followed(session.id, session.tenant, response_id, translation, after)
+        finally:
+            await self._keep_trace(session, traced)
+
+    async def _followed(self, session_id: str, tenant: str, response_id: str, translation: RunTranslation, after: int) -> None:
         """Translate the run's events into the session's log until its end, then act on how it ended. Each
         batch is written with how far it reached, so a replica taking the following over goes on from there."""
         me = self._services.replicas.id

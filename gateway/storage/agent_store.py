@@ -223,7 +223,7 @@ class AgentStore:
             if not rows:
                 return None
             blobs = [row[0] for row in await tx.fetch("SELECT blob FROM agent_artifacts WHERE session_id = ?", session_id)]
-            for table in ("agent_session_events", "agent_items", "agent_turns", "agent_input_keys", "agent_artifacts"):
+            for table in ("agent_session_events", "agent_items", "agent_turns", "agent_input_keys", "agent_artifacts", "agent_traces"):
                 await tx.execute(f"DELETE FROM {table} WHERE session_id = ?", session_id)
             await tx.execute("DELETE FROM agent_sessions WHERE id = ?", session_id)
             return _session(rows[0]), blobs
@@ -339,6 +339,24 @@ class AgentStore:
         if found is not None and await self.db.execute("DELETE FROM agent_artifacts WHERE id = ?", artifact_id):
             return found
         return None
+
+    # Traces
+
+    async def put_trace(self, session_id: str, trace_id: str, turn_id: str, otlp: dict[str, Any]) -> None:
+        await self.db.execute(
+            "INSERT INTO agent_traces (id, session_id, turn_id, created_at, otlp) VALUES (?,?,?,?,?)",
+            trace_id, session_id, turn_id, int(time.time()), json.dumps(otlp),
+        )  # fmt: skip
+
+    async def traces(self, session_id: str, page: PageQuery) -> tuple[list[dict[str, Any]], bool] | None:
+        rows = await fetch_page(self.db, "agent_traces", "id, created_at, otlp", "session_id = ?", [session_id], page)
+        if rows is None:
+            return None
+        shown = [
+            {"id": row[0], "object": "agent.session.trace", "session_id": session_id, "created_at": int(row[1]), "otlp": json.loads(row[2])}
+            for row in rows[: page.limit]
+        ]
+        return shown, len(rows) > page.limit
 
     # Idempotency keys of input events
 

@@ -48,6 +48,9 @@ V13_AGENTS = (
     "CREATE TABLE agent_environment_templates "
     "(id TEXT PRIMARY KEY, tenant TEXT NOT NULL, created_at BIGINT NOT NULL, updated_at BIGINT NOT NULL, body TEXT NOT NULL)",
     "CREATE INDEX agent_environment_templates_tenant ON agent_environment_templates (tenant, created_at)",
+    # Each run of a turn, as OTLP/JSON (agents/traces.py), with tracing on.
+    "CREATE TABLE agent_traces (id TEXT PRIMARY KEY, session_id TEXT NOT NULL, turn_id TEXT NOT NULL, created_at BIGINT NOT NULL, otlp TEXT NOT NULL)",
+    "CREATE INDEX agent_traces_session ON agent_traces (session_id, created_at)",
 )
 V13_EVENTS = """
 CREATE TABLE agent_session_events (
