@@ -180,7 +180,8 @@ def test_environments_from_templates_with_files_are_shared_by_id(hosted_gateway:
     sdk = hosted_gateway.client()
     envs = sdk.beta.agents.environments
     notes = base64.b64encode(b"remember the milk").decode()
-    template = envs.templates.create(name="notes", files=[{"type": "inline", "path": "/workspace/notes.txt", "data": notes}])
+    setup: Any = [{"command": "mkdir -p made && printf ' set' > made/setup.txt"}]
+    template = envs.templates.create(name="notes", files=[{"type": "inline", "path": "/workspace/notes.txt", "data": notes}], setup_commands=setup)
     assert template.name == "notes" and template.files[0].type == "inline" and template.files[0].size_bytes == len(b"remember the milk")
     assert envs.templates.update(template.id, name="notes-v2").name == "notes-v2"
     assert template.id in [listed.id for listed in envs.templates.list()]
@@ -190,7 +191,7 @@ def test_environments_from_templates_with_files_are_shared_by_id(hosted_gateway:
     assert added.path == "/workspace/more/extra.txt" and added.size_bytes == len(b"and eggs")
     assert sorted(file.path for file in envs.files.list(environment.id)) == ["/workspace/more/extra.txt", "/workspace/notes.txt"]
     # Two sessions in the one environment: what the first leaves, the second reads.
-    ask = f"[[call shell.exec {json.dumps({'commands': ['cat notes.txt more/extra.txt > both.txt']})}]] [[answer done]]"
+    ask = f"[[call shell.exec {json.dumps({'commands': ['cat notes.txt more/extra.txt made/setup.txt > both.txt']})}]] [[answer done]]"
     first = sdk.beta.agents.sessions.create(
         agent={"model": MODEL}, environment={"type": "openai_hosted", "environment_id": environment.id}, input=ask
     )
@@ -202,7 +203,10 @@ def test_environments_from_templates_with_files_are_shared_by_id(hosted_gateway:
     )
     wait_for(sdk, second.id, "idle")
     (execution,) = [item for item in sdk.beta.agents.sessions.items.list(second.id).data if item.type == "command_execution"]
-    assert execution.output == "remember the milkand eggs" and execution.exit_code == 0
+    assert execution.output == "remember the milkand eggs set" and execution.exit_code == 0
+    with pytest.raises(openai.BadRequestError) as failed:  # a setup command that fails fails the creation
+        envs.create(environment={"type": "openai_hosted", "setup_commands": [{"command": "exit 7"}]})  # type: ignore[list-item]
+    assert failed.value.body["param"] == "environment.setup_commands[0].command" and "exit code 7" in failed.value.body["message"]
     assert envs.templates.delete(template.id).deleted
     with pytest.raises(openai.NotFoundError):
         envs.create(environment={"type": "openai_hosted", "environment_template_id": template.id})

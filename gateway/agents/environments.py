@@ -7,21 +7,24 @@ from __future__ import annotations
 
 import base64
 import binascii
+import shlex
 import time
 from typing import Any, Literal
 
 from pydantic import Field
 
 from runtime.cpu import run_cpu
+from sandbox.manager import BACKEND_ERRORS, SandboxFull, SessionNotFound, ShellCommand
 
 from ..core.ids import new_id
 from ..core.models import StrictModel
-from ..errors import bad_request, not_found
+from ..errors import APIError, bad_request, not_found
 from ..files.network import NetworkAllowlist, checked_policy
 from ..files.service import check_memory_limit
+from ..files.sync import open_container
 from ..storage.environment_store import Kept
 from ..storage.file_store import Container, ContainerFile, TooMany
-from .models import EnvironmentFile, FileByID, HostedEnvironment, InlineFile, Network
+from .models import EnvironmentFile, FileByID, HostedEnvironment, InlineFile, Network, SetupCommand
 from .needs import AgentsNeeds
 from .objects import MEMORY, unsupported
 
@@ -40,7 +43,7 @@ class TemplateConfig(StrictModel):
     env: dict[str, str] | None = None
     packages: dict[str, Any] | None = None
     plugins: list[dict[str, Any]] | None = None
-    setup_commands: list[dict[str, Any]] | None = None
+    setup_commands: list[SetupCommand] | None = Field(None, max_length=32)
     skills: list[dict[str, Any]] | None = None
 
 
@@ -50,7 +53,7 @@ def refuse_unsupported(config: StrictModel, param: str) -> None:
     def at(name: str) -> str:
         return f"{param}.{name}" if param else name
 
-    for name in ("capability_directories", "desktop", "env", "plugins", "setup_commands", "skills"):
+    for name in ("capability_directories", "desktop", "env", "plugins", "skills"):
         if getattr(config, name, None):
             raise unsupported(at(name), at(name))
     packages = getattr(config, "packages", None)
@@ -95,7 +98,7 @@ async def provision(services: AgentsNeeds, tenant: str, asked: HostedEnvironment
         if template is None:
             raise not_found(f"No environment template found with id '{asked.environment_template_id}'.", param=f"{param}.environment_template_id")
         settings = dict(template.body)
-    given = asked.model_dump(exclude_none=True, include={"network", "container_size", "files"})
+    given = asked.model_dump(exclude_none=True, include={"network", "container_size", "files", "setup_commands"})
     settings.update(given)
     return await _make(services, tenant, TemplateConfig.model_validate(settings), param)
 
@@ -117,6 +120,7 @@ async def _make(services: AgentsNeeds, tenant: str, config: TemplateConfig, para
     container = await services.files.new_container(tenant, "agent environment", memory_limit=memory, network=allowlist)
     try:
         files = [await add_file(services, container, file, f"{param}.files[{index}]") for index, file in enumerate(config.files or [])]
+        await set_up(services, container, config.setup_commands or [], f"{param}.setup_commands")
         now = int(time.time())
         shown_network = {"access": "restricted" if allowlist else "disabled", "allowed_domains": list(allowlist.allowed_domains) if allowlist else []}
         kept = Kept(container.id, tenant, now, now, {"container_size": size, "network": shown_network, "files": files})
@@ -156,6 +160,34 @@ async def add_file(services: AgentsNeeds, container: Container, file: FileByID |
     if isinstance(file, FileByID):
         shown["file_id"] = file.file_id
     return shown
+
+
+async def set_up(services: AgentsNeeds, container: Container, commands: list[SetupCommand], param: str) -> None:
+    """The environment's setup commands, run once in its container as it is made, one after another (what they
+    write in the workspace is the environment's); one failing fails the creation. Their output is not shown:
+    setup commands are confidential."""
+    sandbox = services.sandbox
+    if not commands or sandbox is None:
+        return
+    sync, _, _ = await open_container(services.files, container.id, param, container.tenant, None)
+    for index, setup in enumerate(commands):
+        where = (
+            shlex.quote("/mnt/data/" + relative(setup.cwd, f"{param}[{index}].cwd"))
+            if setup.cwd and setup.cwd.rstrip("/") != WORKSPACE.rstrip("/")
+            else "/mnt/data"
+        )
+        try:
+            (ended,) = await sandbox.shell(
+                container.id, [ShellCommand(f"cd {where} && {setup.command}")], container.tenant, lambda index, output: None,
+                files=sync, idle_ttl_s=container.idle_minutes * 60, network=services.files.network_grant(container),
+            )  # fmt: skip
+        except (SandboxFull, SessionNotFound, *BACKEND_ERRORS) as exc:
+            raise APIError(
+                503, f"The environment's sandbox could not run its setup commands: {exc}", type="server_error", code="sandbox_error"
+            ) from None
+        if ended.exit_code != 0:
+            outcome = f"exit code {ended.exit_code}" if ended.exit_code is not None else "timed out"
+            raise bad_request(f"Setup command {index} failed ({outcome}).", param=f"{param}[{index}].command")
 
 
 def environment_info(kept: Kept, status: str) -> dict[str, Any]:

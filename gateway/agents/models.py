@@ -172,6 +172,11 @@ class InlineFile(StrictModel):
 EnvironmentFile = Annotated[Union[FileByID, InlineFile], Field(discriminator="type")]
 
 
+class SetupCommand(StrictModel):
+    command: str = Field(min_length=1, max_length=16_384)
+    cwd: str | None = Field(None, max_length=1024)
+
+
 class HostedEnvironment(StrictModel):
     type: Literal["openai_hosted"]
     environment_id: str | None = None
@@ -184,7 +189,7 @@ class HostedEnvironment(StrictModel):
     network: Network | None = None
     packages: Packages | None = None
     plugins: list[dict[str, Any]] | None = None
-    setup_commands: list[dict[str, Any]] | None = None
+    setup_commands: list[SetupCommand] | None = Field(None, max_length=32)
     skills: list[dict[str, Any]] | None = None
 
 
