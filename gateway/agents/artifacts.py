@@ -18,13 +18,16 @@ async def keep_artifacts(services: AgentsNeeds, session_id: str, tenant: str, tu
     store = services.agents
     session = await store.session(session_id, tenant)
     turn = await store.turn(session_id, turn_id)
-    container_id = session.body.get("container_id") if session is not None else None
-    if session is None or turn is None or container_id is None:
+    if session is None or turn is None or session.body["environment"]["type"] != "openai_hosted":
         return
+    environment_id = session.body["environment"]["id"]  # its container's id
+    kept_before = await store.artifact_paths(session_id, turn_id)  # by an earlier run of the same turn
     made = [
-        file for file in await services.files.store.container_files(container_id) if file.source == "assistant" and file.created_at >= turn.created_at
+        file
+        for file in await services.files.store.container_files(environment_id)
+        if file.source == "assistant" and file.created_at >= turn.created_at and file.path not in kept_before
     ]
-    environment_id, now, blobs = session.body["environment"]["id"], int(time.time()), services.files.blobs
+    now, blobs = int(time.time()), services.files.blobs
     artifacts = [
         Artifact(new_id("artifact"), session_id, tenant, turn_id, environment_id, file.path, file.bytes, now, await blobs.copy(file.blob))
         for file in made

@@ -49,7 +49,6 @@ class RunTranslation:
         self.items: list[dict[str, Any]] = []  # items made whole, in order: what the turn's item list keeps
         self._commands: dict[str, tuple[str, str, float]] = {}  # shell call_id -> (item id, command, started)
         self._outputs: dict[str, str] = {}  # a shell call output's item id -> its command's item id
-        self.container_id: str | None = None  # the hosted environment's container, once a shell call names it
         self.last_index = base_index - 1
 
     def batch(self, batch: Batch) -> list[dict[str, Any]]:
@@ -96,7 +95,6 @@ class RunTranslation:
     def _done(self, item: Mapping[str, Any], index: int) -> Iterable[dict[str, Any]]:
         if item["type"] == "shell_call":  # whole now (its commands streamed as the model wrote them)
             command = "\n".join(item.get("action", {}).get("commands", []))
-            self.container_id = (item.get("environment") or {}).get("container_id") or self.container_id
             self._commands[item["call_id"]] = (item["id"], command, time.monotonic())
             yield self._at("agent.session.turn.item.added", index, item=self._command(item["id"], command, ItemStatus.IN_PROGRESS))
             return

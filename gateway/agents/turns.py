@@ -261,7 +261,7 @@ class Turns:
                 items, translation.items = translation.items, []
                 if not events and not items:
                     continue  # nothing to tell (a run's own lifecycle events): no write; a taker-over sees them again
-                if not await self._write(session_id, tenant, me, response_id, events, items, sequence_number(batch[-1]), translation.container_id):
+                if not await self._write(session_id, tenant, me, response_id, events, items, sequence_number(batch[-1])):
                     return  # another replica follows it now
             response = await final_response(self._services, response_id, tenant)
         except StorageError:
@@ -284,7 +284,6 @@ class Turns:
         events: list[dict[str, Any]],
         items: list[dict[str, Any]],
         followed: int,
-        container_id: str | None,
     ) -> bool:
         async def work(tx: Tx, session: SessionRecord) -> Emitted:
             emitted = Emitted()
@@ -294,9 +293,6 @@ class Turns:
                 return emitted
             await self._store.put_items(tx, session_id, items)
             state.followed = followed
-            if container_id is not None and session.body.get("container_id") != container_id:
-                session.body["container_id"] = container_id  # where the turn's artifacts are found
-                session.body_changed = True
             emitted.events = events
             return emitted
 
