@@ -15,7 +15,7 @@ from ..core.ids import new_id
 from ..jsontext import dumps
 from ..protocol import EventType, ItemStatus
 from ..responses.events.log import Batch
-from ..responses.shapes.items import Delta
+from ..responses.shapes.items import Delta, MessageOutput
 
 # Responses events that carry over one for one, renamed; the fields they keep.
 _RENAMED = {
@@ -187,7 +187,7 @@ def _status(status: Any) -> ItemStatus:
 def user_message(message: Mapping[str, Any], turn_id: str) -> dict[str, Any]:
     """A user's input message as the turn's item (its parts as the Agents API shows them)."""
     content = [part for part in message["content"] if part.get("type") in ("input_text", "input_image")]
-    return {"id": new_id("msg"), "type": "message", "role": "user", "content": content, "status": ItemStatus.COMPLETED, "turn_id": turn_id}
+    return {"id": MessageOutput.fresh_id(), "type": "message", "role": "user", "content": content, "status": ItemStatus.COMPLETED, "turn_id": turn_id}
 
 
 def tool_output(call_id: str, output: Any, success: bool, turn_id: str) -> dict[str, Any]:
