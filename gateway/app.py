@@ -220,6 +220,8 @@ def create_app(config: GatewayConfig, drain: Drain | None = None) -> Starlette:
             tasks.keep("files_sweep", files.sweep)
             tasks.keep("ingestion", ingestor.run)
             tasks.keep("loop_monitor", app_metrics.watch_event_loop, config.server.loop_monitor_interval_s)
+            agents = AgentStore(database)
+            agent_feed = SessionFeed(agents, tasks)  # its channel registered before the listener starts
             tasks.keep("database_listener", database.keep_listening)
             hooks = config.webhooks
             webhook_sender = Sender(hooks.allowed_urls, hooks.timeout_s, hooks.max_concurrent, hooks.max_tests_per_tenant)
@@ -231,7 +233,6 @@ def create_app(config: GatewayConfig, drain: Drain | None = None) -> Starlette:
             replicas.on_cancel(runs.cancel)
             app_metrics.watch((lambda: sandbox.live_sessions) if sandbox is not None else None, mcp.health, engines.health)
             browser = make_backends(config.browser, mcp) if config.browser is not None else None
-            agents = AgentStore(database)
             app.state.services = Services(
                 config=config,
                 engines=engines,
@@ -255,7 +256,7 @@ def create_app(config: GatewayConfig, drain: Drain | None = None) -> Starlette:
                 webhook_sender=webhook_sender,
                 webhook_outbox=outbox,
                 agents=agents,
-                agent_feed=SessionFeed(agents, tasks),
+                agent_feed=agent_feed,
                 agent_spans=agent_spans,
                 agent_environments=EnvironmentStore(database, "agent_environments"),
                 agent_templates=EnvironmentStore(database, "agent_environment_templates"),

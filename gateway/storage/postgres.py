@@ -134,7 +134,7 @@ class PostgreSQL(Database):
             lost = anyio.Event()
             connection.add_termination_listener(lambda _, lost=lost: lost.set())
             try:
-                for channel in self._listeners:
+                for channel in list(self._listeners):  # (one registered meanwhile must not end the loop)
                     await connection.add_listener(channel, self._dispatch)
                 while not connection.is_closed() and not lost.is_set():
                     with anyio.move_on_after(1.0):
