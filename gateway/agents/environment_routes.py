@@ -17,7 +17,7 @@ from ..errors import APIError, bad_request, not_found
 from ..jsontext import JSONResponse
 from ..storage.environment_store import Kept
 from ..storage.file_store import TooMany
-from ..storage.paging import listing, page_query, unknown_after
+from ..storage.paging import listing, page_query, page_shown, unknown_after
 from ..web.body import parse_body
 from .environments import TemplateConfig, add_file, checked_template, environment_info, provision, template_object
 from .models import FileByID, HostedEnvironment, InlineFile
@@ -116,11 +116,7 @@ async def create_template(request: Request) -> Response:
 
 async def list_templates(request: Request) -> Response:
     services, query = needs_of(request), page_query(request)
-    found = await services.agent_templates.page(tenant_of(request), query)
-    if found is None:
-        raise unknown_after(query.after or "")
-    kept, more = found
-    return JSONResponse(listing([template_object(template) for template in kept], more))
+    return JSONResponse(page_shown(await services.agent_templates.page(tenant_of(request), query), query, template_object))
 
 
 async def retrieve_template(request: Request) -> Response:

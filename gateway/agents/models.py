@@ -10,6 +10,7 @@ from pydantic import Field
 
 from ..core.models import Metadata, StrictModel
 from ..responses.shapes.input_models import ContentPart
+from ..responses.shapes.request import TextConfig
 
 Effort = Literal["none", "minimal", "low", "medium", "high", "xhigh", "max"]
 ServiceTier = Literal["auto", "default", "flex", "priority", "fast", "ultrafast"]
@@ -19,19 +20,6 @@ Name = Annotated[str, Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")]
 class Reasoning(StrictModel):
     effort: Effort | None = None
     summary: Literal["concise", "detailed", "auto"] | None = None
-
-
-class TextFormat(StrictModel):
-    type: Literal["text", "json_schema", "json_object"] = "text"
-    name: str | None = None
-    schema_: dict[str, Any] | None = Field(None, alias="schema")
-    description: str | None = None
-    strict: bool | None = None
-
-
-class Text(StrictModel):
-    format: TextFormat | None = None
-    verbosity: Literal["low", "medium", "high"] | None = None
 
 
 class FunctionTool(StrictModel):
@@ -117,7 +105,7 @@ class AgentConfig(StrictModel):
     instructions: str | None = Field(None, max_length=256_000)
     metadata: Metadata | None = None
     reasoning: Reasoning | None = None
-    text: Text | None = None
+    text: TextConfig | None = None
     service_tier: ServiceTier | None = None
     tools: list[AgentTool] | None = Field(None, max_length=128)
     multi_agent: MultiAgent | None = None
@@ -125,20 +113,10 @@ class AgentConfig(StrictModel):
     experimental: Experimental | None = None
 
 
-class AgentUpdate(StrictModel):
-    """`POST /v1/agents/{id}`: what is given replaces what the agent had."""
+class AgentUpdate(AgentConfig):
+    """`POST /v1/agents/{id}`: what is given replaces what the agent had (the model too, when given)."""
 
-    model: str | None = Field(None, min_length=1, max_length=256)
-    name: str | None = Field(None, max_length=256)
-    instructions: str | None = Field(None, max_length=256_000)
-    metadata: Metadata | None = None
-    reasoning: Reasoning | None = None
-    text: Text | None = None
-    service_tier: ServiceTier | None = None
-    tools: list[AgentTool] | None = Field(None, max_length=128)
-    multi_agent: MultiAgent | None = None
-    compaction: Compaction | None = None
-    experimental: Experimental | None = None
+    model: str | None = Field(None, min_length=1, max_length=256)  # type: ignore[assignment]
 
 
 class NoEnvironment(StrictModel):

@@ -11,7 +11,7 @@ from typing import Any, Sequence
 
 from ..core.sealed import Purpose, Sealer
 from ..errors import APIError, bad_request
-from ..storage.agent_store import AgentRecord, SessionRecord, TurnRecord
+from ..storage.agent_store import AgentRecord, SessionRecord
 from .models import AgentConfig, AgentTool, FunctionTool, McpTool, OtherTool, WebSearchTool
 
 MASK = "********"
@@ -132,10 +132,6 @@ def session_object(record: SessionRecord) -> dict[str, Any]:
         "prompt_cache_options": body.get("prompt_cache_options"), "status": state.status, "required_actions": state.required_actions,
         "usage": state.usage, "error": state.error,
     }  # fmt: skip
-
-
-def turn_object(turn: TurnRecord) -> dict[str, Any]:
-    return turn.body
 
 
 def run_request(session: SessionRecord, input_items: list[dict[str, Any]], sealer: Sealer) -> dict[str, Any]:

@@ -20,10 +20,10 @@ from ..jsontext import JSONResponse
 from ..protocol import SessionStatus
 from ..responses.routes import sse_response
 from ..storage import Tx
-from ..storage.agent_store import AgentRecord, Artifact, SessionRecord, SessionState
+from ..storage.agent_store import AgentRecord, Artifact, SessionRecord, SessionState, TurnRecord
 from ..storage.conversation_store import Conversation
 from ..storage.file_store import TooMany
-from ..storage.paging import listing, page_query, unknown_after
+from ..storage.paging import listing, page_of, page_query, page_shown, unknown_after
 from ..web.body import parse_body
 from .environments import provision, session_environment
 from .feed import Subscription
@@ -40,7 +40,7 @@ from .models import (
     SessionUpdate,
 )
 from .needs import AgentsNeeds, needs_of
-from .objects import agent_object, persisted_tools, resolved_agent, session_object, shown, turn_object, unsupported
+from .objects import agent_object, persisted_tools, resolved_agent, session_object, shown, unsupported
 from .session_state import Emitted
 from .translate import event
 from .turns import Turns
@@ -68,11 +68,7 @@ async def create_agent(request: Request) -> Response:
 
 async def list_agents(request: Request) -> Response:
     services, query = needs_of(request), page_query(request)
-    found = await services.agents.agents(tenant_of(request), query)
-    if found is None:
-        raise unknown_after(query.after or "")
-    agents, more = found
-    return JSONResponse(listing([agent_object(agent) for agent in agents], more))
+    return JSONResponse(page_shown(await services.agents.agents(tenant_of(request), query), query, agent_object))
 
 
 async def retrieve_agent(request: Request) -> Response:
@@ -316,52 +312,40 @@ async def stream_events(request: Request) -> Response:
 async def list_turns(request: Request) -> Response:
     services, query = needs_of(request), page_query(request)
     session = await _session(request)
-    found = await services.agents.turns(session.id, query)
-    if found is None:
-        raise unknown_after(query.after or "")
-    turns, more = found
-    return JSONResponse(listing([turn_object(turn) for turn in turns], more))
+    return JSONResponse(page_shown(await services.agents.turns(session.id, query), query, lambda turn: turn.body))
 
 
 async def retrieve_turn(request: Request) -> Response:
-    session = await _session(request)
-    turn_id = request.path_params["turn_id"]
-    turn = await needs_of(request).agents.turn(session.id, turn_id)
-    if turn is None:
-        raise not_found(f"No turn found with id '{turn_id}'.", param="turn_id")
-    return JSONResponse(turn_object(turn))
+    return JSONResponse((await _turn(request, request.path_params["turn_id"])).body)
 
 
 async def list_items(request: Request) -> Response:
+    """The session's items, or (under `…/turns/{turn_id}`) one turn's."""
     services, query = needs_of(request), page_query(request)
-    session = await _session(request)
     turn_id = request.path_params.get("turn_id")
-    if turn_id is not None and await services.agents.turn(session.id, turn_id) is None:
+    session_id = (await _turn(request, turn_id)).session_id if turn_id is not None else (await _session(request)).id
+    return JSONResponse(page_shown(await services.agents.items(session_id, turn_id, query), query, dict))
+
+
+async def _turn(request: Request, turn_id: str) -> TurnRecord:
+    """The turn of the tenant's session the path names."""
+    session = await _session(request)
+    turn = await needs_of(request).agents.turn(session.id, turn_id)
+    if turn is None:
         raise not_found(f"No turn found with id '{turn_id}'.", param="turn_id")
-    found = await services.agents.items(session.id, turn_id, query)
-    if found is None:
-        raise unknown_after(query.after or "")
-    items, more = found
-    return JSONResponse(listing(items, more))
+    return turn
 
 
 async def list_traces(request: Request) -> Response:
     services, query = needs_of(request), page_query(request)
     session = await _session(request)
-    found = await services.agents.traces(session.id, query)
-    if found is None:
-        raise unknown_after(query.after or "")
-    return JSONResponse(listing(*found))
+    return JSONResponse(page_shown(await services.agents.traces(session.id, query), query, dict))
 
 
 async def list_artifacts(request: Request) -> Response:
     services, query = needs_of(request), page_query(request)
     session = await _session(request)
-    found = await services.agents.artifacts(session.id, query)
-    if found is None:
-        raise unknown_after(query.after or "")
-    artifacts, more = found
-    return JSONResponse(listing([artifact.as_dict() for artifact in artifacts], more))
+    return JSONResponse(page_of(await services.agents.artifacts(session.id, query), query))
 
 
 async def _artifact(request: Request) -> Artifact:

@@ -4,7 +4,7 @@ answered as `{"object": "list", "data", "first_id", "last_id", "has_more"}`."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol, Sequence
+from typing import Any, Callable, Protocol, Sequence, TypeVar
 
 from starlette.requests import Request
 
@@ -12,6 +12,8 @@ from runtime.numbers import decimal
 
 from ..errors import APIError, bad_request
 from . import Database
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -50,10 +52,15 @@ class Listed(Protocol):
 
 def page_of(found: tuple[Sequence[Listed], bool] | None, query: PageQuery) -> dict[str, Any]:
     """The list object of a page a store found; a 400 when the page's `after` named nothing in the list."""
+    return page_shown(found, query, lambda item: item.as_dict())
+
+
+def page_shown(found: tuple[Sequence[T], bool] | None, query: PageQuery, shown: Callable[[T], dict[str, Any]]) -> dict[str, Any]:
+    """`page_of` for records an API shows through `shown`."""
     if found is None:
         raise unknown_after(query.after or "")
     items, has_more = found
-    return listing([item.as_dict() for item in items], has_more)
+    return listing([shown(item) for item in items], has_more)
 
 
 def unknown_after(after: str) -> APIError:
