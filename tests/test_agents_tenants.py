@@ -214,3 +214,20 @@ def test_environments_from_templates_with_files_are_shared_by_id(hosted_gateway:
         f"{hosted_gateway.url}/v1/agents/environments/{environment.id}/files", json={"type": "inline", "path": "/etc/passwd", "data": notes}
     )
     assert bad.status_code == 400 and bad.json()["error"]["param"] == "file.path"
+
+
+def test_a_steer_ends_the_running_run_at_its_next_boundary(hosted_gateway: Gateway) -> None:
+    """The run would go on to answer after its command; steered while the command's call is written, it ends
+    after the command's output instead, and the turn goes on with the new message."""
+    sdk = hosted_gateway.client()
+    session = sdk.beta.agents.sessions.create(agent={"model": MODEL}, environment={"type": "openai_hosted"})
+    ask = f"[slow@1 40] [[call shell.exec {json.dumps({'commands': ['echo step']})}]] [[answer first plan]]"
+    thread, got = follow(hosted_gateway, session.id)
+    sdk.beta.agents.sessions.events.create(session.id, events=[{"type": "agent.session.input.message", "input": [user(ask)]}])
+    wait_for(sdk, session.id, "in_progress")
+    sdk.beta.agents.sessions.events.create(session.id, events=[{"type": "agent.session.input.message", "input": [user("Actually, stop there.")]}])
+    thread.join(120)
+    answers = [event["text"] for event in got if event["type"] == "agent.session.turn.output_text.done"]
+    assert answers == ["You said: Actually, stop there."]  # never the first plan's answer
+    (turn,) = sdk.beta.agents.sessions.turns.list(session.id).data
+    assert turn.status == "completed"
