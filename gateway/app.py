@@ -24,9 +24,11 @@ from sandbox.docker_backend import Owner
 from sandbox.local_backend import memory_bytes
 from sandbox.manager import SandboxManager, SandboxUnavailable
 
+from .agents.automation_routes import routes as automation_routes
 from .agents.environment_routes import routes as environment_routes
 from .agents.feed import SessionFeed
 from .agents.routes import routes as agent_routes
+from .agents.scheduler import Scheduler
 from .agents.traces import TurnSpans
 from .agents.turns import Turns
 from .chat.routes import routes as chat_routes
@@ -59,6 +61,7 @@ from .skills.routes import routes as skill_routes
 from .skills.service import SkillService
 from .storage import Database, StorageError, UnstorableValue, open_database
 from .storage.agent_store import AgentStore
+from .storage.automation_store import AutomationStore
 from .storage.chunk_index import VectorsUnavailable
 from .storage.conversation_store import ConversationStore
 from .storage.database import Dialect
@@ -257,12 +260,15 @@ def create_app(config: GatewayConfig, drain: Drain | None = None) -> Starlette:
                 webhook_outbox=outbox,
                 agents=agents,
                 agent_feed=agent_feed,
+                automations=AutomationStore(database),
+                scheduler=Scheduler(),
                 agent_spans=agent_spans,
                 agent_environments=EnvironmentStore(database, "agent_environments"),
                 agent_templates=EnvironmentStore(database, "agent_environment_templates"),
             )
             serve_every_package(app.state.services)
             tasks.keep("agent_sessions", Turns(app.state.services).recover)  # a dead replica's sessions followed on
+            tasks.keep("automations", app.state.services.scheduler.run, app.state.services)
             replicas.on_adopt(lambda orphan: ResponseRun.adopt(app.state.services, orphan))
             shared = database.dialect is Dialect.POSTGRESQL
             if shared:  # other replicas share the runs: hand them over at SIGTERM
@@ -309,6 +315,7 @@ def create_app(config: GatewayConfig, drain: Drain | None = None) -> Starlette:
             *vector_store_routes,
             *webhook_routes,
             *environment_routes,
+            *automation_routes,
             *agent_routes,
         ],
         exception_handlers={

@@ -114,6 +114,19 @@ class Metrics:
             buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5, 30, 300, 3600, 86400),
             registry=registry,
         )
+        self.automations = Counter(
+            "gateway_automations",
+            "Automation occurrences by what became of them: fired (an invocation queued), skipped (the last one still "
+            "queued), completed or failed (the invocation's turn ended so)",
+            ["outcome"],
+            registry=registry,
+        )
+        self.automation_delay = Histogram(
+            "gateway_automation_delay_seconds",
+            "From an automation's due time to its invocation being queued",
+            buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 30, 300),
+            registry=registry,
+        )
         self.task_faults = Counter(
             "gateway_task_faults",
             "Faults contained where they happened: a unit of work (a response's run) failed alone, or a loop was started again",
@@ -148,6 +161,11 @@ class Metrics:
         self.webhook_deliveries.labels(outcome).inc()
         if since_event_s is not None:
             self.webhook_delivery_latency.observe(since_event_s)
+
+    def automation(self, outcome: str, late_s: float | None = None) -> None:
+        self.automations.labels(outcome).inc()
+        if late_s is not None:
+            self.automation_delay.observe(max(late_s, 0.0))
 
     def task_faulted(self, task: str) -> None:
         self.task_faults.labels(task).inc()

@@ -17,6 +17,7 @@ from sandbox.manager import SandboxManager
 
 from .agents.feed import SessionFeed
 from .agents.needs import AgentsNeeds
+from .agents.scheduler import Scheduler
 from .config import GatewayConfig
 from .conversations.needs import ConversationsNeeds
 from .core.runs import Runs
@@ -33,6 +34,7 @@ from .shutdown import Drain
 from .skills.needs import SkillsNeeds
 from .skills.service import SkillService
 from .storage.agent_store import AgentStore
+from .storage.automation_store import AutomationStore
 from .storage.conversation_store import ConversationStore
 from .storage.environment_store import EnvironmentStore
 from .storage.response_store import ResponseStore
@@ -70,6 +72,8 @@ class Services:
     webhook_outbox: WebhookOutbox  # webhooks not sent yet: what is not a response's end is queued here
     agents: AgentStore  # the Agents API's agents, sessions, turns and their events
     agent_feed: SessionFeed  # sessions' live events, for their subscribers here
+    automations: AutomationStore  # the Agents API's automations and their invocations
+    scheduler: Scheduler  # this replica's: fires due automations, delivers and settles their invocations
     agent_spans: "TurnSpans | None"  # with tracing on, agent turns' traces as they are made
     agent_environments: EnvironmentStore  # the Agents API's hosted environments
     agent_templates: EnvironmentStore  # and their templates

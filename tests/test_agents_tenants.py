@@ -231,3 +231,25 @@ def test_a_steer_ends_the_running_run_at_its_next_boundary(hosted_gateway: Gatew
     assert answers == ["You said: Actually, stop there."]  # never the first plan's answer
     (turn,) = sdk.beta.agents.sessions.turns.list(session.id).data
     assert turn.status == "completed"
+
+
+def test_another_tenants_automations_are_not_found(agents_gateway: Gateway) -> None:
+    mine, theirs = client(agents_gateway), client(agents_gateway, "sk-two")
+    target: Any = {"type": "new_session", "agent": {"model": MODEL}, "environment": NONE, "input": [{"type": "message", **user("hi")}]}
+    created = mine.beta.agents.automations.create(type="once", name="mine", run_at=4102444800, target=target)
+    for call in (
+        lambda: theirs.beta.agents.automations.retrieve(created.id),
+        lambda: theirs.beta.agents.automations.pause(created.id),
+        lambda: theirs.beta.agents.automations.invocations.create(created.id),
+        lambda: theirs.beta.agents.automations.invocations.list(created.id),
+        lambda: theirs.beta.agents.automations.delete(created.id),
+    ):
+        with pytest.raises(openai.NotFoundError):
+            call()
+    assert created.id not in [listed.id for listed in theirs.beta.agents.automations.list()]
+    session = mine.beta.agents.sessions.create(agent={"model": MODEL}, environment=NONE)
+    with pytest.raises(openai.NotFoundError):  # another tenant's session is no target
+        theirs.beta.agents.automations.create(
+            type="once", name="x", run_at=4102444800, target={"type": "existing_session", "session_id": session.id, "instructions": "hi"}
+        )
+    assert mine.beta.agents.automations.delete(created.id).deleted

@@ -10,11 +10,13 @@ from runtime.supervision import Supervisor
 from ..core.requests import NeedsOf
 from ..responses.loop.needs import ResponsesNeeds
 from ..storage.agent_store import AgentStore
+from ..storage.automation_store import AutomationStore
 from ..storage.environment_store import EnvironmentStore
 from ..storage.webhook_outbox import WebhookOutbox
 from .feed import SessionFeed
 
 if TYPE_CHECKING:
+    from .scheduler import Scheduler
     from .traces import TurnSpans
 
 
@@ -24,6 +26,8 @@ class AgentsNeeds(ResponsesNeeds, Protocol):
     agent_environments: EnvironmentStore  # hosted environments (by their container's id)
     agent_templates: EnvironmentStore  # environment templates
     agent_feed: SessionFeed
+    automations: AutomationStore
+    scheduler: "Scheduler"  # this replica's: woken when an automation is due sooner than it expects
     webhook_outbox: WebhookOutbox  # session state changes queue their webhooks in the same transaction
     supervisor: Supervisor
 

@@ -6,7 +6,7 @@ session's log (feed.py)."""
 from __future__ import annotations
 
 import time
-from typing import Any, AsyncIterator
+from typing import AsyncIterator
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -20,29 +20,22 @@ from ..jsontext import JSONResponse
 from ..protocol import SessionStatus
 from ..responses.routes import sse_response
 from ..storage import Tx
-from ..storage.agent_store import AgentRecord, Artifact, SessionRecord, SessionState, TurnRecord
-from ..storage.conversation_store import Conversation
+from ..storage.agent_store import AgentRecord, Artifact, SessionRecord, TurnRecord
 from ..storage.file_store import TooMany
 from ..storage.paging import listing, page_of, page_query, page_shown, unknown_after
 from ..web.body import parse_body
-from .environments import provision, session_environment
 from .feed import Subscription
 from .models import (
     AgentConfig,
     AgentUpdate,
-    Environment,
-    HostedEnvironment,
     InputEvents,
-    InputMessage,
-    MessageInput,
-    SelfHostedEnvironment,
     SessionCreate,
     SessionUpdate,
 )
-from .needs import AgentsNeeds, needs_of
-from .objects import agent_object, persisted_tools, resolved_agent, session_object, shown, unsupported
+from .needs import needs_of
+from .objects import agent_object, persisted_tools, resolved_agent, session_object, shown
 from .session_state import Emitted
-from .translate import event
+from .sessions import environment, no_agent, session_record, snapshot, start
 from .turns import Turns
 
 # The events after which a stream that submitted a turn's input (`sessions.create(stream=True, input=…)`) ends.
@@ -88,7 +81,7 @@ async def update_agent(request: Request) -> Response:
         resolved["tools"], resolved["_secrets"] = record.body["tools"], record.body.get("_secrets", {})
     updated = await services.agents.update_agent(record.id, tenant, resolved)
     if updated is None:
-        raise _no_agent(record.id)
+        raise no_agent(record.id)
     return JSONResponse(agent_object(updated))
 
 
@@ -102,7 +95,7 @@ def _config_of(body: dict[str, object]) -> dict[str, object]:
 async def delete_agent(request: Request) -> Response:
     services, agent_id = needs_of(request), request.path_params["agent_id"]
     if not await services.agents.delete_agent(agent_id, tenant_of(request)):
-        raise _no_agent(agent_id)
+        raise no_agent(agent_id)
     return JSONResponse({"id": agent_id, "object": "agent.deleted", "deleted": True})
 
 
@@ -110,12 +103,8 @@ async def _agent(request: Request) -> AgentRecord:
     agent_id = request.path_params["agent_id"]
     record = await needs_of(request).agents.agent(agent_id, tenant_of(request))
     if record is None:
-        raise _no_agent(agent_id)
+        raise no_agent(agent_id)
     return record
-
-
-def _no_agent(agent_id: str) -> APIError:
-    return not_found(f"No agent found with id '{agent_id}'.", param="agent_id")
 
 
 # Sessions
@@ -126,73 +115,23 @@ async def create_session(request: Request) -> Response:
     refuse_while_draining(services.drain)
     body = await parse_body(request, SessionCreate, services.config.server.body_limits())
     tenant = tenant_of(request)
-    if (body.agent is None) == (body.agent_id is None):
-        raise bad_request("Give exactly one of agent (inline) and agent_id.", param="agent_id")
     if body.vault_ids:
         raise bad_request("vault_ids (vaults) are not supported by this gateway yet.", param="vault_ids")
-    session_id = new_id("sess")
-    if body.agent_id is not None:
-        stored = await services.agents.agent(body.agent_id, tenant)
-        if stored is None:
-            raise _no_agent(body.agent_id)
-        agent_id, agent = stored.id, stored.body
-    else:
-        assert body.agent is not None
-        services.engines.route(body.agent.model)
-        agent_id, agent = new_id("agent"), resolved_agent(body.agent, services.sealer, tenant)
-    now = int(time.time())
-    conversation = Conversation(new_id("conv"), now, {}, tenant)
-    record = SessionRecord(session_id, tenant, agent_id, conversation.id, now, now, {
-        "agent": agent, "environment": await _environment(services, tenant, body.environment), "metadata": body.metadata or {},
+    agent_id, agent = await snapshot(services, tenant, body.agent_id, body.agent)
+    record, conversation = session_record(tenant, agent_id, agent, {
+        "environment": await environment(services, tenant, body.environment), "metadata": body.metadata or {},
         "review": body.review or "none", "prompt_cache_options": body.prompt_cache_options.model_dump() if body.prompt_cache_options else None,
-    }, SessionState())  # fmt: skip
-    frames = await services.agent_feed.subscribe(session_id) if body.stream else None
+    })  # fmt: skip
+    frames = await services.agent_feed.subscribe(record.id) if body.stream else None
     try:
-        await _start(services, record, conversation, body.input)
+        await start(services, record, conversation, body.input)
     except BaseException:
         if frames is not None:
             frames.close()
         raise
     if frames is None:
-        return JSONResponse(session_object(await _session(request, session_id)))
+        return JSONResponse(session_object(await _session(request, record.id)))
     return sse_response(services, _until_turn_ends(frames) if body.input else _first(frames))
-
-
-async def _start(services: AgentsNeeds, record: SessionRecord, conversation: Conversation, given: str | list[InputMessage] | None) -> None:
-    """Keep the session (and its conversation), tell it was created, and start its first turn if input came."""
-    tenant = record.tenant
-    await services.conversations.create(conversation, [])
-    try:
-        await services.agents.create_session(record, services.config.agents.max_sessions_per_tenant)
-    except TooMany as exc:
-        await services.conversations.delete(conversation.id, tenant)
-        raise bad_request(f"This gateway keeps at most {exc.limit} agent sessions per project.", code="too_many_sessions") from None
-    await _announce(services, record)
-    if given:
-        messages = [{"role": "user", "content": [{"type": "input_text", "text": given}]}] if isinstance(given, str) else given
-        message = MessageInput.model_validate({"type": "agent.session.input.message", "input": messages})
-        await Turns(services).submit(record.id, tenant, [message], None)
-
-
-async def _environment(services: AgentsNeeds, tenant: str, asked: Environment) -> dict[str, Any]:
-    """The session's environment: none, or a hosted one (one of the gateway's containers: environments.py)."""
-    if isinstance(asked, SelfHostedEnvironment):
-        raise unsupported("A self_hosted environment (codex exec-server)", "environment.type")
-    if isinstance(asked, HostedEnvironment):
-        return session_environment(await provision(services, tenant, asked))
-    return {"type": "none"}
-
-
-async def _announce(services: AgentsNeeds, record: SessionRecord) -> None:
-    """`agent.session.created`: in the session's log (for the stream that created it) and as a webhook."""
-
-    async def work(tx: Tx, session: SessionRecord) -> Emitted:
-        emitted = Emitted()
-        emitted.events.append(event("agent.session.created", session=session_object(session)))
-        emitted.webhook = "agent.session.created"
-        return emitted
-
-    await Turns(services).change(record.id, record.tenant, work)
 
 
 async def _until_turn_ends(frames: Subscription) -> AsyncIterator[bytes]:

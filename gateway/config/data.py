@@ -133,6 +133,7 @@ class AgentsConfig(Section):
     max_running_sessions_per_tenant: int = Field(32, gt=0, le=100_000, description="Sessions whose turn runs at once")
     max_artifact_bytes_per_tenant: int = Field(1 << 30, gt=0, description="Hosted turns' artifacts kept, all sessions together")
     max_environments_per_tenant: int = Field(1000, gt=0, le=1_000_000, description="Hosted environments kept, and environment templates")
+    max_automations_per_tenant: int = Field(1000, gt=0, le=1_000_000, description="Automations kept, active or not")
 
 
 class WebhooksConfig(Section):

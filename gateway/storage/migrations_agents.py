@@ -58,3 +58,43 @@ CREATE TABLE agent_session_events (
     PRIMARY KEY (session_id, seq)
 )
 """
+
+# Version 14: the Agents API's automations (agents/automations.py, storage/automation_store.py): each one's
+# configuration and when it is next due, and its invocations. A due automation is claimed by the replica whose
+# transaction advances `next_run_at` (rows locked, others skipped), its invocation written in the same
+# transaction: each occurrence fires once. An invocation is delivered under a claim that lapses with its replica.
+V14_AUTOMATIONS = (
+    """
+    CREATE TABLE agent_automations (
+        id TEXT PRIMARY KEY,
+        tenant TEXT NOT NULL,
+        created_at BIGINT NOT NULL,
+        status TEXT NOT NULL,               -- active | paused | completed
+        pause_reason TEXT,
+        next_run_at DOUBLE PRECISION,       -- when it is next due; NULL while paused or completed
+        session_id TEXT,                    -- the session it targets or was made by (the list's filter)
+        body TEXT NOT NULL                  -- type, name, metadata, schedule, target, created_by
+    )
+    """,
+    "CREATE INDEX agent_automations_tenant ON agent_automations (tenant, created_at)",
+    "CREATE INDEX agent_automations_due ON agent_automations (next_run_at)",
+    """
+    CREATE TABLE agent_automation_invocations (
+        id TEXT PRIMARY KEY,
+        automation_id TEXT NOT NULL,
+        tenant TEXT NOT NULL,
+        created_at BIGINT NOT NULL,
+        status TEXT NOT NULL,               -- queued | completed | failed | skipped
+        source TEXT NOT NULL,               -- manual | automation
+        scheduled_at BIGINT,
+        skip_reason TEXT,
+        error TEXT,
+        session_id TEXT,                    -- chosen when it is queued (a new session's id too): delivery is idempotent
+        turn_id TEXT,                       -- the turn it started, once delivered
+        claimed_by TEXT,
+        claimed_until DOUBLE PRECISION
+    )
+    """,
+    "CREATE INDEX agent_automation_invocations_list ON agent_automation_invocations (automation_id, created_at)",
+    "CREATE INDEX agent_automation_invocations_status ON agent_automation_invocations (status)",
+)
