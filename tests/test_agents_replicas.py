@@ -11,6 +11,7 @@ import pytest
 
 from .conftest import MODEL
 from .test_agents import ASK, EVENT, NONE, WEATHER, follow, user, wait_for
+from .test_automations import until
 from .test_postgres import postgres  # noqa: F401  (the session's PostgreSQL server)
 from .test_replicas import Cluster, cluster  # noqa: F401  (two replicas and their balancer)
 
@@ -82,3 +83,45 @@ def test_a_function_turn_through_the_balancer_spans_both_replicas(cluster: Clust
     assert result.messages[-1].content[0].text == "The tool said: 18 C and sunny"
     kinds = [item.type for item in client.beta.agents.sessions.items.list(session.id, order="asc").data]
     assert kinds.count("function_call") == 1 and kinds.count("function_call_output") == 1 and kinds[-1] == "message"
+
+
+@pytest.mark.timeout(240)
+def test_each_period_of_an_automation_fires_once_across_replicas(cluster: Cluster) -> None:  # noqa: F811
+    """An automation every two seconds on two replicas, the first SIGKILLed mid-way: every period has exactly
+    one invocation (delivered, or skipped while the one before was still queued), no period fires twice, and
+    each delivered one made one session."""
+    client = cluster.client(1)
+    target: Any = {"type": "new_session", "agent": {"model": MODEL}, "environment": NONE, "input": [{"type": "message", **user("Tick")}]}
+    automation = client.beta.agents.automations.create(type="periodic", name="tick", expression="*/2 * * * * *", timezone="UTC", target=target)
+
+    def fired(count: int) -> list[Any]:
+        return until(lambda: _at_least(client, automation.id, count), f"{count} invocations")
+
+    fired(5)
+    cluster.replicas[0].proc.kill()  # SIGKILL: whatever it claimed or was delivering is left mid-way
+    fired(12)
+    client.beta.agents.automations.pause(automation.id)
+    ran = until(lambda: _settled(client, automation.id), "every invocation settled")
+    periods = sorted(one.scheduled_at for one in ran)
+    assert periods == list(range(periods[0], periods[0] + 2 * len(periods), 2)), periods  # each period once, none missing
+    delivered = [one for one in ran if one.status != "skipped"]
+    assert all(one.status == "completed" for one in delivered), [(one.status, one.error) for one in delivered]
+    assert all(one.skip_reason == "pending_delivery" for one in ran if one.status == "skipped")
+    sessions = [one.session_id for one in delivered]
+    assert len(set(sessions)) == len(sessions) and len(delivered) >= len(ran) // 2
+    made = client.beta.agents.sessions.list(limit=100).data
+    assert sorted(session.id for session in made) == sorted(sessions)  # no session made twice or left over
+
+
+def _invocations(client: Any, automation_id: str) -> list[Any]:
+    return list(client.beta.agents.automations.invocations.list(automation_id, limit=100))
+
+
+def _at_least(client: Any, automation_id: str, count: int) -> list[Any] | None:
+    found = _invocations(client, automation_id)
+    return found if len(found) >= count else None
+
+
+def _settled(client: Any, automation_id: str) -> list[Any] | None:
+    found = _invocations(client, automation_id)
+    return found if all(one.status != "queued" for one in found) else None

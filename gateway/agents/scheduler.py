@@ -26,6 +26,7 @@ from .sessions import environment, send, session_record, snapshot, start
 log = logging.getLogger("gateway.agents.automations")
 
 POLL_S = 1.0  # the longest sleep: due times other replicas set are seen within it
+MIN_SLEEP_S = 0.01  # one still due after a pass: another replica's transaction holds it (or a full batch was fired)
 BATCH = 100  # automations fired, invocations claimed or settled, per pass
 DELIVERY_LEASE_S = 120.0  # a claim on an invocation's delivery (making a hosted environment takes a while)
 MAX_DELIVERING = 16  # deliveries under way at once on a replica
@@ -61,16 +62,17 @@ class Scheduler:
                 await self.tick(services)
                 due = await services.automations.next_due()
                 if due is not None:
-                    sleep_s = min(POLL_S, max(due - time.time(), 0.0))
+                    sleep_s = min(POLL_S, max(due - time.time(), MIN_SLEEP_S))
             except StorageError:
                 log.warning("automations: the database failed; trying again")
-            if sleep_s > 0:
-                with anyio.move_on_after(sleep_s):
-                    await self._woken.wait()
+            with anyio.move_on_after(sleep_s):
+                await self._woken.wait()
             self._woken = anyio.Event()
 
     async def tick(self, services: AgentsNeeds) -> None:
         store, replicas, metrics = services.automations, services.replicas, services.metrics
+        for invocation in await store.awaiting(BATCH):  # first: an occurrence due now skips only a turn still running
+            await self._settle(services, invocation)
         now = time.time()
         queued, skipped = await store.fire_due(now, BATCH, replicas.id, DELIVERY_LEASE_S, lambda automation: firing(automation, now))
         for invocation in queued:
@@ -82,8 +84,6 @@ class Scheduler:
             if invocation.id not in self._delivering:
                 self._delivering.add(invocation.id)
                 services.supervisor.start_soon(self._deliver, services, invocation, name=f"automation invocation {invocation.id}")
-        for invocation in await store.awaiting(BATCH):
-            await self._settle(services, invocation)
 
     async def _deliver(self, services: AgentsNeeds, invocation: Invocation) -> None:
         store = services.automations
