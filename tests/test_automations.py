@@ -140,3 +140,33 @@ def test_a_bad_schedule_is_a_400_naming_it(gateway: Gateway, body: dict[str, Any
     with pytest.raises(openai.BadRequestError) as refused:
         client.post("/agents/automations", body={"name": "x", "target": new_session("x"), **body}, cast_to=object)
     assert refused.value.body["param"] == param  # type: ignore[index]
+
+
+def test_an_agent_schedules_its_own_wake_up(gateway: Gateway) -> None:
+    """The automations tool: the model's call answered by the gateway (the client owes nothing), the
+    automation made by the agent for its own session, which is woken with the instructions when it is due."""
+    client = gateway.client()
+    session = client.beta.agents.sessions.create(agent={"model": MODEL, "tools": [{"type": "automations"}]}, environment=NONE)
+    assert session.agent.tools[0].type == "automations"
+    schedule = '[call functions.schedule_wakeup {"name":"recheck","instructions":"Look again","delay_seconds":1}]'
+    with client.beta.agents.sessions.stream(session.id, input=f"Remind yourself {schedule}") as stream:
+        events = list(stream)
+    assert "agent.session.requires_action" not in [event.type for event in events]
+    (made,) = client.beta.agents.automations.list(session_id=session.id).data
+    assert made.type == "once" and made.name == "recheck" and made.created_by.type == "agent"
+    assert made.created_by.session_id == session.id and made.target.type == "existing_session" and made.target.instructions == "Look again"
+    outputs = [item for item in client.beta.agents.sessions.items.list(session.id, order="asc").data if item.type == "function_call_output"]
+    assert len(outputs) == 1 and made.id in str(outputs[0].output)
+    (ran,) = settled(client, made.id, 1)
+    assert ran.status == "completed" and ran.session_id == session.id
+    assert answer(client, session.id) == "You said: Look again"
+    # A call the model got wrong is answered to the model as an error it can correct; the turn goes on.
+    wrong = '[call functions.schedule_wakeup {"name":"x","instructions":"y","run_at":"tomorrow"}]'
+    with client.beta.agents.sessions.stream(session.id, input=f"Again {wrong}") as stream:
+        assert [event.type for event in stream][-2:] == ["agent.session.turn.completed", "agent.session.idle"]
+    last_output = [item for item in client.beta.agents.sessions.items.list(session.id, order="asc").data if item.type == "function_call_output"][-1]
+    assert str(last_output.output).startswith("Error:")
+    cancel = f'[call functions.cancel_wakeup {{"automation_id":"{made.id}"}}]'
+    with client.beta.agents.sessions.stream(session.id, input=f"Stop {cancel}") as stream:
+        list(stream)
+    assert client.beta.agents.automations.list(session_id=session.id).data == []

@@ -17,9 +17,8 @@ from .automation_models import AutomationCreate, AutomationUpdate, ExistingSessi
 from .environments import refuse_unsupported
 from .models import HostedEnvironment, SelfHostedEnvironment
 from .needs import AgentsNeeds
-from .objects import resolved_agent, shown, unsupported
+from .objects import no_agent, resolved_agent, shown, unsupported
 from .schedule import BadSchedule, Cron
-from .sessions import no_agent
 
 SHOWN_AGENT = ("instructions", "model", "multi_agent", "reasoning", "service_tier", "text", "tools", "compaction", "experimental")
 

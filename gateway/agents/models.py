@@ -76,12 +76,18 @@ class WebSearchTool(StrictModel):
 class OtherTool(StrictModel):
     """Tools the SDK names that this gateway does not run: refused by name (agents/objects.py)."""
 
-    type: Literal["tool_search", "programmatic_tool_calling", "computer_use", "automations"]
+    type: Literal["tool_search", "programmatic_tool_calling", "computer_use"]
     enabled: bool | None = None
     include_screenshots: bool | None = None
 
 
-AgentTool = Annotated[Union[FunctionTool, McpTool, WebSearchTool, OtherTool], Field(discriminator="type")]
+class AutomationsTool(StrictModel):
+    """Lets the agent schedule its own wake-ups (agents/wakeups.py)."""
+
+    type: Literal["automations"]
+
+
+AgentTool = Annotated[Union[FunctionTool, McpTool, WebSearchTool, AutomationsTool, OtherTool], Field(discriminator="type")]
 
 
 class MultiAgent(StrictModel):

@@ -10,9 +10,10 @@ import json
 from typing import Any, Sequence
 
 from ..core.sealed import Purpose, Sealer
-from ..errors import APIError, bad_request
+from ..errors import APIError, bad_request, not_found
 from ..storage.agent_store import AgentRecord, SessionRecord
-from .models import AgentConfig, AgentTool, FunctionTool, McpTool, OtherTool, WebSearchTool
+from .models import AgentConfig, AgentTool, AutomationsTool, FunctionTool, McpTool, OtherTool, WebSearchTool
+from .wakeup_functions import FUNCTIONS, NAMES
 
 MASK = "********"
 SECRETS = "_secrets"  # the body's sealed MCP credentials, by server label: never shown
@@ -30,6 +31,10 @@ BASE_INSTRUCTIONS = (
 
 def unsupported(what: str, param: str) -> APIError:
     return bad_request(f"{what} is not supported by this gateway.", param=param)
+
+
+def no_agent(agent_id: str, param: str = "agent_id") -> APIError:
+    return not_found(f"No agent found with id '{agent_id}'.", param=param)
 
 
 def resolved_agent(config: AgentConfig, sealer: Sealer, tenant: str) -> dict[str, Any]:
@@ -83,15 +88,19 @@ def persisted_tools(tools: Sequence[AgentTool], sealer: Sealer, tenant: str) -> 
             )
         elif isinstance(tool, McpTool):
             shown.append(_mcp(tool, param, sealer, tenant, secrets))
+        elif isinstance(tool, AutomationsTool):
+            shown.append({"type": "automations"})
         elif isinstance(tool, WebSearchTool):
             location = tool.location.model_dump() if tool.location is not None else None
             shown.append({
                 "type": "web_search", "allowed_domains": tool.allowed_domains, "context_size": tool.context_size or "medium",
                 "location": location, "mode": tool.mode or "live",
             })  # fmt: skip
-    names = [tool.get("name") or tool.get("server_label") for tool in shown if tool["type"] != "web_search"]
+    names = [tool.get("name") or tool.get("server_label") for tool in shown if tool["type"] not in ("web_search", "automations")]
     if len(names) != len(set(names)):
         raise bad_request("Tool names and MCP server labels must be unique.", param="tools")
+    if any(tool["type"] == "automations" for tool in shown) and NAMES & set(names):
+        raise bad_request(f"With the automations tool, no function may be named {', '.join(sorted(NAMES))}.", param="tools")
     return shown, secrets
 
 
@@ -138,7 +147,9 @@ def run_request(session: SessionRecord, input_items: list[dict[str, Any]], seale
     """The Responses request (as a body) one run of the session's turn is: its agent's model, instructions
     and tools, in the session's conversation, in the background."""
     agent = session.body["agent"]
-    tools = [_run_tool(tool, agent.get(SECRETS, {}), sealer, session.tenant) for tool in agent["tools"]]
+    tools = [_run_tool(tool, agent.get(SECRETS, {}), sealer, session.tenant) for tool in agent["tools"] if tool["type"] != "automations"]
+    if len(tools) < len(agent["tools"]):  # the automations tool: functions the gateway answers itself (wakeups.py)
+        tools += FUNCTIONS
     environment = session.body["environment"]
     if environment["type"] == "openai_hosted":
         tools.append(_shell(environment))

@@ -33,9 +33,9 @@ from .models import (
     SessionUpdate,
 )
 from .needs import needs_of
-from .objects import agent_object, persisted_tools, resolved_agent, session_object, shown
+from .objects import agent_object, no_agent, persisted_tools, resolved_agent, session_object, shown
 from .session_state import Emitted
-from .sessions import environment, no_agent, session_record, snapshot, start
+from .sessions import environment, session_record, snapshot, start
 from .turns import Turns
 
 # The events after which a stream that submitted a turn's input (`sessions.create(stream=True, input=…)`) ends.

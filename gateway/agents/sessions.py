@@ -7,7 +7,7 @@ import time
 from typing import Any
 
 from ..core.ids import new_id
-from ..errors import APIError, bad_request, not_found
+from ..errors import bad_request
 from ..storage import Tx
 from ..storage.agent_store import SessionRecord, SessionState
 from ..storage.conversation_store import Conversation
@@ -15,14 +15,10 @@ from ..storage.file_store import TooMany
 from .environments import provision, session_environment
 from .models import AgentConfig, Environment, HostedEnvironment, InputMessage, MessageInput, SelfHostedEnvironment
 from .needs import AgentsNeeds
-from .objects import resolved_agent, session_object, unsupported
+from .objects import no_agent, resolved_agent, session_object, unsupported
 from .session_state import Emitted
 from .translate import event
 from .turns import Turns
-
-
-def no_agent(agent_id: str, param: str = "agent_id") -> APIError:
-    return not_found(f"No agent found with id '{agent_id}'.", param=param)
 
 
 async def snapshot(

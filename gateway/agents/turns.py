@@ -30,6 +30,7 @@ from ..responses.shapes.request import ResponsesRequest
 from ..storage import StorageError, Tx
 from ..storage.agent_store import SessionRecord, SessionState, TurnRecord
 from ..webhooks.events import event_body, random_id
+from . import wakeups
 from .artifacts import keep_artifacts
 from .following import final_response, run_events
 from .models import ApprovalInput, CancelInput, InputEvent, MessageInput, ToolResultInput
@@ -38,6 +39,7 @@ from .objects import run_request
 from .session_state import Emitted, action_id, added, function_output, required_actions, turn_error, unknown_call
 from .traces import otlp_json, turn_span
 from .translate import RunTranslation, event, frame, tool_output, user_message
+from .wakeup_functions import NAMES
 
 log = logging.getLogger("gateway.agents")
 
@@ -156,9 +158,9 @@ class Turns:
         """The turn's next run, with what the client gave for each required action, then any steering
         messages that waited (their items told now, as the run takes them)."""
         state = session.state
-        emitted.start = [state.answers[action_id(action)] for action in state.required_actions] + state.steers
+        emitted.start = state.given + [state.answers[action_id(action)] for action in state.required_actions] + state.steers
         await self._user_items(tx, session, state.steers, emitted)
-        state.required_actions, state.answers, state.steers = [], {}, []
+        state.required_actions, state.answers, state.steers, state.given = [], {}, [], []
 
     async def _called(self, tx: Tx, session_id: str, turn_id: str | None, call_id: str) -> bool:
         """A function call the turn's running run made (its item told), not yet in its required actions, and
@@ -353,16 +355,31 @@ class Turns:
                 emitted,
             )
             return emitted
-        owed = required_actions(response.get("output", []), state.turn_id or "")
+        owed = await self._answer_own(tx, session, required_actions(response.get("output", []), state.turn_id or ""), emitted)
         state.required_actions = owed
         if owed and not {action_id(action) for action in owed} <= set(state.answers):
             await self._turn_status(tx, session, TurnStatus.WAITING)
             emitted.session(session, SessionStatus.REQUIRES_ACTION)
-        elif owed or state.steers:  # every result came while the run ran on, or a steer waits
+        elif owed or state.steers or state.given:  # every result came while the run ran on, a steer waits, or own results
             await self._go_on(tx, session, emitted)
         else:
             await self._end_turn(tx, session, TurnStatus.COMPLETED, None, emitted)
         return emitted
+
+    async def _answer_own(self, tx: Tx, session: SessionRecord, actions: list[dict[str, Any]], emitted: Emitted) -> list[dict[str, Any]]:
+        """The calls of the gateway's own agent tools (the automations tool) answered now, in this change: their
+        results kept for the next run (`given`) and told as items. What is left, the client owes."""
+        if not wakeups.has_tool(session):
+            return actions
+        owed = []
+        for action in actions:
+            if action["type"] != "function_call" or action["name"] not in NAMES:
+                owed.append(action)
+                continue
+            output, succeeded = await wakeups.call(self._services, tx, session, action)
+            session.state.given.append({"type": "function_call_output", "call_id": action["call_id"], "output": output})
+            await self._put(tx, session, [tool_output(action["call_id"], output, succeeded, session.state.turn_id or "")], emitted)
+        return owed
 
     async def _failed(self, tx: Tx, session: SessionRecord, turn_id: str | None, message: str) -> Emitted:
         emitted = Emitted()
@@ -377,7 +394,7 @@ class Turns:
             emitted.events.append(
                 event(f"agent.session.turn.{status}", session_id=session.id, turn_id=turn.id, turn=turn.body, usage=turn.body["usage"])
             )
-        state.required_actions, state.answers, state.steers, state.error, state.runner = [], {}, [], None, None
+        state.required_actions, state.answers, state.steers, state.given, state.error, state.runner = [], {}, [], [], None, None
         emitted.session(session, SessionStatus.IDLE)
         await self._store.forget_events(tx, session.id, time.time() - EVENTS_KEPT_S)
 

@@ -43,6 +43,7 @@ class SessionState:
     required_actions: list[dict[str, Any]] = field(default_factory=list)
     answers: dict[str, dict[str, Any]] = field(default_factory=dict)  # call/request id -> the input it gave
     steers: list[dict[str, Any]] = field(default_factory=list)  # messages waiting for the run to end at a boundary
+    given: list[dict[str, Any]] = field(default_factory=list)  # results of the gateway's own tools' calls, for the next run
     output_index: int = 0  # where the turn's next run's items go on
     usage: dict[str, Any] | None = None  # the session's, all its turns'
     turn_usage: dict[str, Any] | None = None  # the turn's, all its runs'

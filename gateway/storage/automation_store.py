@@ -106,6 +106,16 @@ class AutomationStore:
         rows = await fetch_page(self._db, "agent_automations", _AUTOMATION, where, params, page)
         return None if rows is None else ([_automation(row) for row in rows[: page.limit]], len(rows) > page.limit)
 
+    async def of_session(self, tx: Tx, tenant: str, session_id: str, limit: int) -> list[Automation]:
+        """The session's first `limit`, within its change (an agent's own tool call)."""
+        rows = await tx.fetch(
+            f"SELECT {_AUTOMATION} FROM agent_automations WHERE tenant = ? AND session_id = ? ORDER BY created_at, id LIMIT ?",
+            tenant,
+            session_id,
+            limit,
+        )
+        return [_automation(row) for row in rows]
+
     async def change(self, automation_id: str, tenant: str, work: Callable[[Automation], None], tx: Tx | None = None) -> Automation | None:
         """`work` on the locked automation; what it leaves is written back. None when there is none."""
 

@@ -78,6 +78,7 @@ V14_AUTOMATIONS = (
     """,
     "CREATE INDEX agent_automations_tenant ON agent_automations (tenant, created_at)",
     "CREATE INDEX agent_automations_due ON agent_automations (next_run_at)",
+    "CREATE INDEX agent_automations_session ON agent_automations (session_id, created_at)",
     """
     CREATE TABLE agent_automation_invocations (
         id TEXT PRIMARY KEY,
