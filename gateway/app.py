@@ -70,9 +70,12 @@ from .storage.file_store import FileStore
 from .storage.key_store import KeyStore
 from .storage.response_store import ResponseStore, expire_responses
 from .storage.skill_store import SkillStore
+from .storage.vault_store import VaultStore
 from .storage.webhook_outbox import WebhookOutbox
 from .storage.webhook_store import WebhookStore
 from .tracing import Tracing
+from .vaults.routes import routes as vault_routes
+from .vaults.tokens import TokenRefresher
 from .vector_stores.routes import routes as vector_store_routes
 from .vector_stores.setup import open_vector_stores
 from .web.middleware import GatewayMiddleware
@@ -236,6 +239,8 @@ def create_app(config: GatewayConfig, drain: Drain | None = None) -> Starlette:
             replicas.on_cancel(runs.cancel)
             app_metrics.watch((lambda: sandbox.live_sessions) if sandbox is not None else None, mcp.health, engines.health)
             browser = make_backends(config.browser, mcp) if config.browser is not None else None
+            vault_store = VaultStore(database)
+            token_refresher = TokenRefresher(vault_store, sealer, replicas.id, config.mcp.allowed_urls, app_metrics)
             app.state.services = Services(
                 config=config,
                 engines=engines,
@@ -262,6 +267,8 @@ def create_app(config: GatewayConfig, drain: Drain | None = None) -> Starlette:
                 agent_feed=agent_feed,
                 automations=AutomationStore(database),
                 scheduler=Scheduler(),
+                vaults=vault_store,
+                token_refresher=token_refresher,
                 agent_spans=agent_spans,
                 agent_environments=EnvironmentStore(database, "agent_environments"),
                 agent_templates=EnvironmentStore(database, "agent_environment_templates"),
@@ -291,6 +298,7 @@ def create_app(config: GatewayConfig, drain: Drain | None = None) -> Starlette:
                 await engines.aclose()
                 deliverer.stop()
                 await webhook_sender.aclose()
+                await token_refresher.aclose()
                 await vector_stores.close()
                 renderer.close()
                 await replicas.leave()
@@ -316,6 +324,7 @@ def create_app(config: GatewayConfig, drain: Drain | None = None) -> Starlette:
             *webhook_routes,
             *environment_routes,
             *automation_routes,
+            *vault_routes,
             *agent_routes,
         ],
         exception_handlers={

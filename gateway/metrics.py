@@ -127,6 +127,9 @@ class Metrics:
             buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 30, 300),
             registry=registry,
         )
+        self.token_refreshes = Counter(
+            "gateway_vault_token_refreshes", "OAuth access tokens of vault credentials refreshed, or failing to be", ["outcome"], registry=registry
+        )
         self.task_faults = Counter(
             "gateway_task_faults",
             "Faults contained where they happened: a unit of work (a response's run) failed alone, or a loop was started again",
@@ -166,6 +169,9 @@ class Metrics:
         self.automations.labels(outcome).inc()
         if late_s is not None:
             self.automation_delay.observe(max(late_s, 0.0))
+
+    def token_refresh(self, outcome: str) -> None:
+        self.token_refreshes.labels(outcome).inc()
 
     def task_faulted(self, task: str) -> None:
         self.task_faults.labels(task).inc()

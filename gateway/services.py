@@ -38,8 +38,11 @@ from .storage.automation_store import AutomationStore
 from .storage.conversation_store import ConversationStore
 from .storage.environment_store import EnvironmentStore
 from .storage.response_store import ResponseStore
+from .storage.vault_store import VaultStore
 from .storage.webhook_outbox import WebhookOutbox
 from .storage.webhook_store import WebhookStore
+from .vaults.needs import VaultsNeeds
+from .vaults.tokens import TokenRefresher
 from .vector_stores.routes import VectorStoresNeeds
 from .vector_stores.service import VectorStoreService
 from .webhooks.needs import WebhooksNeeds
@@ -74,6 +77,8 @@ class Services:
     agent_feed: SessionFeed  # sessions' live events, for their subscribers here
     automations: AutomationStore  # the Agents API's automations and their invocations
     scheduler: Scheduler  # this replica's: fires due automations, delivers and settles their invocations
+    vaults: VaultStore  # vaults and their credentials (secrets sealed)
+    token_refresher: TokenRefresher  # vault credentials' OAuth tokens, refreshed before they expire
     agent_spans: "TurnSpans | None"  # with tracing on, agent turns' traces as they are made
     agent_environments: EnvironmentStore  # the Agents API's hosted environments
     agent_templates: EnvironmentStore  # and their templates
@@ -83,8 +88,8 @@ class Services:
 
 # Every package's needs, each met by the services. A field a package reads that `Services` lacks, or holds
 # with another type, fails the type checker on this line, not a request at run time.
-EveryPackagesNeeds = tuple[ResponsesNeeds, ConversationsNeeds, FilesNeeds, SkillsNeeds, VectorStoresNeeds, WebhooksNeeds, AgentsNeeds]
+EveryPackagesNeeds = tuple[ResponsesNeeds, ConversationsNeeds, FilesNeeds, SkillsNeeds, VectorStoresNeeds, WebhooksNeeds, AgentsNeeds, VaultsNeeds]
 
 
 def serve_every_package(services: Services) -> EveryPackagesNeeds:
-    return (services, services, services, services, services, services, services)
+    return (services, services, services, services, services, services, services, services)

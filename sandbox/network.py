@@ -74,7 +74,7 @@ def environment(grant: NetworkGrant, token: str, config: SandboxNetwork, ca_pem:
     env = [f"{name}={proxy}" for name in _PROXY_VARIABLES]
     env += ["NO_PROXY=", "no_proxy=", f"EGRESS_CA_PEM={ca_pem}"]
     env += [f"{name}={CA_PATH}" for name in _CA_VARIABLES]
-    env += [f"{secret.name}={secret.placeholder}" for secret in grant.secrets]
+    env += list(dict.fromkeys(f"{secret.name}={secret.placeholder}" for secret in grant.secrets))  # a secret for several domains: once
     return env
 
 

@@ -19,6 +19,7 @@ from .models import HostedEnvironment, SelfHostedEnvironment
 from .needs import AgentsNeeds
 from .objects import no_agent, resolved_agent, shown, unsupported
 from .schedule import BadSchedule, Cron
+from .vault_use import checked_vaults
 
 SHOWN_AGENT = ("instructions", "model", "multi_agent", "reasoning", "service_tier", "text", "tools", "compaction", "experimental")
 
@@ -50,7 +51,7 @@ def _target_object(target: dict[str, Any]) -> dict[str, Any]:
     agent = target.get("agent")
     return {
         "type": "new_session", "agent_id": target.get("agent_id"), "environment": target["environment"], "input": target["input"],
-        "metadata": target.get("metadata") or {}, "vault_ids": [],
+        "metadata": target.get("metadata") or {}, "vault_ids": target.get("vault_ids") or [],
         "agent": {key: value for key, value in shown(agent).items() if key in SHOWN_AGENT} if agent is not None else None,
     }  # fmt: skip
 
@@ -75,11 +76,10 @@ async def checked_target(services: AgentsNeeds, tenant: str, target: NewSessionT
         if await services.agents.session(target.session_id, tenant) is None:
             raise not_found(f"No session found with id '{target.session_id}'.", param="target.session_id")
         return target.model_dump()
-    if target.vault_ids:
-        raise bad_request("vault_ids (vaults) are not supported by this gateway yet.", param="target.vault_ids")
     if (target.agent is None) == (target.agent_id is None):
         raise bad_request("Give exactly one of agent (inline) and agent_id.", param="target.agent_id")
     kept: dict[str, Any] = {"type": "new_session", "agent_id": target.agent_id, "agent": None}
+    kept["vault_ids"] = await checked_vaults(services, tenant, target.vault_ids, "target.vault_ids")
     if target.agent_id is not None and await services.agents.agent(target.agent_id, tenant) is None:
         raise no_agent(target.agent_id, "target.agent_id")
     if target.agent is not None:

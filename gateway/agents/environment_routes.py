@@ -22,6 +22,7 @@ from ..web.body import parse_body
 from .environments import TemplateConfig, add_file, checked_template, environment_info, provision, template_object
 from .models import FileByID, HostedEnvironment, InlineFile
 from .needs import needs_of
+from .vault_use import checked_vaults
 
 
 class EnvironmentCreate(StrictModel):
@@ -45,9 +46,8 @@ class FileCreate(StrictModel):
 async def create_environment(request: Request) -> Response:
     services = needs_of(request)
     body = await parse_body(request, EnvironmentCreate, services.config.server.body_limits())
-    if body.vault_ids:
-        raise bad_request("vault_ids (vaults) are not supported by this gateway yet.", param="vault_ids")
-    kept = await provision(services, tenant_of(request), body.environment)
+    tenant = tenant_of(request)
+    kept = await provision(services, tenant, body.environment, vault_ids=await checked_vaults(services, tenant, body.vault_ids))
     return JSONResponse(environment_info(kept, "ready"))
 
 

@@ -27,6 +27,7 @@ from ..storage.file_store import Container, ContainerFile, TooMany
 from .models import EnvironmentFile, FileByID, HostedEnvironment, InlineFile, Network, SetupCommand
 from .needs import AgentsNeeds
 from .objects import MEMORY, unsupported
+from .vault_use import domain_secrets
 
 WORKSPACE = "/workspace/"  # where the Agents API puts files; the sandbox's /mnt/data
 
@@ -79,9 +80,12 @@ def relative(path: str, param: str) -> str:
     return inside
 
 
-async def provision(services: AgentsNeeds, tenant: str, asked: HostedEnvironment, param: str = "environment") -> Kept:
+async def provision(
+    services: AgentsNeeds, tenant: str, asked: HostedEnvironment, param: str = "environment", vault_ids: list[str] | None = None
+) -> Kept:
     """The environment a session (or `environments.create`) asks for: the one it names, or a new one from its
-    template and its own settings, its files copied in."""
+    template and its own settings, its files copied in, its vaults' environment-variable credentials its
+    domain secrets."""
     store = services.agent_environments
     if asked.environment_id is not None:
         if asked.environment_template_id is not None or asked.files or asked.network or asked.container_size:
@@ -100,10 +104,10 @@ async def provision(services: AgentsNeeds, tenant: str, asked: HostedEnvironment
         settings = dict(template.body)
     given = asked.model_dump(exclude_none=True, include={"network", "container_size", "files", "setup_commands"})
     settings.update(given)
-    return await _make(services, tenant, TemplateConfig.model_validate(settings), param)
+    return await _make(services, tenant, TemplateConfig.model_validate(settings), param, vault_ids or [])
 
 
-async def _make(services: AgentsNeeds, tenant: str, config: TemplateConfig, param: str) -> Kept:
+async def _make(services: AgentsNeeds, tenant: str, config: TemplateConfig, param: str, vault_ids: list[str]) -> Kept:
     sandbox = services.sandbox
     if sandbox is None:
         raise bad_request("Hosted environments need the sandbox, which this gateway does not have.", param=f"{param}.type")
@@ -115,7 +119,8 @@ async def _make(services: AgentsNeeds, tenant: str, config: TemplateConfig, para
     if network is not None and network.access == "restricted":
         if not network.allowed_domains:
             raise bad_request("'restricted' network access needs allowed_domains.", param=f"{param}.network.allowed_domains")
-        asked = NetworkAllowlist(type="allowlist", allowed_domains=network.allowed_domains)
+        secrets = await domain_secrets(services, tenant, vault_ids, [domain.lower() for domain in network.allowed_domains])
+        asked = NetworkAllowlist(type="allowlist", allowed_domains=network.allowed_domains, domain_secrets=secrets or None)
         allowlist = checked_policy(asked, sandbox.config.network, f"{param}.network")
     container = await services.files.new_container(tenant, "agent environment", memory_limit=memory, network=allowlist)
     try:

@@ -210,7 +210,7 @@ class SessionCreate(StrictModel):
     review: Literal["none", "auto_review"] | None = None
     stream: bool = False
     stream_options: StreamOptions | None = None
-    vault_ids: list[str] | None = None
+    vault_ids: list[str] | None = Field(None, max_length=10)
 
 
 class SessionAgentUpdate(StrictModel):

@@ -12,7 +12,9 @@ from ..responses.loop.needs import ResponsesNeeds
 from ..storage.agent_store import AgentStore
 from ..storage.automation_store import AutomationStore
 from ..storage.environment_store import EnvironmentStore
+from ..storage.vault_store import VaultStore
 from ..storage.webhook_outbox import WebhookOutbox
+from ..vaults.tokens import TokenRefresher
 from .feed import SessionFeed
 
 if TYPE_CHECKING:
@@ -27,6 +29,8 @@ class AgentsNeeds(ResponsesNeeds, Protocol):
     agent_templates: EnvironmentStore  # environment templates
     agent_feed: SessionFeed
     automations: AutomationStore
+    vaults: VaultStore  # the credentials a session's vaults hold
+    token_refresher: TokenRefresher
     scheduler: "Scheduler"  # this replica's: woken when an automation is due sooner than it expects
     webhook_outbox: WebhookOutbox  # session state changes queue their webhooks in the same transaction
     supervisor: Supervisor

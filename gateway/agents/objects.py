@@ -110,8 +110,6 @@ def _mcp(tool: McpTool, param: str, sealer: Sealer, tenant: str, secrets: dict[s
         raise unsupported("An MCP server over stdio (it runs in a self-hosted environment)", f"{param}.transport.type")
     if tool.connection_origin == "environment":
         raise unsupported("connection_origin 'environment'", f"{param}.connection_origin")
-    if tool.credential_id is not None:
-        raise unsupported("credential_id (vaults)", f"{param}.credential_id")
     headers = transport.headers or {}
     if headers or transport.authorization:
         secrets[tool.server_label] = sealer.seal(
@@ -119,7 +117,7 @@ def _mcp(tool: McpTool, param: str, sealer: Sealer, tenant: str, secrets: dict[s
         )
     return {
         "type": "mcp", "server_label": tool.server_label, "allowed_tools": tool.allowed_tools, "connection_origin": "service",
-        "credential_id": None, "request_metadata": tool.request_metadata or {}, "required": tool.required,
+        "credential_id": tool.credential_id, "request_metadata": tool.request_metadata or {}, "required": tool.required,
         "transport": {"type": "http", "server_url": transport.server_url, "headers": {name: MASK for name in headers}},
     }  # fmt: skip
 
@@ -137,17 +135,20 @@ def session_object(record: SessionRecord) -> dict[str, Any]:
     return {
         "id": record.id, "object": "agent.session", "created_at": record.created_at, "last_active_at": record.last_active_at,
         "agent": {"id": record.agent_id, **{key: value for key, value in shown(body["agent"]).items() if key != "metadata"}},
-        "environment": body["environment"], "metadata": body["metadata"], "vault_ids": [], "review": body.get("review"),
+        "environment": body["environment"], "metadata": body["metadata"], "vault_ids": body.get("vault_ids") or [], "review": body.get("review"),
         "prompt_cache_options": body.get("prompt_cache_options"), "status": state.status, "required_actions": state.required_actions,
         "usage": state.usage, "error": state.error,
     }  # fmt: skip
 
 
-def run_request(session: SessionRecord, input_items: list[dict[str, Any]], sealer: Sealer) -> dict[str, Any]:
+def run_request(session: SessionRecord, input_items: list[dict[str, Any]], sealer: Sealer, tokens: dict[str, str] | None = None) -> dict[str, Any]:
     """The Responses request (as a body) one run of the session's turn is: its agent's model, instructions
-    and tools, in the session's conversation, in the background."""
+    and tools, in the session's conversation, in the background; `tokens` the bearer tokens of the MCP
+    servers the session's vaults authorize (vault_use.py), by server label."""
     agent = session.body["agent"]
-    tools = [_run_tool(tool, agent.get(SECRETS, {}), sealer, session.tenant) for tool in agent["tools"] if tool["type"] != "automations"]
+    tools = [
+        _run_tool(tool, agent.get(SECRETS, {}), sealer, session.tenant, tokens or {}) for tool in agent["tools"] if tool["type"] != "automations"
+    ]
     if len(tools) < len(agent["tools"]):  # the automations tool: functions the gateway answers itself (wakeups.py)
         tools += FUNCTIONS
     environment = session.body["environment"]
@@ -165,7 +166,7 @@ def run_request(session: SessionRecord, input_items: list[dict[str, Any]], seale
     return request
 
 
-def _run_tool(tool: dict[str, Any], secrets: dict[str, str], sealer: Sealer, tenant: str) -> dict[str, Any] | None:
+def _run_tool(tool: dict[str, Any], secrets: dict[str, str], sealer: Sealer, tenant: str, tokens: dict[str, str]) -> dict[str, Any] | None:
     if tool["type"] == "function":
         return {"type": "function", "name": tool["name"], "description": tool["description"], "parameters": tool["parameters"], "strict": False}
     if tool["type"] == "mcp":
@@ -180,6 +181,8 @@ def _run_tool(tool: dict[str, Any], secrets: dict[str, str], sealer: Sealer, ten
             opened = json.loads(sealer.open(sealed, Purpose.AGENT_SECRET, tenant))
             run["headers"] = opened["headers"] or None
             run["authorization"] = opened["authorization"]
+        if tool["server_label"] in tokens and not run.get("authorization"):
+            run["authorization"] = tokens[tool["server_label"]]
         return run
     if tool["mode"] == "disabled":
         return None

@@ -37,6 +37,7 @@ from .objects import agent_object, no_agent, persisted_tools, resolved_agent, se
 from .session_state import Emitted
 from .sessions import environment, session_record, snapshot, start
 from .turns import Turns
+from .vault_use import checked_vaults
 
 # The events after which a stream that submitted a turn's input (`sessions.create(stream=True, input=…)`) ends.
 _ENDS = (b"event: agent.session.idle\n", b"event: agent.session.failed\n")
@@ -115,11 +116,11 @@ async def create_session(request: Request) -> Response:
     refuse_while_draining(services.drain)
     body = await parse_body(request, SessionCreate, services.config.server.body_limits())
     tenant = tenant_of(request)
-    if body.vault_ids:
-        raise bad_request("vault_ids (vaults) are not supported by this gateway yet.", param="vault_ids")
+    vault_ids = await checked_vaults(services, tenant, body.vault_ids)
     agent_id, agent = await snapshot(services, tenant, body.agent_id, body.agent)
     record, conversation = session_record(tenant, agent_id, agent, {
-        "environment": await environment(services, tenant, body.environment), "metadata": body.metadata or {},
+        "environment": await environment(services, tenant, body.environment, vault_ids=vault_ids), "metadata": body.metadata or {},
+        "vault_ids": vault_ids,
         "review": body.review or "none", "prompt_cache_options": body.prompt_cache_options.model_dump() if body.prompt_cache_options else None,
     })  # fmt: skip
     frames = await services.agent_feed.subscribe(record.id) if body.stream else None

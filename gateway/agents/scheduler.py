@@ -146,9 +146,10 @@ async def _delivered(services: AgentsNeeds, invocation: Invocation) -> str | Non
                 agent_id, agent = await snapshot(services, tenant, agent_id, None, "target.")
             else:
                 agent_id = f"agent_{automation.id.removeprefix('auto_')}"
+            vault_ids = target.get("vault_ids") or []
             body = {
-                "environment": await environment(services, tenant, kept.environment, "target.environment"),
-                "metadata": target.get("metadata") or {}, "review": "none", "prompt_cache_options": None,
+                "environment": await environment(services, tenant, kept.environment, "target.environment", vault_ids),
+                "metadata": target.get("metadata") or {}, "vault_ids": vault_ids, "review": "none", "prompt_cache_options": None,
             }  # fmt: skip
             record, conversation = session_record(tenant, agent_id, agent, body, session_id)
             await start(services, record, conversation, kept.input, invocation.id)

@@ -38,12 +38,14 @@ async def snapshot(
     return new_id("agent"), resolved_agent(agent, services.sealer, tenant)
 
 
-async def environment(services: AgentsNeeds, tenant: str, asked: Environment, param: str = "environment") -> dict[str, Any]:
+async def environment(
+    services: AgentsNeeds, tenant: str, asked: Environment, param: str = "environment", vault_ids: list[str] | None = None
+) -> dict[str, Any]:
     """The session's environment: none, or a hosted one (one of the gateway's containers: environments.py)."""
     if isinstance(asked, SelfHostedEnvironment):
         raise unsupported("A self_hosted environment (codex exec-server)", f"{param}.type")
     if isinstance(asked, HostedEnvironment):
-        return session_environment(await provision(services, tenant, asked, param))
+        return session_environment(await provision(services, tenant, asked, param, vault_ids))
     return {"type": "none"}
 
 

@@ -39,6 +39,7 @@ from .objects import run_request
 from .session_state import Emitted, action_id, added, function_output, required_actions, turn_error, unknown_call
 from .traces import otlp_json, turn_span
 from .translate import RunTranslation, event, frame, tool_output, user_message
+from .vault_use import mcp_tokens
 from .wakeup_functions import NAMES
 
 log = logging.getLogger("gateway.agents")
@@ -200,7 +201,8 @@ class Turns:
         traced = turn_span(self._services.agent_spans, session)
         token = otel_context.attach(trace.set_span_in_context(traced)) if traced is not None else None
         try:
-            request = ResponsesRequest.model_validate(run_request(session, input_items, self._services.sealer))
+            tokens = await mcp_tokens(self._services, session)
+            request = ResponsesRequest.model_validate(run_request(session, input_items, self._services.sealer, tokens))
             live = await RunService(self._services).start(request, tenant)  # its spans children of the turn's
         except (APIError, ValidationError) as exc:
             message = exc.message if isinstance(exc, APIError) else "the turn's request is not valid"

@@ -54,6 +54,7 @@ class Purpose(Enum):
     WEBHOOK_SECRET = "webhook-secret"  # a webhook endpoint's signing secret, kept in the store
     DOMAIN_SECRET = "domain-secret"  # a container network policy's domain secret (files/network.py)
     AGENT_SECRET = "agent-secret"  # an agent's MCP server headers and authorization (agents/objects.py)
+    VAULT_SECRET = "vault-secret"  # a vault credential's tokens and secret values (vaults/)
 
 
 class Unsealable(ValueError):

@@ -69,19 +69,24 @@ def checked_policy(policy: NetworkDisabled | NetworkAllowlist | None, config: Sa
         raise bad_request("Domain secrets are turned off on this gateway.", param=f"{param}.domain_secrets")
     if len(found) > config.max_secrets:
         raise bad_request(f"domain_secrets may hold {config.max_secrets} secrets at most on this gateway.", param=f"{param}.domain_secrets")
-    names: set[str] = set()
+    names: dict[str, str] = {}  # a name given again must hold the same value (one secret for several domains)
     kept = []
     for index, secret in enumerate(found):
         where, domain = f"{param}.domain_secrets[{index}]", secret.domain.lower().removesuffix(".")
         if domain_problem(domain) is not None or not (domain in domains or any(matches(domain, allowed) for allowed in domains)):
             raise bad_request(f"The secret's domain '{secret.domain[:100]}' must be one of allowed_domains.", param=f"{where}.domain")
-        if secret.name in names or secret.name.upper() in _RESERVED or secret.name.upper().startswith(_RESERVED_PREFIXES):
-            raise bad_request(f"'{secret.name}' cannot name a secret (it is reserved, or named twice).", param=f"{where}.name")
+        if names.get(secret.name, secret.value) != secret.value or reserved_name(secret.name):
+            raise bad_request(f"'{secret.name}' cannot name a secret (it is reserved, or named twice with another value).", param=f"{where}.name")
         if not (secret.value.isascii() and secret.value.isprintable()):
             raise bad_request("A secret's value must be printable ASCII (it goes into an HTTP header).", param=f"{where}.value")
-        names.add(secret.name)
+        names[secret.name] = secret.value
         kept.append(DomainSecretParam(domain=domain, name=secret.name, value=secret.value))
     return NetworkAllowlist(type="allowlist", allowed_domains=domains, domain_secrets=kept or None)
+
+
+def reserved_name(name: str) -> bool:
+    """Whether a secret's placeholder may not take this environment variable's name."""
+    return name.upper() in _RESERVED or name.upper().startswith(_RESERVED_PREFIXES)
 
 
 def _permitted(domain: str, config: SandboxNetwork) -> bool:
@@ -103,14 +108,11 @@ def sealed_policy(policy: NetworkAllowlist | None, sealer: Sealer, tenant: str) 
     """What the store keeps: the domains, and each secret's name, placeholder and sealed value."""
     if policy is None:
         return None
+    given = policy.domain_secrets or []
+    placeholders = {s.name: f"hgsecret_{secrets.token_hex(16)}" for s in given}  # one per variable, whatever its domains
     kept = [
-        {
-            "domain": s.domain,
-            "name": s.name,
-            "placeholder": f"hgsecret_{secrets.token_hex(16)}",
-            "sealed": sealer.seal(s.value, Purpose.DOMAIN_SECRET, tenant),
-        }
-        for s in policy.domain_secrets or []
+        {"domain": s.domain, "name": s.name, "placeholder": placeholders[s.name], "sealed": sealer.seal(s.value, Purpose.DOMAIN_SECRET, tenant)}
+        for s in given
     ]
     return json.dumps({"type": "allowlist", "allowed_domains": policy.allowed_domains, "domain_secrets": kept})
 
@@ -132,4 +134,4 @@ def access_of(stored: str | None) -> NetworkAccess | None:
     if stored is None:
         return None
     policy = json.loads(stored)
-    return NetworkAccess(tuple(policy["allowed_domains"]), tuple(secret["name"] for secret in policy["domain_secrets"]))
+    return NetworkAccess(tuple(policy["allowed_domains"]), tuple(dict.fromkeys(secret["name"] for secret in policy["domain_secrets"])))

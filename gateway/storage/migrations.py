@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Awaitable, Callable
 
 from .database import Dialect, StorageError, Tx
-from .migrations_agents import V13_AGENTS, V13_EVENTS, V14_AUTOMATIONS
+from .migrations_agents import V13_AGENTS, V13_EVENTS, V14_AUTOMATIONS, V14_VAULTS
 
 
 @dataclass(frozen=True)
@@ -380,7 +380,7 @@ MIGRATIONS = (
     Migration(11, _V11, _V11),
     Migration(12, _V12, _V12),
     Migration(13, (*V13_AGENTS, V13_EVENTS.format(**_SQLITE_TYPES)), (*V13_AGENTS, V13_EVENTS.format(**_POSTGRES_TYPES))),
-    Migration(14, V14_AUTOMATIONS, V14_AUTOMATIONS),
+    Migration(14, (*V14_AUTOMATIONS, *V14_VAULTS), (*V14_AUTOMATIONS, *V14_VAULTS)),
 )
 
 VERSION_TABLE = "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)"

@@ -99,3 +99,26 @@ V14_AUTOMATIONS = (
     "CREATE INDEX agent_automation_invocations_list ON agent_automation_invocations (automation_id, created_at)",
     "CREATE INDEX agent_automation_invocations_status ON agent_automation_invocations (status)",
 )
+
+# Also version 14: vaults and their credentials (gateway/vaults/, storage/vault_store.py). A credential's secrets
+# (tokens, client secret, secret value) are sealed for its tenant in `secret`; `expires_at` is its OAuth access
+# token's, and `refresh_claim` / `refresh_until` the claim of the one replica refreshing it.
+V14_VAULTS = (
+    "CREATE TABLE vaults (id TEXT PRIMARY KEY, tenant TEXT NOT NULL, created_at BIGINT NOT NULL, body TEXT NOT NULL)",
+    "CREATE INDEX vaults_tenant ON vaults (tenant, created_at)",
+    """
+    CREATE TABLE vault_credentials (
+        id TEXT PRIMARY KEY,
+        vault_id TEXT NOT NULL,
+        tenant TEXT NOT NULL,
+        created_at BIGINT NOT NULL,
+        updated_at BIGINT NOT NULL,
+        body TEXT NOT NULL,                 -- name, metadata, auth as shown (no secret)
+        secret TEXT NOT NULL,               -- sealed (Purpose.VAULT_SECRET, the tenant)
+        expires_at DOUBLE PRECISION,
+        refresh_claim TEXT,
+        refresh_until DOUBLE PRECISION
+    )
+    """,
+    "CREATE INDEX vault_credentials_vault ON vault_credentials (vault_id, created_at)",
+)

@@ -10,13 +10,12 @@ http included. Redirects are not followed; the answer's body is not read; every 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
 
 import anyio
 import httpx
 
 from connectors.browser.guard import AddressPolicy, BlockedURL
-from connectors.urls import is_allowed, parse
+from connectors.outbound import Destination, destination
 from runtime.fair import FairLimiter
 
 from .signing import signature_header
@@ -26,15 +25,6 @@ USER_AGENT = "harmony-gateway-webhooks/1"
 
 class NotSent(Exception):
     """No answer came: the URL is refused, the connection failed, or the time ran out; the message says which."""
-
-
-@dataclass(frozen=True)
-class Destination:
-    """Where a POST goes: the URL to connect to, and the name it is sent for (Host header, TLS)."""
-
-    connect_url: str
-    headers: dict[str, str] = field(default_factory=dict)
-    extensions: dict[str, str] = field(default_factory=dict)
 
 
 TEST_SLOTS = 8  # `/test` calls sent at once, every tenant's: beside the deliverer's connections, never in them
@@ -58,21 +48,7 @@ class Sender:
 
     async def destination(self, url: str) -> Destination:
         """Where `url` may be sent to, found within `timeout_s`; raises BlockedURL, saying why."""
-        if is_allowed(url, self.allowed_urls):
-            return Destination(url)
-        parts = parse(url)
-        if parts is None:
-            raise BlockedURL("the URL must be a plain https URL (no user info, fragment, dot segments or encoded separators)")
-        if parts.scheme != "https":
-            raise BlockedURL("the URL must be https (an http receiver must be listed in the gateway's webhooks.allowed_urls)")
-        try:
-            with anyio.fail_after(self.timeout_s):  # a name server the URL's owner runs may never answer
-                target = await self._policy.check(url)
-        except TimeoutError:
-            raise BlockedURL(f"its host did not resolve within {self.timeout_s:g} s") from None
-        except BlockedURL as exc:
-            raise BlockedURL(f"{exc}; allowing it is the operator's choice (webhooks.allowed_urls)") from None
-        return Destination(target.connect_url, {"Host": target.host_header}, {"sni_hostname": target.host})
+        return await destination(url, self.allowed_urls, self._policy, self.timeout_s, "webhooks.allowed_urls")
 
     async def send(self, url: str, webhook_id: str, payload: bytes, secrets: list[str]) -> int:
         """POST the event, signed with each of `secrets` (in the clear); the status code answered. Raises NotSent."""
