@@ -4,16 +4,19 @@ and a turn outlives the replica that ran it (SIGKILL), its stream going on at th
 from __future__ import annotations
 
 import json
+import threading
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from .conftest import MODEL
+from .conftest import MODEL, Process
 from .test_agents import ASK, EVENT, NONE, WEATHER, follow, user, wait_for
 from .test_automations import until
 from .test_postgres import postgres  # noqa: F401  (the session's PostgreSQL server)
-from .test_replicas import Cluster, cluster  # noqa: F401  (two replicas and their balancer)
+from .test_replicas import Cluster, cluster, started_cluster  # noqa: F401  (two replicas and their balancer)
+from .test_vaults import OAuthServer, call_approved, mcp_tool, oauth_auth
 
 WORDS = 300
 EXPECTED = " ".join(f"word{i}" for i in range(WORDS))
@@ -125,3 +128,36 @@ def _at_least(client: Any, automation_id: str, count: int) -> list[Any] | None:
 def _settled(client: Any, automation_id: str) -> list[Any] | None:
     found = _invocations(client, automation_id)
     return found if all(one.status != "queued" for one in found) else None
+
+
+@pytest.mark.timeout(180)
+def test_two_replicas_refreshing_one_token_at_once_refresh_it_once(emulator: Process, postgres: Any, tmp_path: Path) -> None:  # noqa: F811
+    """Two sessions sharing an OAuth credential, a turn started on each replica at the same moment, the
+    token about to expire and its endpoint slow: one replica refreshes it, the other waits for its token;
+    both MCP calls carry the one new token (the server takes no other)."""
+    oauth = OAuthServer(lifetime_s=3600, delay_s=1.0)
+    try:
+        with started_cluster(emulator, postgres, tmp_path, mcp={"allowed_urls": [f"{oauth.url}/"]}) as pair:
+            first, second = pair.client(0), pair.client(1)
+            vault = first.beta.agents.vaults.create()
+            first.beta.agents.vaults.credentials.create(vault.id, name="oauth", auth=oauth_auth(oauth))
+            agent = first.beta.agents.create(model=MODEL, tools=[mcp_tool("secure", f"{oauth.url}/mcp")])
+            sessions = [client.beta.agents.sessions.create(agent_id=agent.id, environment=NONE, vault_ids=[vault.id]) for client in (first, second)]
+            results: list[Any] = [None, None]
+            start = threading.Barrier(2)
+
+            def turn(index: int, client: Any) -> None:
+                start.wait()
+                results[index] = call_approved(client, sessions[index].id, "[[call secure.whoami {}]]")
+
+            threads = [threading.Thread(target=turn, args=(index, client)) for index, client in enumerate((first, second))]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join(120)
+            assert oauth.refreshes() == 1
+            for calls in results:
+                assert calls is not None and len(calls) == 1 and calls[0].error is None, calls
+            assert results[0][0].output == results[1][0].output  # the same token, a digest of it
+    finally:
+        oauth.stop()

@@ -5,6 +5,7 @@ a client that reconnects to another replica mid-stream loses nothing."""
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import signal
 import threading
@@ -44,15 +45,16 @@ class Cluster:
         return openai.OpenAI(base_url=url + "/v1", api_key="unused", max_retries=0)
 
 
-@pytest.fixture
-def cluster(emulator, postgres, tmp_path) -> Iterator[Cluster]:  # noqa: F811
+@contextlib.contextmanager
+def started_cluster(emulator, postgres, tmp_path, **sections: Any) -> Iterator[Cluster]:  # noqa: F811
+    """Two replicas on one new database (with these config sections besides), and their balancer."""
     database = postgres.new_database()
     replicas = []
     try:
         for _ in range(2):
             # No `server.reasoning_key`: the replicas share the store's own key, which seals what they hand each
             # other (a run's request, reasoning): a killed replica's run is adopted all the same.
-            config = gateway_config(emulator.url, tmp_path, storage={"url": database, "lease_s": LEASE_S})
+            config = gateway_config(emulator.url, tmp_path, storage={"url": database, "lease_s": LEASE_S}, **sections)
             replicas.append(Gateway(config, tmp_path).start())
         balancer = HAProxy([replica.port for replica in replicas], tmp_path).start()
         yield Cluster(replicas, balancer)
@@ -60,6 +62,12 @@ def cluster(emulator, postgres, tmp_path) -> Iterator[Cluster]:  # noqa: F811
     finally:
         for replica in replicas:
             replica.stop()
+
+
+@pytest.fixture
+def cluster(emulator, postgres, tmp_path) -> Iterator[Cluster]:  # noqa: F811
+    with started_cluster(emulator, postgres, tmp_path) as started:
+        yield started
 
 
 def _read_events(url: str, response_id: str, after: int | None = None) -> list[dict[str, Any]]:
