@@ -41,7 +41,8 @@ def stack(tmp_path_factory: pytest.TempPathFactory, sandbox_image: str) -> Itera
 def networked(stack: EgressStack, emulator: Process, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
     workdir = tmp_path_factory.mktemp("networked")
     network = stack.network_section(deny=["denied.test", "bad.example.test"])
-    sandbox = sandbox_section("docker", f"net-{os.getpid()}", timeout_s=30, pool_size=1, network=network)
+    # 1g: what an Agents API hosted environment (container_size small) is given.
+    sandbox = sandbox_section("docker", f"net-{os.getpid()}", timeout_s=30, pool_size=1, network=network, memory="1g")
     process = Gateway(gateway_config(emulator.url, workdir, sandbox=sandbox, auth={"api_keys": KEYS}), workdir).start()
     process.workdir = workdir  # type: ignore[attr-defined]
     yield process
@@ -339,3 +340,33 @@ def test_a_sandbox_moves_no_more_bytes_than_its_grant_allows(stack: EgressStack,
     with httpx.Client(verify=ca, proxy=stack.proxy_from_host(token), trust_env=False) as client:
         with pytest.raises(httpx.ProxyError, match="429"):  # and the sandbox gets no more
             client.get(f"{url}/hello")
+
+
+def test_a_vaults_environment_variable_credential_reaches_its_host_only(networked: Gateway, stack: EgressStack) -> None:
+    """The Agents API: a session's vault holds an `environment_variable` credential limited to one host; its
+    hosted environment (allowed two) gets the placeholder, the egress proxy puts the secret in HTTPS requests
+    to that host alone."""
+    alice = networked.client(api_key="alice-key")
+    servers, port = stack.servers, stack.servers.https_port
+    vault = alice.beta.agents.vaults.create(name="keys")
+    networking = {"type": "limited", "allowed_hosts": ["secret.test"]}
+    auth = {"type": "environment_variable", "secret_name": "SERVICE_KEY", "secret_value": SECRET, "networking": networking}
+    alice.beta.agents.vaults.credentials.create(vault.id, name="service", auth=auth)  # type: ignore[arg-type]
+    network = {"access": "restricted", "allowed_domains": ["secret.test", "allowed.test"]}
+    session = alice.beta.agents.sessions.create(
+        agent={"model": MODEL}, environment={"type": "openai_hosted", "network": network}, vault_ids=[vault.id]
+    )  # type: ignore[arg-type]
+    before = len(servers.requests("/echo"))
+    commands = [
+        "echo $SERVICE_KEY",
+        f'curl -fsS -H "Authorization: Bearer $SERVICE_KEY" https://secret.test:{port}/echo',
+        f'curl -fsS -H "Authorization: Bearer $SERVICE_KEY" https://allowed.test:{port}/echo',
+    ]
+    with alice.beta.agents.sessions.stream(session.id, input=run(commands)) as stream:
+        events = list(stream)
+    done = [event.item for event in events if event.type == "agent.session.turn.item.done" and event.item.type == "command_execution"]
+    placeholder = done[0].output.splitlines()[0]  # type: ignore[union-attr]  (the three commands' output, in order)
+    assert placeholder.startswith("hgsecret_"), done
+    received = {seen.headers["host"].split(":")[0]: seen.headers["authorization"] for seen in servers.requests("/echo")[before:]}
+    assert received == {"secret.test": f"Bearer {SECRET}", "allowed.test": f"Bearer {placeholder}"}
+    assert SECRET not in json.dumps([event.model_dump() for event in events])
