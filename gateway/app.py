@@ -274,10 +274,10 @@ def create_app(config: GatewayConfig, drain: Drain | None = None) -> Starlette:
                 agent_templates=EnvironmentStore(database, "agent_environment_templates"),
             )
             serve_every_package(app.state.services)
-            tasks.keep("agent_sessions", Turns(app.state.services).recover)  # a dead replica's sessions followed on
-            tasks.keep("automations", app.state.services.scheduler.run, app.state.services)
-            replicas.on_adopt(lambda orphan: ResponseRun.adopt(app.state.services, orphan))
             shared = database.dialect is Dialect.POSTGRESQL
+            tasks.keep("agent_sessions", Turns(app.state.services).recover)  # a dead replica's sessions followed on
+            tasks.keep("automations", app.state.services.scheduler.run, app.state.services, not shared)
+            replicas.on_adopt(lambda orphan: ResponseRun.adopt(app.state.services, orphan))
             if shared:  # other replicas share the runs: hand them over at SIGTERM
                 drain.on_begin(lambda: _hand_over(replicas, runs))
             # What start-up made (vocabulary tables, schemas, modules) lives as long as the process: kept out

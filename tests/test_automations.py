@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 from typing import Any, Callable
 
 import openai
@@ -13,7 +14,7 @@ from openai.types.beta.agents.automation import Automation
 from openai.types.beta.agents.automations.automation_invocation import AutomationInvocation
 from pydantic import TypeAdapter
 
-from .conftest import MODEL, Gateway
+from .conftest import MODEL, Gateway, Process, gateway_config
 
 NONE: Any = {"type": "none"}
 AUTOMATION = TypeAdapter(Automation)
@@ -170,3 +171,41 @@ def test_an_agent_schedules_its_own_wake_up(gateway: Gateway) -> None:
     with client.beta.agents.sessions.stream(session.id, input=f"Stop {cancel}") as stream:
         list(stream)
     assert client.beta.agents.automations.list(session_id=session.id).data == []
+
+
+def test_a_gateway_down_across_due_times_fires_once_when_back(emulator: Process, tmp_path: Path) -> None:
+    """Killed (SIGKILL) with an automation due every second, started again after several were missed: the
+    latest missed occurrence fires once, the others are not fired in a burst, and it goes on from there."""
+    config = gateway_config(emulator.url, tmp_path)
+    first = Gateway(config, tmp_path).start()
+    again = None
+    try:
+        client = first.client()
+        created = client.beta.agents.automations.create(
+            type="periodic", name="tick", expression="* * * * * *", timezone="UTC", target=new_session("Tick")
+        )
+        settled(client, created.id, 1)
+        assert first.proc is not None
+        first.proc.kill()
+        down_at = time.time()
+        until(lambda: time.time() - down_at > 4, "four occurrences missed")  # what is under test is the time itself
+        again = Gateway(config, tmp_path).start()
+        back_at = int(time.time())
+        later = again.client()
+        # The one under way at the kill is delivered or followed on (after the dead process's lease): until
+        # then each occurrence is skipped, and then one completes again.
+        ran = until(lambda: _completed_after(later, created.id, back_at), "an invocation completed once back", polls=2400)
+        periods = [one.scheduled_at for one in ran]
+        assert len(periods) == len(set(periods))  # no occurrence twice
+        missed = [period for period in range(int(down_at) + 1, back_at - 1) if period not in periods]
+        assert len(missed) >= 2, (periods, down_at, back_at)  # missed occurrences were not fired in a burst
+        later.beta.agents.automations.delete(created.id)
+    finally:
+        first.stop()
+        if again is not None:
+            again.stop()
+
+
+def _completed_after(client: openai.OpenAI, automation_id: str, since: int) -> list[AutomationInvocation] | None:
+    found = invocations(client, automation_id)
+    return found if any(one.status == "completed" and one.created_at >= since for one in found) else None

@@ -55,7 +55,14 @@ class Scheduler:
         """Look again now: this replica made or changed an automation, or queued a manual invocation."""
         self._woken.set()
 
-    async def run(self, services: AgentsNeeds) -> None:
+    async def run(self, services: AgentsNeeds, release_claims: bool) -> None:
+        """For the app's lifetime. `release_claims`: this process is the only one on the database (SQLite), so
+        delivery claims left there are a previous process's, and are let go at once."""
+        if release_claims:
+            try:
+                await services.automations.release_claims()
+            except StorageError:  # they lapse on their own
+                log.warning("automations: earlier delivery claims not let go")
         while True:
             sleep_s = POLL_S
             try:

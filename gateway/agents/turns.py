@@ -223,6 +223,7 @@ class Turns:
                     state.response_id, state.runner, state.run_base = live.id, self._services.replicas.id, state.output_index
                 return emitted
             state.response_id, state.runner, state.followed, state.run_base = live.id, self._services.replicas.id, -1, state.output_index
+            state.pending = None
             return emitted
 
         begun = await self.change(session_id, tenant, started)
@@ -304,8 +305,9 @@ class Turns:
         return emitted is not None and not emitted.stale
 
     async def recover(self) -> None:
-        """Take over following the runs of sessions whose follower's replica is gone (killed, or cut off past
-        its lease): each goes on from the last event its follower wrote, wherever its run now runs."""
+        """Take over the turns of sessions whose runner's replica is gone (killed, or cut off past its lease):
+        following a run from the last event its follower wrote, wherever the run now runs; or starting the
+        run its runner died before starting."""
         replicas = self._services.replicas
         while True:
             await anyio.sleep(replicas.lease_s)
@@ -314,7 +316,7 @@ class Turns:
             try:
                 alive = await replicas.live()
                 for session_id, tenant, state in await self._store.running():
-                    if state.runner not in alive and state.response_id is not None:
+                    if state.runner not in alive and (state.response_id is not None or state.pending is not None):
                         await self._take_over(session_id, tenant, state.runner)
             except StorageError:
                 continue
@@ -331,7 +333,12 @@ class Turns:
 
         emitted = await self.change(session_id, tenant, claim)
         session = await self._store.session(session_id, tenant)
-        if emitted is not None and not emitted.stale and session is not None and session.state.response_id is not None:
+        if emitted is None or emitted.stale or session is None:
+            return
+        if session.state.pending is not None:  # its runner died before the run started: started here
+            log.info("agent session %s: its turn's run started here, its runner (replica %s) gone before it started it", session_id, gone)
+            await self._run(session, session.state.pending)
+        elif session.state.response_id is not None:
             log.info("agent session %s: following its turn's run, taken over from replica %s", session_id, gone)
             self._follow_soon(session, session.state.response_id, session.state.followed)
 
@@ -397,6 +404,7 @@ class Turns:
                 event(f"agent.session.turn.{status}", session_id=session.id, turn_id=turn.id, turn=turn.body, usage=turn.body["usage"])
             )
         state.required_actions, state.answers, state.steers, state.given, state.error, state.runner = [], {}, [], [], None, None
+        state.pending = None
         emitted.session(session, SessionStatus.IDLE)
         await self._store.forget_events(tx, session.id, time.time() - EVENTS_KEPT_S)
 
@@ -420,6 +428,9 @@ class Turns:
 
         async def changed(tx: Tx, session: SessionRecord) -> Emitted:
             emitted: Emitted = await work(tx, session)
+            if emitted.start is not None:  # kept until the run has started: if this replica dies first, another starts it
+                state = session.state
+                state.pending, state.runner, state.response_id = emitted.start, self._services.replicas.id, None
             emitted.record = session
             if emitted.events:
                 emitted.frames = [frame(item) for item in emitted.events]

@@ -44,6 +44,7 @@ class SessionState:
     answers: dict[str, dict[str, Any]] = field(default_factory=dict)  # call/request id -> the input it gave
     steers: list[dict[str, Any]] = field(default_factory=list)  # messages waiting for the run to end at a boundary
     given: list[dict[str, Any]] = field(default_factory=list)  # results of the gateway's own tools' calls, for the next run
+    pending: list[dict[str, Any]] | None = None  # the input of a run its runner is starting (another starts it if that one dies)
     output_index: int = 0  # where the turn's next run's items go on
     usage: dict[str, Any] | None = None  # the session's, all its turns'
     turn_usage: dict[str, Any] | None = None  # the turn's, all its runs'

@@ -231,6 +231,9 @@ class AutomationStore:
         """Not delivered this time (its session is busy): any replica tries it again."""
         await self._db.execute("UPDATE agent_automation_invocations SET claimed_by = NULL, claimed_until = NULL WHERE id = ?", invocation_id)
 
+    async def release_claims(self) -> None:
+        await self._db.execute("UPDATE agent_automation_invocations SET claimed_by = NULL, claimed_until = NULL WHERE status = 'queued'")
+
     async def delivered(self, invocation_id: str, turn_id: str) -> None:
         await self._db.execute(
             "UPDATE agent_automation_invocations SET turn_id = ?, claimed_by = NULL, claimed_until = NULL WHERE id = ? AND status = 'queued'",
