@@ -253,3 +253,25 @@ def test_another_tenants_automations_are_not_found(agents_gateway: Gateway) -> N
             type="once", name="x", run_at=4102444800, target={"type": "existing_session", "session_id": session.id, "instructions": "hi"}
         )
     assert mine.beta.agents.automations.delete(created.id).deleted
+
+
+def test_another_tenants_vaults_and_credentials_are_not_found(agents_gateway: Gateway) -> None:
+    mine, theirs = client(agents_gateway), client(agents_gateway, "sk-two")
+    vault = mine.beta.agents.vaults.create(name="mine")
+    auth: Any = {"type": "static_bearer", "token": SECRET, "mcp_server_url": "https://mcp.example.com/mcp"}
+    credential = mine.beta.agents.vaults.credentials.create(vault.id, name="key", auth=auth)
+    for call in (
+        lambda: theirs.beta.agents.vaults.retrieve(vault.id),
+        lambda: theirs.beta.agents.vaults.update(vault.id, name="theirs"),
+        lambda: theirs.beta.agents.vaults.credentials.list(vault.id),
+        lambda: theirs.beta.agents.vaults.credentials.retrieve(credential.id, vault_id=vault.id),
+        lambda: theirs.beta.agents.vaults.credentials.create(vault.id, name="x", auth=auth),
+        lambda: theirs.beta.agents.vaults.credentials.delete(credential.id, vault_id=vault.id),
+        lambda: theirs.beta.agents.vaults.delete(vault.id),
+        lambda: theirs.beta.agents.sessions.create(agent={"model": MODEL}, environment=NONE, vault_ids=[vault.id]),
+    ):
+        with pytest.raises(openai.NotFoundError):
+            call()
+    assert vault.id not in [listed.id for listed in theirs.beta.agents.vaults.list()]
+    assert mine.beta.agents.vaults.credentials.retrieve(credential.id, vault_id=vault.id).name == "key"
+    assert mine.beta.agents.vaults.delete(vault.id).deleted

@@ -8,13 +8,14 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+import httpx
 import openai
 import pytest
 from openai.types.beta.agents.automation import Automation
 from openai.types.beta.agents.automations.automation_invocation import AutomationInvocation
 from pydantic import TypeAdapter
 
-from .conftest import MODEL, Gateway, Process, gateway_config
+from .conftest import MODEL, Gateway, Process, gateway_config, metric
 
 NONE: Any = {"type": "none"}
 AUTOMATION = TypeAdapter(Automation)
@@ -74,6 +75,12 @@ def test_a_periodic_automation_runs_its_agent_in_a_new_session_each_time(gateway
     assert ran[1].scheduled_at is not None and ran[0].scheduled_at is not None and ran[1].scheduled_at - ran[0].scheduled_at == 2
     for session_id in sessions:
         assert session_id is not None and answer(client, session_id) == "You said: Report in"
+    exposition = httpx.get(f"{gateway.url}/metrics").text
+    assert (
+        metric(exposition, "gateway_automations_total", outcome="fired") >= 2
+        and metric(exposition, "gateway_automations_total", outcome="completed") >= 2
+    )
+    assert metric(exposition, "gateway_automation_delay_seconds_count") >= 2
     paused = automations.pause(created.id)
     assert paused.status == "paused"
     count = len(invocations(client, created.id))
