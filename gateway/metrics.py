@@ -124,7 +124,7 @@ class Metrics:
         self.automation_delay = Histogram(
             "gateway_automation_delay_seconds",
             "From an automation's due time to its invocation being queued",
-            buckets=(0.01, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 30, 300),
+            buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 30, 300),
             registry=registry,
         )
         self.token_refreshes = Counter(

@@ -56,6 +56,23 @@ class SessionStatus(enum.StrEnum):
     FAILED = "failed"
 
 
+class AutomationStatus(enum.StrEnum):
+    """An Agents API automation's (gateway/agents/automations.py)."""
+
+    ACTIVE = "active"
+    PAUSED = "paused"
+    COMPLETED = "completed"  # a one-time automation, once fired
+
+
+class InvocationStatus(enum.StrEnum):
+    """An automation invocation's: queued until its turn ends."""
+
+    QUEUED = "queued"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    SKIPPED = "skipped"  # due while the last one was still queued (`pending_delivery`)
+
+
 class TurnStatus(enum.StrEnum):
     """An Agents API session's turn's."""
 

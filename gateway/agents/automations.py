@@ -10,6 +10,7 @@ from typing import Any
 
 from ..core.ids import new_id
 from ..errors import APIError, bad_request, not_found
+from ..protocol import AutomationStatus, InvocationStatus
 from ..storage import Tx
 from ..storage.automation_store import Automation, Firing, Invocation
 from ..storage.file_store import TooMany
@@ -61,7 +62,7 @@ def invocation_object(invocation: Invocation, automation: Automation) -> dict[st
     return {
         "id": invocation.id, "object": "agent.automation.invocation", "automation_id": invocation.automation_id,
         "created_at": invocation.created_at, "status": invocation.status, "scheduled_at": invocation.scheduled_at,
-        "session_id": invocation.session_id if invocation.turn_id is not None or invocation.status != "queued" else None,
+        "session_id": invocation.session_id if invocation.turn_id is not None or invocation.status != InvocationStatus.QUEUED else None,
         "skip_reason": invocation.skip_reason, "error": invocation.error, "source": source,
     }  # fmt: skip
 
@@ -129,7 +130,7 @@ async def create(
     now = time.time()
     schedule, due = _schedule(body.type, body.expression, body.timezone, body.run_at, now)
     kept = {"type": body.type, "name": body.name, "metadata": body.metadata or {}, "target": target, "created_by": created_by, **schedule}
-    automation = Automation(new_id("auto"), tenant, int(now), "active", None, due, _session_of(kept), kept)
+    automation = Automation(new_id("auto"), tenant, int(now), AutomationStatus.ACTIVE, None, due, _session_of(kept), kept)
     try:
         await services.automations.create(automation, services.config.agents.max_automations_per_tenant, tx)
     except TooMany as exc:
@@ -147,14 +148,14 @@ def updated(automation: Automation, change: AutomationUpdate, target: dict[str, 
     """`change` applied (within the store's locked change); its next due time follows a new schedule."""
     body = automation.body
     periodic = body["type"] == "periodic"
-    if change.run_at is not None and automation.status == "completed":
+    if change.run_at is not None and automation.status == AutomationStatus.COMPLETED:
         raise bad_request("run_at can change only before the automation's one-time invocation exists.", param="run_at")
     if periodic and (change.expression is not None or change.timezone is not None) or not periodic and change.run_at is not None:
         expression = change.expression or body.get("expression")
         timezone = change.timezone or body.get("timezone")
         schedule, due = _schedule(body["type"], expression, timezone, change.run_at, now)
         body.update(schedule)
-        if automation.status == "active":
+        if automation.status == AutomationStatus.ACTIVE:
             automation.next_run_at = due
     elif change.expression is not None or change.timezone is not None or change.run_at is not None:
         _schedule(body["type"], change.expression, change.timezone, change.run_at, now)  # the 400 naming the wrong field
@@ -168,17 +169,17 @@ def updated(automation: Automation, change: AutomationUpdate, target: dict[str, 
 
 
 def paused(automation: Automation) -> None:
-    if automation.status == "completed":
+    if automation.status == AutomationStatus.COMPLETED:
         raise bad_request("A completed automation cannot be paused.", param="automation_id")
-    automation.status, automation.next_run_at = "paused", None
+    automation.status, automation.next_run_at = AutomationStatus.PAUSED, None
 
 
 def resumed(automation: Automation, now: float) -> None:
     """Active again from now on: occurrences missed while paused are not fired."""
-    if automation.status == "completed":
+    if automation.status == AutomationStatus.COMPLETED:
         raise bad_request("A completed automation cannot be resumed.", param="automation_id")
     body = automation.body
-    automation.status, automation.pause_reason = "active", None
+    automation.status, automation.pause_reason = AutomationStatus.ACTIVE, None
     if body["type"] == "periodic":
         automation.next_run_at = Cron.parse(body["expression"], body["timezone"]).after(now)
     else:
@@ -202,4 +203,6 @@ def firing(automation: Automation, now: float) -> Firing:
 
 def manual(automation: Automation) -> Invocation:
     session_id = new_id("sess") if automation.body["target"]["type"] == "new_session" else automation.body["target"]["session_id"]
-    return Invocation(new_id("ainv"), automation.id, automation.tenant, int(time.time()), "queued", "manual", None, None, None, session_id, None)
+    return Invocation(
+        new_id("ainv"), automation.id, automation.tenant, int(time.time()), InvocationStatus.QUEUED, "manual", None, None, None, session_id, None
+    )

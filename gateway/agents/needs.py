@@ -18,8 +18,12 @@ from ..vaults.tokens import TokenRefresher
 from .feed import SessionFeed
 
 if TYPE_CHECKING:
-    from .scheduler import Scheduler
     from .traces import TurnSpans
+
+
+class Waker(Protocol):
+    def wake(self) -> None:
+        """Look again now: an automation was made or changed, or a manual invocation queued."""
 
 
 class AgentsNeeds(ResponsesNeeds, Protocol):
@@ -31,9 +35,12 @@ class AgentsNeeds(ResponsesNeeds, Protocol):
     automations: AutomationStore
     vaults: VaultStore  # the credentials a session's vaults hold
     token_refresher: TokenRefresher
-    scheduler: "Scheduler"  # this replica's: woken when an automation is due sooner than it expects
     webhook_outbox: WebhookOutbox  # session state changes queue their webhooks in the same transaction
     supervisor: Supervisor
+
+    @property
+    def scheduler(self) -> Waker:
+        """This replica's automations scheduler (scheduler.py)."""
 
 
 needs_of = NeedsOf[AgentsNeeds]()

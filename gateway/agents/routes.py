@@ -13,7 +13,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from ..core.ids import new_id
-from ..core.requests import refuse_while_draining, tenant_of
+from ..core.requests import metadata_query, refuse_while_draining, tenant_of
 from ..errors import APIError, bad_request, not_found
 from ..files.routes import download
 from ..jsontext import JSONResponse
@@ -153,9 +153,8 @@ async def _first(frames: Subscription) -> AsyncIterator[bytes]:
 
 async def list_sessions(request: Request) -> Response:
     services, query = needs_of(request), page_query(request)
-    params = request.query_params
-    metadata = {key[len("metadata[") : -1]: value for key, value in params.items() if key.startswith("metadata[") and key.endswith("]")}
-    found = await services.agents.sessions(tenant_of(request), params.get("agent_id"), query)
+    metadata = metadata_query(request)
+    found = await services.agents.sessions(tenant_of(request), request.query_params.get("agent_id"), query)
     if found is None:
         raise unknown_after(query.after or "")
     sessions, more = found

@@ -15,7 +15,7 @@ import anyio
 
 from ..core.models import StrictModel
 from ..errors import APIError
-from ..protocol import SessionStatus, TurnStatus
+from ..protocol import InvocationStatus, SessionStatus, TurnStatus
 from ..storage import StorageError
 from ..storage.automation_store import Invocation
 from .automations import firing
@@ -85,7 +85,7 @@ class Scheduler:
         for invocation in queued:
             metrics.automation("fired", now - (invocation.scheduled_at or now))
         for _ in range(skipped):
-            metrics.automation("skipped")
+            metrics.automation(InvocationStatus.SKIPPED)
         waiting = await store.claim_undelivered(replicas.id, now, DELIVERY_LEASE_S, now - replicas.lease_s, BATCH)
         for invocation in [*queued, *waiting]:
             if invocation.id not in self._delivering:
@@ -104,8 +104,8 @@ class Scheduler:
                 self.wake()
         except DeliveryFailed as exc:
             log.info("automation %s: invocation %s failed: %s", invocation.automation_id, invocation.id, exc)
-            if await store.settle(invocation, "failed", exc.error, exc.pause):
-                services.metrics.automation("failed")
+            if await store.settle(invocation, InvocationStatus.FAILED, exc.error, exc.pause):
+                services.metrics.automation(InvocationStatus.FAILED)
         finally:
             self._delivering.discard(invocation.id)
 
@@ -114,17 +114,17 @@ class Scheduler:
         turn = await services.agents.turn(invocation.session_id, invocation.turn_id)
         if turn is None:
             error = {"code": "session_not_found", "message": "The invocation's session was deleted before its turn ended."}
-            if await services.automations.settle(invocation, "failed", error, pause=True):
-                services.metrics.automation("failed")
+            if await services.automations.settle(invocation, InvocationStatus.FAILED, error, pause=True):
+                services.metrics.automation(InvocationStatus.FAILED)
             return
         status = turn.body["status"]
         if status == TurnStatus.COMPLETED:
-            if await services.automations.settle(invocation, "completed", None, pause=False):
-                services.metrics.automation("completed")
+            if await services.automations.settle(invocation, InvocationStatus.COMPLETED, None, pause=False):
+                services.metrics.automation(InvocationStatus.COMPLETED)
         elif status in (TurnStatus.FAILED, TurnStatus.CANCELLED):
             error = turn.body.get("error") or {"code": "turn_cancelled", "message": "The invocation's turn was cancelled."}
-            if await services.automations.settle(invocation, "failed", error, pause=status == TurnStatus.FAILED):
-                services.metrics.automation("failed")
+            if await services.automations.settle(invocation, InvocationStatus.FAILED, error, pause=status == TurnStatus.FAILED):
+                services.metrics.automation(InvocationStatus.FAILED)
 
 
 async def _delivered(services: AgentsNeeds, invocation: Invocation) -> str | None:

@@ -100,7 +100,7 @@ async def _cancel(services: AgentsNeeds, tx: Tx, session: SessionRecord, automat
     if found is None or found.session_id != session.id:
         raise _Refused(f"this session has no wake-up '{automation_id}'.")
     await services.automations.delete(automation_id, session.tenant, tx)
-    return json.dumps({"id": automation_id, "cancelled": True})
+    return json.dumps({"id": automation_id, "deleted": True})
 
 
 def _brief(shown: dict[str, Any]) -> dict[str, Any]:

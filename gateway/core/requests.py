@@ -35,6 +35,12 @@ def include_query(request: Request) -> list[str]:
     return params.getlist("include") + params.getlist("include[]")
 
 
+def metadata_query(request: Request) -> dict[str, str]:
+    """`metadata[key]=value` pairs of a list's query: the metadata a listed record must hold."""
+    params = request.query_params
+    return {key[len("metadata[") : -1]: value for key, value in params.items() if key.startswith("metadata[") and key.endswith("]")}
+
+
 def refuse_while_draining(drain: Drain) -> None:
     if drain.draining:
         raise APIError(503, "The gateway is shutting down.", type="server_error", code="server_shutting_down")

@@ -14,6 +14,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from ..protocol import AutomationStatus, InvocationStatus
 from . import Database, Tx
 from .file_store import TooMany
 from .paging import PageQuery, fetch_page
@@ -173,7 +174,7 @@ class AutomationStore:
                 busy = await tx.fetch(
                     "SELECT 1 FROM agent_automation_invocations WHERE automation_id = ? AND status = 'queued' LIMIT 1", automation.id
                 )
-                status, session = ("skipped", None) if busy else ("queued", firing.session_id)
+                status, session = (InvocationStatus.SKIPPED, None) if busy else (InvocationStatus.QUEUED, firing.session_id)
                 invocation = Invocation(
                     firing.invocation_id, automation.id, automation.tenant, int(now), status, "automation", firing.scheduled_at,
                     "pending_delivery" if busy else None, None, session, None,
@@ -185,7 +186,7 @@ class AutomationStore:
                     queued.append(invocation)
                 automation.next_run_at = firing.next_run_at
                 if firing.next_run_at is None:
-                    automation.status = "completed"
+                    automation.status = AutomationStatus.COMPLETED
                 await self._write(tx, automation)
             return queued, skipped
 

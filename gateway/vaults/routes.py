@@ -4,23 +4,25 @@ A credential's secrets go in and never come out: not in an answer, a list, a log
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Callable, Sequence, TypeVar
 
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
 from ..core.ids import new_id
-from ..core.requests import tenant_of
+from ..core.requests import metadata_query, tenant_of
 from ..errors import APIError, bad_request, not_found
 from ..jsontext import JSONResponse
 from ..storage.file_store import TooMany
-from ..storage.paging import listing, page_query, unknown_after
-from ..storage.vault_store import Vault
+from ..storage.paging import PageQuery, listing, page_query, unknown_after
+from ..storage.vault_store import Credential, Vault
 from ..web.body import parse_body
 from .credentials import credential_object, made, rotated
 from .models import CredentialCreate, CredentialUpdate, VaultCreate, VaultUpdate
 from .needs import needs_of
+
+T = TypeVar("T", Vault, Credential)
 
 MAX_VAULTS = 1000  # per tenant
 MAX_CREDENTIALS = 100  # per vault
@@ -28,11 +30,6 @@ MAX_CREDENTIALS = 100  # per vault
 
 def vault_object(vault: Vault) -> dict[str, Any]:
     return {"id": vault.id, "object": "vault", "created_at": vault.created_at, "name": vault.body["name"], "metadata": vault.body["metadata"]}
-
-
-def _metadata_filter(request: Request) -> dict[str, str]:
-    params = request.query_params
-    return {key[len("metadata[") : -1]: value for key, value in params.items() if key.startswith("metadata[") and key.endswith("]")}
 
 
 def _statuses(request: Request) -> set[str]:
@@ -59,13 +56,17 @@ async def create_vault(request: Request) -> Response:
 
 async def list_vaults(request: Request) -> Response:
     services, query = needs_of(request), page_query(request)
-    wanted, statuses = _metadata_filter(request), _statuses(request)
-    found = await services.vaults.vaults(tenant_of(request), query)
+    return _listed(request, await services.vaults.vaults(tenant_of(request), query), query, vault_object)
+
+
+def _listed(request: Request, found: tuple[Sequence[T], bool] | None, query: PageQuery, shown: Callable[[T], dict[str, Any]]) -> Response:
+    """A page of vaults or credentials, those with the metadata and status the query asks for."""
     if found is None:
         raise unknown_after(query.after or "")
-    vaults, more = found
-    shown = [vault_object(vault) for vault in vaults if "active" in statuses and all(vault.body["metadata"].get(k) == v for k, v in wanted.items())]
-    return JSONResponse(listing(shown, more))
+    records, more = found
+    wanted, statuses = metadata_query(request), _statuses(request)
+    kept = [shown(record) for record in records if "active" in statuses and all(record.body["metadata"].get(k) == v for k, v in wanted.items())]
+    return JSONResponse(listing(kept, more))
 
 
 async def retrieve_vault(request: Request) -> Response:
@@ -125,17 +126,8 @@ async def create_credential(request: Request) -> Response:
 
 async def list_credentials(request: Request) -> Response:
     services, query = needs_of(request), page_query(request)
-    vault, wanted, statuses = await _vault(request), _metadata_filter(request), _statuses(request)
-    found = await services.vaults.credentials(vault.id, query)
-    if found is None:
-        raise unknown_after(query.after or "")
-    credentials, more = found
-    shown = [
-        credential_object(credential)
-        for credential in credentials
-        if "active" in statuses and all(credential.body["metadata"].get(k) == v for k, v in wanted.items())
-    ]
-    return JSONResponse(listing(shown, more))
+    vault = await _vault(request)
+    return _listed(request, await services.vaults.credentials(vault.id, query), query, credential_object)
 
 
 async def retrieve_credential(request: Request) -> Response:

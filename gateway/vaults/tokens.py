@@ -62,7 +62,7 @@ class TokenRefresher:
             answer = await self._ask(credential.body["auth"]["refresh"], secrets)
         except _Refused as exc:
             log.warning("vault credential %s: its OAuth token could not be refreshed (%s)", credential.id, exc)
-            self._metrics.token_refresh("failed")
+            self._metrics.token_refresh("refused")
             await self._store.refreshed(credential.id, self._replica, None, None, credential.updated_at)
             return str(secrets["access_token"])
         secrets["access_token"] = answer["access_token"]
