@@ -22,6 +22,7 @@ from .mcp_server import digest
 from .oauth_mcp_server import CLIENT_ID, CLIENT_SECRET, FIRST_ACCESS, FIRST_REFRESH
 from .test_agents import NONE, user
 from .test_mcp import MCPProcess
+from .test_tracing import Receiver as TraceReceiver
 
 BEARER = "static-bearer-" + hashlib.sha256(b"vault test").hexdigest()[:16]
 ENV_SECRET = "env-secret-" + hashlib.sha256(b"vault env").hexdigest()[:16]
@@ -52,12 +53,20 @@ def servers() -> Iterator[tuple[MCPProcess, MCPProcess, OAuthServer]]:
 
 
 @pytest.fixture(scope="module")
+def collector() -> Iterator[TraceReceiver]:
+    receiver = TraceReceiver()
+    yield receiver
+    receiver.server.shutdown()
+
+
+@pytest.fixture(scope="module")
 def vault_gateway(
-    emulator: Process, tmp_path_factory: pytest.TempPathFactory, servers: tuple[MCPProcess, MCPProcess, OAuthServer]
+    emulator: Process, tmp_path_factory: pytest.TempPathFactory, servers: tuple[MCPProcess, MCPProcess, OAuthServer], collector: TraceReceiver
 ) -> Iterator[Gateway]:
     workdir = tmp_path_factory.mktemp("vaults")
     allowed = [f"http://127.0.0.1:{server.port}/" for server in servers]
-    gateway = Gateway(gateway_config(emulator.url, workdir, mcp={"allowed_urls": allowed}), workdir).start(timeout=60)
+    tracing = {"enabled": True, "endpoint": collector.url, "export_delay_s": 0.2}  # spans kept and exported: none may hold a secret
+    gateway = Gateway(gateway_config(emulator.url, workdir, mcp={"allowed_urls": allowed}, tracing=tracing), workdir).start(timeout=60)
     yield gateway
     gateway.stop()
 
@@ -159,7 +168,9 @@ def test_a_bad_credential_is_a_400_naming_it(vault_gateway: Gateway, auth: dict[
     assert refused.value.body["param"] == param  # type: ignore[index]
 
 
-def test_a_static_bearer_reaches_its_server_and_no_other(vault_gateway: Gateway, servers: tuple[MCPProcess, MCPProcess, OAuthServer]) -> None:
+def test_a_static_bearer_reaches_its_server_and_no_other(
+    vault_gateway: Gateway, servers: tuple[MCPProcess, MCPProcess, OAuthServer], collector: TraceReceiver
+) -> None:
     first, second, _ = servers
     client = vault_gateway.client()
     vault = client.beta.agents.vaults.create()
@@ -171,6 +182,12 @@ def test_a_static_bearer_reaches_its_server_and_no_other(vault_gateway: Gateway,
     outputs = {call.server_label: call.output for call in calls}
     assert digest(f"Bearer {BEARER}") in str(outputs["first"])
     assert outputs["second"] == "headers=[]"  # another server: no credential at all
+    # Nowhere else: not in the session's items or kept traces, the spans exported, the database or the log.
+    shown = json.dumps([item.model_dump() for item in client.beta.agents.sessions.items.list(session.id).data])
+    traces = json.dumps([trace.model_dump() for trace in client.beta.agents.sessions.traces.list(session.id).data])
+    assert traces != "[]" and BEARER not in shown + traces + json.dumps(collector.spans, default=str)
+    stored = (Path(vault_gateway.config_path).parent / "responses.sqlite3").read_bytes()
+    assert BEARER.encode() not in stored and BEARER.encode() not in Path(vault_gateway.log).read_bytes()
     with pytest.raises(openai.NotFoundError):
         client.beta.agents.sessions.create(agent=agent, environment=NONE, vault_ids=["vault_missing"])
 
