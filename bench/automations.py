@@ -92,6 +92,7 @@ async def main() -> None:
     parser.add_argument("--window", type=float, default=60.0, help="seconds each standing cost is measured over")
     parser.add_argument("--every-second", type=int, default=10, help="automations due every second, for the firing delay")
     parser.add_argument("--firing", type=float, default=30.0, help="seconds the every-second automations run")
+    parser.add_argument("--idle-only", action="store_true", help="only the idle gateway's standing cost (runs on a gateway without automations too)")
     parser.add_argument("--settle", type=float, default=60.0, help="seconds let pass after the creations (PostgreSQL's autovacuum)")
     args = parser.parse_args()
     postgres = PostgresServer().start()
@@ -107,6 +108,9 @@ async def main() -> None:
             async with httpx.AsyncClient(timeout=60) as client:
                 await asyncio.sleep(5)  # start-up's own work done
                 idle_cpu, idle_xacts = await standing_cost(pid, database, args.window)
+                if args.idle_only:
+                    print(f"idle gateway, per minute ({args.window:.0f} s): {idle_cpu:.2f} CPU s/min, {idle_xacts:.0f} transactions/min")
+                    return
                 started = time.perf_counter()
                 daily = {"type": "periodic", "expression": "0 3 * * *", "timezone": "Europe/Paris", "target": TARGET}
                 await create_many(client, gateway.url, args.automations, daily)

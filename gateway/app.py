@@ -225,6 +225,7 @@ def create_app(config: GatewayConfig, drain: Drain | None = None) -> Starlette:
             tasks.keep("replicas", replicas.run)
             tasks.keep("files_sweep", files.sweep)
             tasks.keep("ingestion", ingestor.run)
+            tasks.keep("vector_stores_sweep", vector_stores.sweep)
             tasks.keep("loop_monitor", app_metrics.watch_event_loop, config.server.loop_monitor_interval_s)
             agents = AgentStore(database)
             agent_feed = SessionFeed(agents, tasks)  # its channel registered before the listener starts

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import io
 import json
+import sqlite3
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -300,3 +302,28 @@ def test_a_file_cancelled_while_it_is_embedded_stays_cancelled(emulator: Process
     file = api.vector_stores.files.retrieve(slow, vector_store_id=store.id)
     assert file.status == "cancelled" and file.usage_bytes == 0
     assert found(api, store.id, "vault noon") == []
+
+
+def test_an_expired_store_is_emptied_by_the_sweep(emulator: Process, make_gateway: Any, tmp_path: Path) -> None:
+    """A store past its `expires_after` loses its files and chunks at the next sweep; it stays, shown expired."""
+    swept = make_gateway(emulator.url, vector_stores={"sweep_interval_s": 0.2})
+    api = swept.client()
+    store_id, _ = make_store(api, CORPUS, name="short-lived")
+    kept_id, _ = make_store(api, {"kept.md": "A store that does not expire keeps its chunks."}, name="kept")
+    api.vector_stores.update(store_id, expires_after={"anchor": "last_active_at", "days": 1})
+    database = Path(swept.config_path).parent / "responses.sqlite3"
+    with sqlite3.connect(database) as db:  # two days ago: expired now
+        db.execute("UPDATE vector_stores SET last_active_at = last_active_at - 2 * 86400 WHERE id = ?", (store_id,))
+
+    def chunks(of: str) -> int:
+        with sqlite3.connect(database) as db:
+            return int(db.execute("SELECT COUNT(*) FROM vector_store_chunks WHERE vector_store_id = ?", (of,)).fetchone()[0])
+
+    for _ in range(600):
+        if not api.vector_stores.files.list(store_id).data:
+            break
+        threading.Event().wait(0.05)
+    shown = api.vector_stores.retrieve(store_id)
+    assert shown.status == "expired" and shown.file_counts.total == 0 and shown.usage_bytes == 0
+    assert chunks(store_id) == 0 and chunks(kept_id) > 0
+    assert api.vector_stores.retrieve(kept_id).file_counts.completed == 1

@@ -92,6 +92,8 @@ class VectorStoresConfig(Section):
     search_timeout_s: float = Field(5.0, gt=0, le=300)
     max_concurrent_searches: int = Field(8, gt=0, le=1024)
     max_searches_per_tenant: int = Field(2, gt=0, le=1024)
+    # How often expired stores (`expires_after`) are emptied: their files and chunks removed, the store kept.
+    sweep_interval_s: float = Field(300.0, gt=0)
     # No section: search by words only (SQLite's FTS5, PostgreSQL's full-text search).
     embeddings: EmbeddingsConfig | None = None
 

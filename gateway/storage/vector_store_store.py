@@ -251,6 +251,19 @@ class VectorStoreStore:
 
         await self.db.transaction(work)
 
+    async def sweep_expired(self, now: float, limit: int) -> int:
+        """Up to `limit` files of expired stores taken out, their chunks with them (the store stays, shown
+        expired, with nothing left to search or bill); how many."""
+        rows = await self.db.fetch(
+            "SELECT f.seq FROM vector_store_files f JOIN vector_stores s ON s.id = f.vector_store_id "
+            "WHERE s.expires_days IS NOT NULL AND s.last_active_at + s.expires_days * 86400 <= ? LIMIT ?",
+            int(now), limit,
+        )  # fmt: skip
+        seqs = [row[0] for row in rows]
+        if seqs:
+            await self.db.execute(f"DELETE FROM vector_store_files WHERE seq IN ({','.join('?' * len(seqs))})", *seqs)
+        return len(seqs)
+
     async def remove_file(self, store_id: str, file_id: str, tenant: str) -> bool:
         """Take a file out of the store, with its chunks (the file itself stays in the Files API)."""
         return (

@@ -3,8 +3,11 @@ the chunks and their search (storage/chunk_index.py, search.py), the limits (con
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass, field
+
+import anyio
 
 from runtime.fair import FairLimiter
 
@@ -12,13 +15,18 @@ from ..config import VectorStoresConfig
 from ..errors import bad_request, not_found
 from ..files.service import FileService
 from ..protocol import IngestStatus
-from ..storage import TooSlow
+from ..storage import StorageError, TooSlow
 from ..storage.chunk_index import ChunkIndex, Scope
 from ..storage.file_store import TooMany
 from ..storage.vector_store_store import StoreFile, VectorStore, VectorStoreStore
 from .filters import Filter, FilterError, attribute_rows, filter_sql
 from .models import CreateStoreFile, chunking_of
 from .search import Found, Ranking, Searcher
+
+
+log = logging.getLogger("gateway.vector_stores")
+
+SWEEP_BATCH = 500  # files of expired stores removed in one statement
 
 
 @dataclass
@@ -32,6 +40,17 @@ class VectorStoreService:
 
     def __post_init__(self) -> None:
         self.searches = FairLimiter(self.config.max_concurrent_searches, self.config.max_searches_per_tenant)
+
+    async def sweep(self) -> None:
+        """Run for the app's lifetime: expired stores' files and chunks removed, a batch at a time (the stores
+        stay, shown expired, empty)."""
+        while True:
+            await anyio.sleep(self.config.sweep_interval_s)
+            try:
+                while await self.store.sweep_expired(time.time(), SWEEP_BATCH) == SWEEP_BATCH:
+                    pass
+            except StorageError as exc:
+                log.warning("removing expired vector stores' files failed; trying again later: %s", exc)
 
     async def close(self) -> None:
         if self.searcher.embeddings is not None:
