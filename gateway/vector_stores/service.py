@@ -23,7 +23,6 @@ from .filters import Filter, FilterError, attribute_rows, filter_sql
 from .models import CreateStoreFile, chunking_of
 from .search import Found, Ranking, Searcher
 
-
 log = logging.getLogger("gateway.vector_stores")
 
 SWEEP_BATCH = 500  # files of expired stores removed in one statement
