@@ -194,7 +194,7 @@ def firing(automation: Automation, now: float) -> Firing:
     fired in a burst), when it is next due, and the ids its invocation delivers to."""
     body = automation.body
     due = automation.next_run_at if automation.next_run_at is not None else now
-    session_id = new_id("sess") if body["target"]["type"] == "new_session" else body["target"]["session_id"]
+    session_id = _delivered_to(automation)
     if body["type"] == "once":
         return Firing(int(body["run_at"]), None, new_id("ainv"), session_id)
     cron = Cron.parse(body["expression"], body["timezone"])
@@ -202,7 +202,13 @@ def firing(automation: Automation, now: float) -> Firing:
 
 
 def manual(automation: Automation) -> Invocation:
-    session_id = new_id("sess") if automation.body["target"]["type"] == "new_session" else automation.body["target"]["session_id"]
+    session_id = _delivered_to(automation)
     return Invocation(
         new_id("ainv"), automation.id, automation.tenant, int(time.time()), InvocationStatus.QUEUED, "manual", None, None, None, session_id, None
     )
+
+
+def _delivered_to(automation: Automation) -> str:
+    """The session an invocation delivers to: the target's, or a new one's id, chosen now (delivery is idempotent)."""
+    target = automation.body["target"]
+    return new_id("sess") if target["type"] == "new_session" else str(target["session_id"])

@@ -104,8 +104,7 @@ class Scheduler:
                 self.wake()
         except DeliveryFailed as exc:
             log.info("automation %s: invocation %s failed: %s", invocation.automation_id, invocation.id, exc)
-            if await store.settle(invocation, InvocationStatus.FAILED, exc.error, exc.pause):
-                services.metrics.automation(InvocationStatus.FAILED)
+            await _ended(services, invocation, InvocationStatus.FAILED, exc.error, exc.pause)
         finally:
             self._delivering.discard(invocation.id)
 
@@ -114,17 +113,20 @@ class Scheduler:
         turn = await services.agents.turn(invocation.session_id, invocation.turn_id)
         if turn is None:
             error = {"code": "session_not_found", "message": "The invocation's session was deleted before its turn ended."}
-            if await services.automations.settle(invocation, InvocationStatus.FAILED, error, pause=True):
-                services.metrics.automation(InvocationStatus.FAILED)
+            await _ended(services, invocation, InvocationStatus.FAILED, error, pause=True)
             return
         status = turn.body["status"]
         if status == TurnStatus.COMPLETED:
-            if await services.automations.settle(invocation, InvocationStatus.COMPLETED, None, pause=False):
-                services.metrics.automation(InvocationStatus.COMPLETED)
+            await _ended(services, invocation, InvocationStatus.COMPLETED, None, pause=False)
         elif status in (TurnStatus.FAILED, TurnStatus.CANCELLED):
             error = turn.body.get("error") or {"code": "turn_cancelled", "message": "The invocation's turn was cancelled."}
-            if await services.automations.settle(invocation, InvocationStatus.FAILED, error, pause=status == TurnStatus.FAILED):
-                services.metrics.automation(InvocationStatus.FAILED)
+            await _ended(services, invocation, InvocationStatus.FAILED, error, pause=status == TurnStatus.FAILED)
+
+
+async def _ended(services: AgentsNeeds, invocation: Invocation, status: InvocationStatus, error: dict[str, str] | None, pause: bool) -> None:
+    """The invocation settled so (counted once: by the replica whose write settled it)."""
+    if await services.automations.settle(invocation, status, error, pause):
+        services.metrics.automation(status)
 
 
 async def _delivered(services: AgentsNeeds, invocation: Invocation) -> str | None:
