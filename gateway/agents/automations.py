@@ -22,6 +22,9 @@ from .objects import no_agent, resolved_agent, shown, unsupported
 from .schedule import BadSchedule, Cron
 from .vault_use import checked_vaults
 
+# An occurrence fired this late is still fired for itself (and the next ones caught up, one a pass); later than
+# this (a gateway that was down), only the latest missed one fires.
+MISFIRE_GRACE_S = 10.0
 SHOWN_AGENT = ("instructions", "model", "multi_agent", "reasoning", "service_tier", "text", "tools", "compaction", "experimental")
 
 
@@ -190,14 +193,17 @@ def resumed(automation: Automation, now: float) -> None:
 
 
 def firing(automation: Automation, now: float) -> Firing:
-    """What firing a due automation does: the occurrence it fires for (the latest one due, missed ones not
-    fired in a burst), when it is next due, and the ids its invocation delivers to."""
+    """What firing a due automation does: the occurrence it fires for (itself when it is late by less than
+    MISFIRE_GRACE_S; else the latest one due, missed ones not fired in a burst), when it is next due, and the
+    ids its invocation delivers to."""
     body = automation.body
     due = automation.next_run_at if automation.next_run_at is not None else now
     session_id = _delivered_to(automation)
     if body["type"] == "once":
         return Firing(int(body["run_at"]), None, new_id("ainv"), session_id)
     cron = Cron.parse(body["expression"], body["timezone"])
+    if now - due <= MISFIRE_GRACE_S:  # late by a moment (a busy machine, a slow pass): this one, the next after it
+        return Firing(int(due), cron.after(due), new_id("ainv"), session_id)
     return Firing(int(cron.latest(due, now)), cron.after(now), new_id("ainv"), session_id)
 
 

@@ -4,11 +4,14 @@ and a late firing's occurrence."""
 from __future__ import annotations
 
 import datetime as dt
+from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
 
+from gateway.agents.automations import MISFIRE_GRACE_S, firing
 from gateway.agents.schedule import BadSchedule, Cron
+from gateway.storage.automation_store import Automation
 
 NEW_YORK = ZoneInfo("America/New_York")
 
@@ -66,3 +69,19 @@ def test_what_cannot_be_scheduled_is_refused(expression: str, timezone: str, wro
     with pytest.raises(BadSchedule) as refused:
         Cron.parse(expression, timezone)
     assert str(refused.value).startswith(wrong)
+
+
+def test_a_moment_late_fires_its_own_occurrence_and_long_late_only_the_latest() -> None:
+    cron = Cron.parse("*/2 * * * * *", "UTC")
+    due = 1_800_000_000.0
+    body: dict[str, Any] = {
+        "type": "periodic",
+        "expression": cron.expression,
+        "timezone": "UTC",
+        "target": {"type": "existing_session", "session_id": "s"},
+    }
+    automation = Automation("auto_1", "t", 0, "active", None, due, "s", body)
+    late = firing(automation, due + 3.5)  # a slow pass: this occurrence, the next one caught up at once
+    assert (late.scheduled_at, late.next_run_at) == (due, due + 2)
+    down = firing(automation, due + MISFIRE_GRACE_S + 61)  # a gateway that was down: the latest alone
+    assert (down.scheduled_at, down.next_run_at) == (due + MISFIRE_GRACE_S + 60, due + MISFIRE_GRACE_S + 62)
