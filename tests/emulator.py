@@ -76,6 +76,7 @@ class Plan:
     error_after: int | None = None  # the same, before a `data: {"error": ...}` line
     status: int | None = None  # answer with this HTTP error instead
     chunk_delay: float | None = None
+    held: str | None = None  # `[held KEY]`: nothing is sent until the test releases KEY (a minute at most)
     chunk_tokens: int | None = None  # tokens in every chunk (the last may have fewer); None: 1 to 4 at random
     # Under a structural tag: what the model writes instead when the grammar forbids `text` (`[[constrained
     # HARMONY]]`, in order), and whether breaking it is the test's point (`[misbehave]`, and the faults).
@@ -257,7 +258,8 @@ class Script:
         with a token count where it applies: `[drop@2 10]` drops the second call's stream after 10 tokens.
         Faults: stall (silence forever), drop (connection closed without [DONE]), midstream-error,
         error500 (HTTP 500 before the stream), malformed (invalid Harmony), slow MS (delay per chunk); and
-        `[chunk N]`: N tokens in every chunk. Once only (a continuation from there goes on unharmed): crash
+        `[chunk N]`: N tokens in every chunk; `[held KEY]`: every call waits, before its first token, until
+        the test releases KEY (`POST /_emulator/release/KEY`). Once only (a continuation from there goes on unharmed): crash
         (connection closed at the Nth token of the call's writing), crash-error (an error line there)."""
         user_index = self._asked()
         said = self._text_of(self.messages[user_index])
@@ -268,6 +270,8 @@ class Script:
             plan.garbage = m.group(1)
         plan.comments = "[comments]" in said
         plan.overflow = "[overflow]" in said
+        if m := re.search(r"\[held (\w+)\]", said):
+            plan.held = m.group(1)
         for name, at, count in re.findall(
             r"\[(stall|drop|midstream-error|error500|malformed|slow|chunk|crash-error|crash)(?:@(\d+))?(?: (\d+))?\]", said
         ):
@@ -564,6 +568,9 @@ def create_emulator(
             try:
                 sent = 0
                 first = True
+                if plan.held is not None:
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(held_until(plan.held).wait(), 60)
                 # A lasting fault the call's writing is already past (a continuation): it fails before its first token.
                 if plan.drop_after is not None and len(prefill) >= plan.drop_after:
                     raise ConnectionAbortedError("emulated engine crash")

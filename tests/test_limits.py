@@ -93,7 +93,9 @@ def test_steering_left_waiting_is_bounded_per_socket_and_dropped(make_gateway: A
     with gateway.client().responses.connect() as connection:
         before = rss_bytes(gateway)
         for round in range(40):
-            connection.response.create(model=MODEL, input='[slow 10] [call functions.get_weather {"location": "Oslo"}]', tools=[weather], store=False)
+            # The engine holds its answer until the steers are in: the response is still running when each comes.
+            held = f'[held steers{round}] [call functions.get_weather {{"location": "Oslo"}}]'
+            connection.response.create(model=MODEL, input=held, tools=[weather], store=False)
             events = until_end(connection, ("response.created",))
             if round:  # the previous response's steers, dropped as this one starts
                 dropped = [event for event in events if event["type"] == "response.steer.failed"]
@@ -101,7 +103,11 @@ def test_steering_left_waiting_is_bounded_per_socket_and_dropped(make_gateway: A
             created = events[-1]["response"]["id"]
             for _ in range(8):
                 connection.response.steer(input=big, previous_response_id=created)
-            events = until_end(connection)
+            accepted = until_end(connection, ("response.steer.accepted",))
+            for _ in range(7):
+                accepted += until_end(connection, ("response.steer.accepted",))
+            httpx.post(f"{emulator.url}/_emulator/release/steers{round}")
+            events = accepted + until_end(connection)
             assert [event["type"] for event in events].count("response.steer.accepted") == 8
             pending = until_end(connection, ("response.steer.pending",))
             for _ in range(7):
@@ -110,7 +116,8 @@ def test_steering_left_waiting_is_bounded_per_socket_and_dropped(make_gateway: A
         grown = rss_bytes(gateway) - before
         assert grown < 40_000_000, grown  # 320 steers of 200 KB kept would be 64 MB and more
         # The count alone: a ninth steer, small, is refused on this socket whatever response it names.
-        connection.response.create(model=MODEL, input='[slow 10] [call functions.get_weather {"location": "Oslo"}]', tools=[weather], store=False)
+        held = '[held count] [call functions.get_weather {"location": "Oslo"}]'
+        connection.response.create(model=MODEL, input=held, tools=[weather], store=False)
         created = until_end(connection, ("response.created",))[-1]["response"]["id"]
         for _ in range(8):
             connection.response.steer(input="small", previous_response_id=created)
@@ -118,15 +125,18 @@ def test_steering_left_waiting_is_bounded_per_socket_and_dropped(make_gateway: A
         events = until_end(connection, ("response.steer.failed",))
         refused = [event for event in events if event["type"] == "response.steer.failed" and event["steer"]["input"] == "one more"]
         assert refused and refused[0]["error"]["code"] == "too_many_pending_steers"
+        httpx.post(f"{emulator.url}/_emulator/release/count")
         until_end(connection)
     # The bytes alone: 3 steers of 800 KB come to more than 2 MB while their count is below 8.
     with gateway.client().responses.connect() as connection:
-        connection.response.create(model=MODEL, input="[slow 20] [long 60]", store=False)
+        connection.response.create(model=MODEL, input="[held bytes] [long 60]", store=False)
         created = until_end(connection, ("response.created",))[-1]["response"]["id"]
         for _ in range(3):
             connection.response.steer(input="more " * 160_000, previous_response_id=created)
         events = until_end(connection, ("response.steer.failed",))
         assert events[-1]["error"]["code"] == "too_many_pending_steers" and "bytes" in events[-1]["error"]["message"]
+        httpx.post(f"{emulator.url}/_emulator/release/bytes")
+        until_end(connection)
 
 
 def test_queued_creates_are_bounded_by_what_they_weigh_parsed(make_gateway: Any, emulator: Process) -> None:
