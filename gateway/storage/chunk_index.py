@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import Database, StorageError, Tx
+from .chunk_words import PostgresWords, SQLiteWords
 from .database import Dialect, Row
 from .vector_store_store import FILE_COLUMNS, StoreFile
 
@@ -205,22 +206,16 @@ class ChunkIndex:
     # -- search ---------------------------------------------------------------------------------------------
 
     async def by_words(self, scope: Scope, terms: list[str], limit: int) -> list[tuple[int, float]]:
-        """Chunks that hold any of `terms` (words: letters, digits, `_`), best first, with their text score."""
+        """Chunks that hold any of `terms` (words: letters, digits, `_`), best first, with their text score:
+        the exact ranking, found without ranking every chunk of a common word (word_ranking.py)."""
         join, where, params = scope.where()
-        if self.dialect is Dialect.POSTGRESQL:
-            sql = (
-                f"SELECT c.seq, ts_rank(c.words, q) AS rank FROM to_tsquery('english', ?) q, vector_store_chunks c{join} "
-                f"WHERE c.words @@ q AND {where} ORDER BY rank DESC LIMIT ?"
-            )
-            rows = await self._searched(sql, " | ".join(terms), *params, limit)
-            return [(int(seq), float(rank)) for seq, rank in rows]
-        sql = (
-            "SELECT c.seq, bm25(vector_store_chunks_fts) AS rank FROM vector_store_chunks_fts "
-            f"JOIN vector_store_chunks c ON c.seq = vector_store_chunks_fts.rowid{join} "
-            f"WHERE vector_store_chunks_fts MATCH ? AND {where} ORDER BY rank LIMIT ?"
-        )
-        rows = await self._searched(sql, " OR ".join(f'"{term}"' for term in terms), *params, limit)
-        return [(int(seq), -float(rank)) for seq, rank in rows]  # BM25 as FTS5 gives it: lower is better
+        words = PostgresWords if self.dialect is Dialect.POSTGRESQL else SQLiteWords
+
+        async def work(tx: Tx) -> list[tuple[int, float]]:
+            await tx.limit_time(self.search_timeout_s)
+            return await words(tx, join, where, params, limit).search(terms)
+
+        return await self.db.transaction(work)
 
     async def by_vector(self, scope: Scope, vector: list[float], limit: int) -> list[tuple[int, float]]:
         """The chunks nearest to `vector`, nearest first, with their cosine similarity."""
