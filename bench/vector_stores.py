@@ -4,11 +4,14 @@ test; prints figures).
 1. Ingestion: `--files` text files of `--file-kb` KB uploaded, put in a store in batches, timed until every
    one is completed, words only and with the emulator's embeddings; meanwhile /metrics is read every 0.2 s
    for the event loop's longest stall (`gateway_event_loop_lag_max_seconds`).
-2. Search: stores of 10k and 100k chunks written straight into the database (SQLite, and PostgreSQL with
-   pgvector), then `POST /v1/vector_stores/{id}/search` timed, p50 and p95, by words and hybrid.
+2. Search: stores of 10k and 100k chunks (and 1M: --sizes) written straight into the database (SQLite, and
+   PostgreSQL with pgvector, its HNSW index built after, timed), then `POST /v1/vector_stores/{id}/search`
+   timed, p50 and p95, by words and hybrid (with --before DIR, a gateway run from an older checkout searches
+   the same store first); then recall@10 against the exact search, by meaning and by words.
 3. The file_search turn: the gateway's CPU time per response, with a file_search call and without one.
 
-Run: .venv/bin/python bench/vector_stores.py [--files 1000] [--file-kb 10] [--searches 200] [--sizes 10000,100000] [--skip-postgres]
+Run: .venv/bin/python bench/vector_stores.py [--files 1000] [--file-kb 10] [--searches 200] [--sizes 10000,100000]
+     [--skip-postgres] [--skip-sqlite] [--search-only] [--before DIR]
 """
 
 from __future__ import annotations
@@ -30,11 +33,16 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from gateway.storage import open_database  # noqa: E402
-from gateway.storage.chunk_index import ChunkIndex, Written  # noqa: E402
+from gateway.storage import Tx, open_database  # noqa: E402
+from gateway.storage.chunk_index import ChunkIndex, Scope, Written  # noqa: E402
+from gateway.storage.chunk_words import PostgresWords, SQLiteWords  # noqa: E402
+from gateway.storage.database import Dialect  # noqa: E402
 from gateway.storage.vector_store_store import StoreFile, VectorStore, VectorStoreStore  # noqa: E402
+from gateway.storage.word_ranking import Term  # noqa: E402
 from gateway.vector_stores.search import STOP_WORDS  # noqa: E402
-from tests.conftest import Gateway, gateway_config, start_emulator  # noqa: E402
+from gateway.vector_stores.search import words as search_words  # noqa: E402
+from tests import conftest  # noqa: E402
+from tests.conftest import ROOT, Gateway, gateway_config, start_emulator  # noqa: E402
 from tests.emulator import EMBEDDING_DIMENSIONS, EMBEDDING_MODEL, embedding  # noqa: E402
 
 # Text like English: four words in ten are stop words, the others drawn from 30,000 by Zipf's law (a few
@@ -95,14 +103,18 @@ def ingest(gateway: Gateway, files: int, file_kb: int) -> None:
 
 # -- 2. search ------------------------------------------------------------------------------------------------
 
+HNSW_INDEX = "CREATE INDEX IF NOT EXISTS vector_store_chunks_embedding ON vector_store_chunks USING hnsw (embedding vector_cosine_ops)"
 
-async def fill(url: str, chunks: int, vectors: bool) -> str:
-    """A store of `chunks` chunks of 60 words (100 per file), written as ingestion writes them."""
+
+async def fill(url: str, chunks: int) -> str:
+    """A store of `chunks` chunks of 60 words (100 per file) with their vectors, written as ingestion writes
+    them; on PostgreSQL without the HNSW index (built after, timed: `build_index`)."""
     db = open_database(url, retry_s=5, pool_size=4)
     await db.start()
     store, index = VectorStoreStore(db), ChunkIndex(db)
-    if vectors:
-        await index.prepare_vectors(EMBEDDING_MODEL, EMBEDDING_DIMENSIONS)
+    await index.prepare_vectors(EMBEDDING_MODEL, EMBEDDING_DIMENSIONS)
+    if db.dialect is Dialect.POSTGRESQL:
+        await db.execute("DROP INDEX IF EXISTS vector_store_chunks_embedding")
     now = int(time.time())
     record = VectorStore(f"vs_bench{chunks}", "default", "bench", None, now, now, {}, None)
     await store.create(record, 1000)
@@ -117,9 +129,61 @@ async def fill(url: str, chunks: int, vectors: bool) -> str:
         for file in files:
             await db.execute("UPDATE vector_store_files SET owner = 'bench' WHERE seq = ?", file.seq)
             texts = [words(rng, 60) for _ in range(per_file)]
-            await index.complete(file, "bench", Written(texts, [embedding(text) for text in texts] if vectors else None, 0), 10**12)
+            await index.complete(file, "bench", Written(texts, [embedding(text) for text in texts], 0), 10**12)
+    if db.dialect is Dialect.POSTGRESQL:
+        await db.execute("ANALYZE vector_store_chunks")  # as autovacuum would have by now: word statistics
     await db.close()
     return record.id
+
+
+async def build_index(url: str) -> float:
+    db = open_database(url, retry_s=5, pool_size=1)
+    await db.start()
+    started = time.perf_counter()
+
+    async def work(tx: Tx) -> None:
+        await tx.execute("SET LOCAL maintenance_work_mem = '1GB'")
+        await tx.execute(HNSW_INDEX)
+
+    await db.transaction(work)
+    elapsed = time.perf_counter() - started
+    await db.close()
+    return elapsed
+
+
+DEPTH = 40  # what the gateway asks of each ranking for 10 results (search.py: 4 results' worth)
+
+
+async def recall(url: str, store_id: str, queries: int) -> str:
+    """recall@10 of what the gateway searches against the exact search: by meaning (approximate index vs
+    every vector measured), and by words (rarest words first and sampled common words vs every match ranked)."""
+    db = open_database(url, retry_s=5, pool_size=2)
+    await db.start()
+    index = ChunkIndex(db, search_timeout_s=300)
+    await index.prepare_vectors(EMBEDDING_MODEL, EMBEDDING_DIMENSIONS)
+    rng = random.Random(11)
+    scope = Scope([store_id])
+    meaning, by_words = [], []
+    ranker = PostgresWords if db.dialect is Dialect.POSTGRESQL else SQLiteWords
+    for _ in range(queries):
+        text = query(rng)
+        vector = embedding(text)
+        exact = {seq for seq, _ in await index.by_vector(scope, vector, DEPTH, exact=True)}
+        found = {seq for seq, _ in (await index.by_vector(scope, vector, DEPTH))[:10]}
+        meaning.append(len(exact & found) / max(len(exact), 1))
+        terms = search_words(text)
+
+        async def every_match(tx: Tx, terms: list[str] = terms) -> Any:
+            join, where, params = scope.where()
+            everything = [Term(word, 0, 0.0, False) for word in terms]
+            return (await ranker(tx, join, where, params, DEPTH).rank(everything, [], None))[:10]
+
+        exact = {seq for seq, _ in await db.transaction(every_match)}
+        found = {seq for seq, _ in (await index.by_words(scope, terms, DEPTH))[:10]}
+        by_words.append(len(exact & found) / max(len(exact), 1))
+    await db.close()
+    mode = "HNSW" if index.approximate else "exact"
+    return f"recall@10 by meaning ({mode}) {statistics.mean(meaning):.3f} (min {min(meaning):.1f}), by words {statistics.mean(by_words):.3f} (min {min(by_words):.1f})"
 
 
 def time_searches(gateway: Gateway, store_id: str, searches: int) -> list[float]:
@@ -135,7 +199,23 @@ def time_searches(gateway: Gateway, store_id: str, searches: int) -> list[float]
     return timings
 
 
-def search_latency(emulator_url: str, tmp: Path, backend: str, sizes: list[int], searches: int) -> None:
+def searched(emulator_url: str, workdir: Path, url: str, store_id: str, searches: int, source: Path, label: str) -> None:
+    """Words, then hybrid, through a gateway run from `source` (this checkout, or an older one: --before)."""
+    for hybrid in (False, True):
+        sections: dict[str, Any] = {"storage": {"url": url}}
+        if hybrid:
+            sections["vector_stores"] = embeddings_section(emulator_url)
+        conftest.ROOT = source  # the gateway process runs from there
+        gateway = Gateway(gateway_config(emulator_url, workdir, **sections), workdir).start()
+        try:
+            timings = time_searches(gateway, store_id, searches)
+        finally:
+            gateway.stop()
+            conftest.ROOT = ROOT
+        print(f"    {label:6} {'hybrid' if hybrid else 'words '}: {percentiles(timings)}", flush=True)
+
+
+def search_latency(emulator_url: str, tmp: Path, backend: str, sizes: list[int], searches: int, before: Path | None) -> None:
     postgres = None
     if backend == "postgresql":
         from tests.servers import PostgresServer, pgvector_binaries
@@ -143,19 +223,17 @@ def search_latency(emulator_url: str, tmp: Path, backend: str, sizes: list[int],
         postgres = PostgresServer(pgvector_binaries()).start()
     try:
         for size in sizes:
-            for hybrid in (False, True):
-                workdir = Path(tempfile.mkdtemp(dir=tmp))
-                url = postgres.new_database() if postgres is not None else f"sqlite:///{workdir / 'db.sqlite3'}"
-                store_id = asyncio.run(fill(url, size, hybrid))
-                sections: dict[str, Any] = {"storage": {"url": url}}
-                if hybrid:
-                    sections["vector_stores"] = embeddings_section(emulator_url)
-                gateway = Gateway(gateway_config(emulator_url, workdir, **sections), workdir).start()
-                try:
-                    timings = time_searches(gateway, store_id, searches)
-                finally:
-                    gateway.stop()
-                print(f"  {backend:10} {size:7} chunks, {'hybrid' if hybrid else 'words '}: {percentiles(timings)}")
+            workdir = Path(tempfile.mkdtemp(dir=tmp))
+            url = postgres.new_database() if postgres is not None else f"sqlite:///{workdir / 'db.sqlite3'}"
+            started = time.perf_counter()
+            store_id = asyncio.run(fill(url, size))
+            print(f"  {backend}, {size} chunks (written in {time.perf_counter() - started:.0f} s):", flush=True)
+            if before is not None:
+                searched(emulator_url, workdir, url, store_id, searches, before, "before")
+            if postgres is not None:
+                print(f"    HNSW index built in {asyncio.run(build_index(url)):.1f} s", flush=True)
+            searched(emulator_url, workdir, url, store_id, searches, ROOT, "after")
+            print(f"    {asyncio.run(recall(url, store_id, min(searches, 100)))}", flush=True)
     finally:
         if postgres is not None:
             postgres.close()
@@ -189,7 +267,9 @@ def main() -> None:
     parser.add_argument("--sizes", default="10000,100000")
     parser.add_argument("--turns", type=int, default=100)
     parser.add_argument("--skip-postgres", action="store_true")
+    parser.add_argument("--skip-sqlite", action="store_true")
     parser.add_argument("--search-only", action="store_true")
+    parser.add_argument("--before", type=Path, help="an older checkout: its gateway searched the same stores first")
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="bench-vector-stores-"))
     emulator = start_emulator(tmp)
@@ -209,8 +289,9 @@ def main() -> None:
                 gateway.stop()
         sizes = [int(size) for size in args.sizes.split(",")]
         print(f'search, {args.searches} queries ("how do I" and two words), 10 results:')
-        for backend in ("sqlite",) if args.skip_postgres else ("sqlite", "postgresql"):
-            search_latency(emulator.url, tmp, backend, sizes, args.searches)
+        backends = [name for name, skip in (("sqlite", args.skip_sqlite), ("postgresql", args.skip_postgres)) if not skip]
+        for backend in backends:
+            search_latency(emulator.url, tmp, backend, sizes, args.searches, args.before)
     finally:
         emulator.stop()
 

@@ -1,10 +1,9 @@
 """The chunks of vector stores' files: written by ingestion (a file claimed, then its chunks written in
 one fenced step), found by search (words, and vectors where an embeddings endpoint is configured).
 
-The two dialects search differently, and only here: SQLite through FTS5 (BM25) and sqlite-vec's cosine
-distance; PostgreSQL through its full-text search (`ts_rank`) and pgvector's `<=>`. Both are exact: an
-approximate index over every tenant's chunks (pgvector's HNSW) returns the nearest chunks of all stores,
-and a small store's search would come back empty once the others' were filtered out.
+The two dialects search differently, and not here: by words through FTS5's BM25 or PostgreSQL's `ts_rank`
+(chunk_words.py, rarest words first: word_ranking.py), by meaning through sqlite-vec or pgvector, whose HNSW
+index is read by iterative scans and an answer it leaves short searched again exactly (chunk_vectors.py).
 Every query takes the stores and the `filters` as SQL (`Scope`), so a filter narrows what is ranked
 rather than what is returned.
 """
@@ -17,11 +16,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import Database, StorageError, Tx
+from .chunk_vectors import HNSW_MIN_VERSION, postgres_nearest, sqlite_nearest
 from .chunk_words import PostgresWords, SQLiteWords
 from .database import Dialect, Row
 from .vector_store_store import FILE_COLUMNS, StoreFile
 
 EMBEDDINGS_KEY = "embeddings"  # gateway_keys: the model and dimensions the stored vectors were made with
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.split(".") if part.isdigit())
 
 
 class VectorsUnavailable(Exception):
@@ -70,6 +74,7 @@ class ChunkIndex:
         self.db = db
         self.dialect = db.dialect
         self.vectors = False  # chunks are written with their vectors (prepare_vectors was called)
+        self.approximate = False  # searched by meaning through an HNSW index (PostgreSQL with pgvector 0.8+)
         # Each search statement's limit (TooSlow past it): on SQLite a search holds every tenant's one
         # connection, and a filter's cost is the client's choice.
         self.search_timeout_s = search_timeout_s
@@ -90,8 +95,15 @@ class ChunkIndex:
 
         async def work(tx: Tx) -> None:
             if self.dialect is Dialect.POSTGRESQL:
+                await tx.lock("vector_store_chunks:vectors")  # replicas starting together make the index once
                 await tx.execute("CREATE EXTENSION IF NOT EXISTS vector")
                 await tx.execute(f"ALTER TABLE vector_store_chunks ADD COLUMN IF NOT EXISTS embedding vector({int(dimensions)})")
+                version = await tx.fetch("SELECT extversion FROM pg_extension WHERE extname = 'vector'")
+                if _version(version[0][0]) >= HNSW_MIN_VERSION:
+                    await tx.execute(
+                        "CREATE INDEX IF NOT EXISTS vector_store_chunks_embedding ON vector_store_chunks USING hnsw (embedding vector_cosine_ops)"
+                    )
+                    self.approximate = True
             else:  # sqlite-vec's own table (its k-nearest search reads vectors in blocks), by the chunk's seq
                 await tx.execute(
                     "CREATE VIRTUAL TABLE IF NOT EXISTS vector_store_vectors USING vec0(vector_store_id text partition key, "
@@ -217,32 +229,19 @@ class ChunkIndex:
 
         return await self.db.transaction(work)
 
-    async def by_vector(self, scope: Scope, vector: list[float], limit: int) -> list[tuple[int, float]]:
-        """The chunks nearest to `vector`, nearest first, with their cosine similarity."""
+    async def by_vector(self, scope: Scope, vector: list[float], limit: int, exact: bool = False) -> list[tuple[int, float]]:
+        """The chunks nearest to `vector`, nearest first, with their cosine similarity (chunk_vectors.py:
+        approximate on PostgreSQL with an HNSW index, unless `exact`)."""
         join, where, params = scope.where()
         query = self._vector(vector)
-        if self.dialect is Dialect.POSTGRESQL:
-            sql = (
-                f"SELECT c.seq, c.embedding <=> ?::vector AS distance FROM vector_store_chunks c{join} "
-                f"WHERE c.embedding IS NOT NULL AND {where} ORDER BY distance LIMIT ?"
-            )
-            rows = await self._searched(sql, query, *params, limit)
-        elif not scope.filter_sql:  # sqlite-vec's k-nearest search, store by store (its partitions)
-            rows = []
-            for store_id in scope.store_ids:
-                rows += await self._searched(
-                    "SELECT rowid, distance FROM vector_store_vectors WHERE embedding MATCH ? AND k = ? AND vector_store_id = ?",
-                    query,
-                    limit,
-                    store_id,
-                )
-            rows = sorted(rows, key=lambda row: row[1])[:limit]
-        else:  # only the chunks that pass the filter are measured
-            sql = (
-                f"SELECT c.seq, vec_distance_cosine(v.embedding, ?) AS distance FROM vector_store_chunks c{join} "
-                f"JOIN vector_store_vectors v ON v.rowid = c.seq WHERE {where} ORDER BY distance LIMIT ?"
-            )
-            rows = await self._searched(sql, query, *params, limit)
+
+        async def work(tx: Tx) -> list[Row]:
+            await tx.limit_time(self.search_timeout_s)
+            if self.dialect is Dialect.POSTGRESQL:
+                return await postgres_nearest(tx, join, where, params, query, limit, self.approximate and not exact)
+            return await sqlite_nearest(tx, join, where, params, scope.store_ids, bool(scope.filter_sql), query, limit)
+
+        rows = await self.db.transaction(work)
         return [(int(seq), 1.0 - float(distance)) for seq, distance in rows]
 
     async def chunks(self, seqs: list[int]) -> dict[int, Chunk]:

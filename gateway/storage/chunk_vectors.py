@@ -1,0 +1,58 @@
+"""Search by meaning, dialect by dialect: the chunks nearest to a query's vector.
+
+PostgreSQL, with pgvector 0.8 or later, searches an HNSW index (approximate), read by an iterative scan: when the
+scope's filter (its stores, the client's `filters`) passes few of the nearest chunks, the scan goes on past
+them until the answer is full or `hnsw.max_scan_tuples` were read. An answer that comes back short all the
+same (a small store among large ones, a filter that passes almost nothing) is searched again exactly, so it
+is never short: approximate where the scope is large, exact where it is small. Without pgvector 0.8 every
+search is exact. Recall is measured against the exact search (bench/vector_stores.py, README).
+
+SQLite searches exactly: sqlite-vec's k-nearest search store by store (its partitions), or, with a filter,
+the distance of each chunk that passes it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .database import Row, Tx
+
+HNSW_MIN_VERSION = (0, 8, 0)  # iterative index scans (hnsw.iterative_scan)
+EF_SEARCH = 100  # candidates the HNSW scan keeps: recall against speed (measured: README)
+
+
+async def postgres_nearest(tx: Tx, join: str, where: str, params: list[Any], query: str, limit: int, approximate: bool) -> list[Row]:
+    nearest = (
+        f"SELECT c.seq, c.embedding <=> ?::vector AS distance FROM vector_store_chunks c{join} "
+        f"WHERE c.embedding IS NOT NULL AND {where} ORDER BY {{order}} LIMIT ?"
+    )
+    if approximate:
+        # The index's order (no sort: the planner reads the HNSW index); relaxed order, so sorted after.
+        await tx.execute("SET LOCAL enable_sort = off")
+        await tx.execute(f"SET LOCAL hnsw.ef_search = {EF_SEARCH}")
+        await tx.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+        sql = f"WITH nearest AS MATERIALIZED ({nearest.format(order='c.embedding <=> ?::vector')}) SELECT * FROM nearest ORDER BY distance"
+        rows = await tx.fetch(sql, query, *params, query, limit)
+        if len(rows) >= limit:
+            return rows
+        await tx.execute("SET LOCAL enable_sort = on")
+    # Exact: every chunk of the scope measured (an order by an expression the index cannot give).
+    return await tx.fetch(nearest.format(order="(c.embedding <=> ?::vector) + 0"), query, *params, query, limit)
+
+
+async def sqlite_nearest(
+    tx: Tx, join: str, where: str, params: list[Any], store_ids: list[str], filtered: bool, query: bytes, limit: int
+) -> list[Row]:
+    if not filtered:  # sqlite-vec's k-nearest search, store by store (its partitions)
+        rows: list[Row] = []
+        for store_id in store_ids:
+            rows += await tx.fetch(
+                "SELECT rowid, distance FROM vector_store_vectors WHERE embedding MATCH ? AND k = ? AND vector_store_id = ?", query, limit, store_id
+            )
+        return sorted(rows, key=lambda row: row[1])[:limit]
+    # Only the chunks that pass the filter are measured.
+    sql = (
+        f"SELECT c.seq, vec_distance_cosine(v.embedding, ?) AS distance FROM vector_store_chunks c{join} "
+        f"JOIN vector_store_vectors v ON v.rowid = c.seq WHERE {where} ORDER BY distance LIMIT ?"
+    )
+    return await tx.fetch(sql, query, *params, limit)
