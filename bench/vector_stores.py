@@ -168,7 +168,7 @@ async def recall(url: str, store_id: str, queries: int) -> str:
     for _ in range(queries):
         text = query(rng)
         vector = embedding(text)
-        exact = {seq for seq, _ in await index.by_vector(scope, vector, DEPTH, exact=True)}
+        exact = {seq for seq, _ in (await index.by_vector(scope, vector, DEPTH, exact=True))[:10]}
         found = {seq for seq, _ in (await index.by_vector(scope, vector, DEPTH))[:10]}
         meaning.append(len(exact & found) / max(len(exact), 1))
         terms = search_words(text)
