@@ -32,7 +32,7 @@ class Term:
 # A word held by more than this share of the chunks is common: its chunks are many and alike (BM25 weighs it
 # little, a word in more than half of them not at all), and they are not all ranked (`best`).
 COMMON_SHARE = 0.01
-SAMPLED = 25  # the chunks of common words ranked: the first `limit * SAMPLED` in the scope
+SAMPLED = 100  # the chunks of common words ranked: the first `limit * SAMPLED` in the scope (recall: README)
 
 
 class Ranker(Protocol):
