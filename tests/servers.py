@@ -95,6 +95,13 @@ class PostgresServer:
         )
         return self.url(name)
 
+    def sql(self, url: str, statement: str) -> str:
+        """One statement run by psql on the database of `url`: its rows, unaligned, one a line."""
+        psql = _postgres_bin("psql", self.binaries)
+        database = url.rsplit("/", 1)[1]
+        args = [psql, "-h", "127.0.0.1", "-p", str(self.port), "-U", "gateway", "-d", database, "-qAt", "-c", statement]
+        return subprocess.run(args, check=True, capture_output=True, text=True).stdout.strip()
+
     def close(self) -> None:
         try:
             self.stop("immediate")

@@ -326,6 +326,37 @@ def test_vector_stores_on_postgresql_with_pgvector(emulator: Process, pgvector: 
     assert api.vector_stores.delete(store.id).deleted
 
 
+def test_a_small_store_among_a_large_one_is_found_whole_by_meaning(emulator: Process, pgvector: Any, make_gateway: Any) -> None:
+    """The HNSW index is read (its scans counted), and the nearest chunks of all are the large store's: the
+    small store's come from the iterative scan reading on past them (this round passes with no fallback);
+    and, with that scan allowed to read a single tuple (`hnsw.max_scan_tuples`), from the exact search its
+    short answer falls back to (this round fails without it)."""
+    database = pgvector.new_database()
+    small_chunks = {"tea.md", "dogs.txt"}
+    lines = "\n".join(f"tea kettle {n} tea pot tea leaf tea cup" for n in range(20000))  # each chunk nearer to "tea"
+    scans = "SELECT COALESCE(SUM(idx_scan), 0) FROM pg_stat_user_indexes WHERE indexrelname = 'vector_store_chunks_embedding'"
+    pieces = {"type": "static", "static": {"max_chunk_size_tokens": 100, "chunk_overlap_tokens": 0}}
+    for round, max_scan_tuples in enumerate((None, 1)):
+        if max_scan_tuples is not None:  # read by the next gateway's connections
+            pgvector.sql(database, f"ALTER DATABASE {database.rsplit('/', 1)[1]} SET hnsw.max_scan_tuples = {max_scan_tuples}")
+        gateway = make_gateway(emulator.url, **pg_sections(emulator, database))
+        api = gateway.client()
+        if round == 0:
+            large = api.vector_stores.create(name="large", file_ids=[upload(api, "kettles.txt", lines)], chunking_strategy=pieces)  # type: ignore[arg-type]
+            assert ready(api, large.id).file_counts.completed == 1
+            small = ready(api, api.vector_stores.create(name="small", file_ids=[upload(api, name, CORPUS[name]) for name in small_chunks]).id)
+        assert int(pgvector.sql(database, "SELECT COUNT(*) FROM vector_store_chunks WHERE vector_store_id = '%s'" % large.id)) > 200
+        before = int(pgvector.sql(database, scans))
+        by_meaning = {"hybrid_search": {"embedding_weight": 1, "text_weight": 0}}
+        found = api.vector_stores.search(small.id, query="tea", ranking_options=by_meaning, max_num_results=10)  # type: ignore[arg-type]
+        assert {result.filename for result in found} == small_chunks, round
+        deadline = time.monotonic() + 30  # the server's statistics are flushed within a second or so
+        while int(pgvector.sql(database, scans)) == before and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert int(pgvector.sql(database, scans)) > before
+        gateway.stop()
+
+
 def test_ingestion_is_taken_over_when_its_replica_is_killed(emulator: Process, pgvector: Any, make_gateway: Any) -> None:
     """SIGKILL of the replica ingesting a file (its embeddings call under way): another replica takes the file
     over once the lease ran out, and its chunks are written once."""
