@@ -60,8 +60,10 @@ async def best(terms: list[Term], limit: int, ranker: Ranker, counted: bool) -> 
         if counted and cut < len(rare) and sum(term.chunks for term in essential) < limit:
             continue  # too few chunks to fill the answer: the next word must be ranked too
         found = await ranker.rank(essential, others, None)
-        if not others or (len(found) >= limit and found[limit - 1][1] > sum(term.most for term in others)):
+        if len(found) >= limit and (not others or found[limit - 1][1] > sum(term.most for term in others)):
             return found
+        if not others and len(scored) == len(terms):
+            return found  # every chunk of every word was ranked
     kept = dict(found)
     # The rarest common word's chunks first; then, if the answer still has room, any chunk of any word.
     passes = [([common[0]], scored)] if common else []
