@@ -1,10 +1,10 @@
 """Search by words, dialect by dialect: how common each query word is, the most it can add to a chunk's score,
 and the ranking of the chunks that hold the essential words (word_ranking.py decides which are).
 
-SQLite ranks by FTS5's BM25: a word adds at most `idf * (k1 + 1)` to a chunk, and FTS5's own vocabulary says
-in how many chunks each stem is (the query's words are stemmed by an FTS5 table of the same tokenizer, so
-the stems are FTS5's). PostgreSQL ranks by `ts_rank`, where a word adds less than 0.1 divided by the query's
-distinct lexemes; how common a word is comes from the planner's statistics (an estimate, for the order).
+SQLite ranks by FTS5's BM25: a word adds at most `idf * (k1 + 1)` to a chunk; its chunks are counted by FTS5
+(which stems it as it stemmed the chunks) up to the number that makes it common, never further.
+PostgreSQL ranks by `ts_rank`, where a word adds less than 0.1 divided by the query's distinct lexemes; how
+common a word is comes from ANALYZE's statistics (an estimate: it orders the words, it bounds nothing).
 """
 
 from __future__ import annotations
@@ -23,12 +23,12 @@ IDF_FLOOR = 1e-6
 TS_RANK_MOST = 0.1
 
 
-def _phrases(words: list[str]) -> str:
-    return " OR ".join(f'"{word}"' for word in words)
-
-
 _FTS = "vector_store_chunks_fts"
 LATEST = 20_000  # the chunks a common word's share is measured among (the latest written)
+
+
+def _phrases(words: list[str]) -> str:
+    return " OR ".join(f'"{word}"' for word in words)
 
 
 class SQLiteWords:

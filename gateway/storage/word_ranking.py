@@ -5,11 +5,11 @@ what made a search slow at scale; yet such a word adds little to any chunk's sco
 taken rarest first: the chunks holding one of the first few ("essential") are ranked by every word of the
 query, and if the last of the `limit` best scores more than a chunk holding only the other words could
 possibly score (each word's most, summed), no other chunk can enter the best: the result is the exact one,
-found by ranking only the essential words' chunks. Otherwise the next rarest word is made essential, until
-every word is (the full ranking, as before).
+found by ranking only the essential words' chunks. Otherwise the next rarest word is made essential, up to
+the common words, whose chunks are ranked from a sample (`best`).
 
-The dialects say how common a word is and the most it can add (chunk_words.py); the answer is the same
-either way: how common is only for the order, the most a word can add is an upper bound.
+The dialects say how common a word is and the most it can add (chunk_words.py): how common orders the words,
+the most a word can add is an upper bound, so what the rare words decide is exact.
 """
 
 from __future__ import annotations
