@@ -31,7 +31,7 @@ class Term:
 
 # A word held by more than this share of the chunks is common: its chunks are many and alike (BM25 weighs it
 # little, a word in more than half of them not at all), and they are not all ranked (`best`).
-COMMON_SHARE = 0.01
+COMMON_SHARE = 0.005
 SAMPLED = 100  # the chunks of common words ranked: the first `limit * SAMPLED` in the scope (recall: README)
 
 
@@ -65,10 +65,13 @@ async def best(terms: list[Term], limit: int, ranker: Ranker, counted: bool) -> 
         if not others and len(scored) == len(terms):
             return found  # every chunk of every word was ranked
     kept = dict(found)
-    # The rarest common word's chunks first; then, if the answer still has room, any chunk of any word.
-    passes = [([common[0]], scored)] if common else []
-    for essential, among in [*passes, (terms, terms)]:
-        sampled = await ranker.rank(essential, [term for term in among if term not in essential], limit * SAMPLED)
+    # The common words' chunks, the rarest word's first, each scored by the words that weigh (a weightless
+    # word is left out of the score here too: counting its chunks would cost what sampling saves); another
+    # word's only while the answer has room.
+    weighing = [term for term in terms if not term.weightless]
+    weightless = sorted((term for term in terms if term.weightless and term not in common), key=lambda term: term.chunks)
+    for word in common + weightless:
+        sampled = await ranker.rank([word], [term for term in weighing if term is not word], limit * SAMPLED)
         for seq, score in sampled:
             kept.setdefault(seq, score)
         if len(kept) >= limit:
