@@ -13,7 +13,7 @@ from __future__ import annotations
 import array
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Awaitable, Callable, TypeVar
 
 from . import Database, StorageError, Tx
 from .chunk_vectors import HNSW_MIN_VERSION, postgres_nearest, sqlite_nearest
@@ -21,6 +21,7 @@ from .chunk_words import PostgresWords, SQLiteWords
 from .database import Dialect, Row
 from .vector_store_store import FILE_COLUMNS, StoreFile
 
+T = TypeVar("T")
 EMBEDDINGS_KEY = "embeddings"  # gateway_keys: the model and dimensions the stored vectors were made with
 
 
@@ -79,10 +80,12 @@ class ChunkIndex:
         # connection, and a filter's cost is the client's choice.
         self.search_timeout_s = search_timeout_s
 
-    async def _searched(self, sql: str, *params: Any) -> list[Row]:
-        async def work(tx: Tx) -> list[Row]:
+    async def _searched(self, search: Callable[[Tx], Awaitable[T]]) -> T:
+        """A search's statements in one transaction, each stopped past the time limit."""
+
+        async def work(tx: Tx) -> T:
             await tx.limit_time(self.search_timeout_s)
-            return await tx.fetch(sql, *params)
+            return await search(tx)
 
         return await self.db.transaction(work)
 
@@ -219,15 +222,14 @@ class ChunkIndex:
 
     async def by_words(self, scope: Scope, terms: list[str], limit: int) -> list[tuple[int, float]]:
         """Chunks that hold any of `terms` (words: letters, digits, `_`), best first, with their text score:
-        the exact ranking, found without ranking every chunk of a common word (word_ranking.py)."""
+        exact where the rare words decide, common words' chunks ranked from a sample (word_ranking.py)."""
         join, where, params = scope.where()
         words = PostgresWords if self.dialect is Dialect.POSTGRESQL else SQLiteWords
 
-        async def work(tx: Tx) -> list[tuple[int, float]]:
-            await tx.limit_time(self.search_timeout_s)
+        async def search(tx: Tx) -> list[tuple[int, float]]:
             return await words(tx, join, where, params, limit).search(terms)
 
-        return await self.db.transaction(work)
+        return await self._searched(search)
 
     async def by_vector(self, scope: Scope, vector: list[float], limit: int, exact: bool = False) -> list[tuple[int, float]]:
         """The chunks nearest to `vector`, nearest first, with their cosine similarity (chunk_vectors.py:
@@ -235,13 +237,12 @@ class ChunkIndex:
         join, where, params = scope.where()
         query = self._vector(vector)
 
-        async def work(tx: Tx) -> list[Row]:
-            await tx.limit_time(self.search_timeout_s)
+        async def search(tx: Tx) -> list[Row]:
             if self.dialect is Dialect.POSTGRESQL:
                 return await postgres_nearest(tx, join, where, params, query, limit, self.approximate and not exact)
             return await sqlite_nearest(tx, join, where, params, scope.store_ids, bool(scope.filter_sql), query, limit)
 
-        rows = await self.db.transaction(work)
+        rows = await self._searched(search)
         return [(int(seq), 1.0 - float(distance)) for seq, distance in rows]
 
     async def chunks(self, seqs: list[int]) -> dict[int, Chunk]:
