@@ -209,7 +209,7 @@ def create_app(config: GatewayConfig, drain: Drain | None = None) -> Starlette:
         files = FileService(config.files, FileStore(database), Blobs(config.files_directory()), sealer)
         await files.blobs.start()
         try:
-            vector_stores, ingestor = await open_vector_stores(config, database, files, replicas.id, replicas.live)
+            vector_stores, ingestor = await open_vector_stores(config, database, files, replicas.id, replicas.live, app_metrics)
         except VectorsUnavailable as exc:
             log.critical("cannot start: vector_stores.embeddings is configured, but %s", exc)
             raise

@@ -130,6 +130,12 @@ class Metrics:
         self.token_refreshes = Counter(
             "gateway_vault_token_refreshes", "OAuth access tokens of vault credentials refreshed, or failing to be", ["outcome"], registry=registry
         )
+        self.vector_chunks_embedded = Counter(
+            "gateway_vector_store_chunks_embedded",
+            "Chunks without vectors embedded in the background (a new model, or embeddings configured late), or skipped",
+            ["outcome"],
+            registry=registry,
+        )
         self.task_faults = Counter(
             "gateway_task_faults",
             "Faults contained where they happened: a unit of work (a response's run) failed alone, or a loop was started again",
@@ -172,6 +178,9 @@ class Metrics:
 
     def token_refresh(self, outcome: str) -> None:
         self.token_refreshes.labels(outcome).inc()
+
+    def chunks_embedded(self, outcome: str, count: int) -> None:
+        self.vector_chunks_embedded.labels(outcome).inc(count)
 
     def task_faulted(self, task: str) -> None:
         self.task_faults.labels(task).inc()

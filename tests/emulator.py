@@ -658,7 +658,10 @@ def create_emulator(
             stats.embeddings_held[key] = stats.embeddings_held.get(key, 0) + 1
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(held_until(key).wait(), 60)
-        data = [{"object": "embedding", "index": index, "embedding": embedding(text)} for index, text in enumerate(texts)]
+        # A model named with a size (`emulator-embedding-32`) answers vectors of that many dimensions.
+        sized = re.fullmatch(r".*-(\d+)", str(body.get("model", "")))
+        dimensions = int(sized.group(1)) if sized else EMBEDDING_DIMENSIONS
+        data = [{"object": "embedding", "index": index, "embedding": embedding(text, dimensions)} for index, text in enumerate(texts)]
         usage = {"prompt_tokens": len(texts), "total_tokens": len(texts)}
         return JSONResponse({"object": "list", "model": body.get("model"), "data": data, "usage": usage})
 

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import httpx
 import openai
 import pytest
 
@@ -275,13 +276,30 @@ def test_a_file_the_embeddings_endpoint_fails_fails_alone(emulator: Process, mak
     assert files[ids["good.txt"]].status == "completed"
 
 
-def test_vectors_of_another_model_are_refused_at_start(emulator: Process, make_gateway: Any) -> None:
-    first = make_gateway(emulator.url, vector_stores=embeddings_of(emulator))
-    make_store(first.client(), {"a.txt": "some text"})
+def test_chunks_without_vectors_are_embedded_in_the_background(emulator: Process, make_gateway: Any, tmp_path: Path) -> None:
+    """A store ingested before embeddings were configured, and one whose vectors another model of other
+    dimensions made: started with the new model, the gateway drops the old vectors and embeds every chunk
+    anew in the background, and both stores are found by meaning (alone) again."""
+    storage = {"path": str(tmp_path / "db.sqlite3")}
+    meaning_only = {"hybrid_search": {"embedding_weight": 1, "text_weight": 0}}
+    words_only = make_gateway(emulator.url, storage=storage)
+    early, _ = make_store(words_only.client(), {"early.md": "Our puppy naps on the porch."}, name="early")
+    words_only.stop()
+    first = make_gateway(emulator.url, storage=storage, vector_stores=embeddings_of(emulator))
+    store_id, _ = make_store(first.client(), MEANINGS)
+    assert found(first.client(), store_id, "vehicle", ranking_options=meaning_only)[:2] == ["car.md", "automobile.md"]
     first.stop()
-    with pytest.raises(RuntimeError) as refused:
-        make_gateway(emulator.url, vector_stores=embeddings_of(emulator, model="another-model"))
-    assert f"the stored vectors were made by {EMBEDDING_MODEL}:{EMBEDDING_DIMENSIONS}" in str(refused.value)
+    embedded = emulator_stats(emulator)["embedded_texts"]
+    second = make_gateway(emulator.url, storage=storage, vector_stores=embeddings_of(emulator, model="emulator-embedding-32", dimensions=32))
+    api = second.client()
+    deadline = time.monotonic() + 60
+    while set(found(api, store_id, "vehicle", ranking_options=meaning_only)[:2]) != {"car.md", "automobile.md"}:
+        assert time.monotonic() < deadline, "the chunks were not embedded again"
+        time.sleep(0.1)
+    assert found(api, early, "dog", ranking_options=meaning_only) == ["early.md"]  # a puppy is a dog, by meaning
+    assert emulator_stats(emulator)["embedded_texts"] >= embedded + len(MEANINGS) + 1  # every chunk, by the new model
+    metrics = httpx.get(second.url + "/metrics").text
+    assert 'gateway_vector_store_chunks_embedded_total{outcome="embedded"}' in metrics
 
 
 def test_a_file_cancelled_while_it_is_embedded_stays_cancelled(emulator: Process, make_gateway: Any) -> None:

@@ -357,6 +357,34 @@ def test_a_small_store_among_a_large_one_is_found_whole_by_meaning(emulator: Pro
         gateway.stop()
 
 
+def test_a_new_embedding_model_on_postgresql_re_embeds_in_the_background(emulator: Process, pgvector: Any, make_gateway: Any) -> None:
+    """Another model of other dimensions: the column of vectors made anew (its HNSW index with it), the chunks
+    embedded again in the background, and found by meaning alone again."""
+    database = pgvector.new_database()
+    first = make_gateway(emulator.url, **pg_sections(emulator, database))
+    store = ready(
+        first.client(), first.client().vector_stores.create(name="pg", file_ids=[upload(first.client(), n, t) for n, t in CORPUS.items()]).id
+    )
+    first.stop()
+    sections = pg_sections(emulator, database)
+    sections["vector_stores"]["embeddings"] |= {"model": "emulator-embedding-32", "dimensions": 32}
+    api = make_gateway(emulator.url, **sections).client()
+    by_meaning = {"hybrid_search": {"embedding_weight": 1, "text_weight": 0}}
+    deadline = time.monotonic() + 60
+    while [r.filename for r in api.vector_stores.search(store.id, query="green tea", ranking_options=by_meaning)][:1] != ["tea.md"]:  # type: ignore[arg-type]
+        assert time.monotonic() < deadline, "the chunks were not embedded again"
+        time.sleep(0.1)
+    assert (
+        pgvector.sql(
+            database,
+            "SELECT format_type(atttypid, atttypmod) FROM pg_attribute WHERE attrelid = 'vector_store_chunks'::regclass AND attname = 'embedding'",
+        )
+        == "vector(32)"
+    )
+    assert pgvector.sql(database, "SELECT COUNT(*) FROM pg_indexes WHERE indexname = 'vector_store_chunks_embedding'") == "1"
+    assert pgvector.sql(database, "SELECT COUNT(*) FROM vector_store_chunks WHERE embedding IS NULL") == "0"
+
+
 def test_ingestion_is_taken_over_when_its_replica_is_killed(emulator: Process, pgvector: Any, make_gateway: Any) -> None:
     """SIGKILL of the replica ingesting a file (its embeddings call under way): another replica takes the file
     over once the lease ran out, and its chunks are written once."""

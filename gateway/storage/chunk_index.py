@@ -12,21 +12,19 @@ from __future__ import annotations
 
 import array
 import json
+import logging
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, TypeVar
 
 from . import Database, StorageError, Tx
-from .chunk_vectors import HNSW_MIN_VERSION, postgres_nearest, sqlite_nearest
+from .chunk_vectors import drop_vectors, make_vectors, postgres_nearest, sqlite_nearest
 from .chunk_words import PostgresWords, SQLiteWords
 from .database import Dialect, Row
 from .vector_store_store import FILE_COLUMNS, StoreFile
 
 T = TypeVar("T")
+log = logging.getLogger("gateway.vector_stores")
 EMBEDDINGS_KEY = "embeddings"  # gateway_keys: the model and dimensions the stored vectors were made with
-
-
-def _version(text: str) -> tuple[int, ...]:
-    return tuple(int(part) for part in text.split(".") if part.isdigit())
 
 
 class VectorsUnavailable(Exception):
@@ -90,8 +88,9 @@ class ChunkIndex:
         return await self.db.transaction(work)
 
     async def prepare_vectors(self, model: str, dimensions: int) -> None:
-        """Make the database ready for vectors of `dimensions` (pgvector's column and index on PostgreSQL), and
-        check they are what the stored ones were made with: vectors of another model mean nothing to it."""
+        """Make the database ready for vectors of `dimensions` (pgvector's column and HNSW index on PostgreSQL).
+        Vectors another model made mean nothing to this one: they are dropped, and the chunks embedded anew in
+        the background (`unembedded`, `add_vectors`), found by words meanwhile."""
         if self.dialect is Dialect.SQLITE and not getattr(self.db, "vectors", False):
             raise VectorsUnavailable("this Python's sqlite3 cannot load extensions, so sqlite-vec cannot be loaded")
         made = f"{model}:{dimensions}"
@@ -100,29 +99,13 @@ class ChunkIndex:
             if self.dialect is Dialect.POSTGRESQL:
                 await tx.lock("vector_store_chunks:vectors")  # replicas starting together make the index once
                 await tx.execute("CREATE EXTENSION IF NOT EXISTS vector")
-                await tx.execute(f"ALTER TABLE vector_store_chunks ADD COLUMN IF NOT EXISTS embedding vector({int(dimensions)})")
-                version = await tx.fetch("SELECT extversion FROM pg_extension WHERE extname = 'vector'")
-                if _version(version[0][0]) >= HNSW_MIN_VERSION:
-                    await tx.execute(
-                        "CREATE INDEX IF NOT EXISTS vector_store_chunks_embedding ON vector_store_chunks USING hnsw (embedding vector_cosine_ops)"
-                    )
-                    self.approximate = True
-            else:  # sqlite-vec's own table (its k-nearest search reads vectors in blocks), by the chunk's seq
-                await tx.execute(
-                    "CREATE VIRTUAL TABLE IF NOT EXISTS vector_store_vectors USING vec0(vector_store_id text partition key, "
-                    f"embedding float[{int(dimensions)}] distance_metric=cosine)"
-                )
-                await tx.execute(
-                    "CREATE TRIGGER IF NOT EXISTS vector_store_vectors_ad AFTER DELETE ON vector_store_chunks "
-                    "BEGIN DELETE FROM vector_store_vectors WHERE rowid = old.seq; END"
-                )
             rows = await tx.fetch("SELECT value FROM gateway_keys WHERE name = ?", EMBEDDINGS_KEY)
             if rows and rows[0][0] != made:
-                raise VectorsUnavailable(
-                    f"the stored vectors were made by {rows[0][0]} (model:dimensions), not {made}; configure that model again, "
-                    "or delete the vector stores and create them anew"
-                )
-            if not rows:
+                log.warning("the stored vectors were made by %s, not %s: dropped, and made anew in the background", rows[0][0], made)
+                await drop_vectors(tx, self.dialect)
+                await tx.execute("DELETE FROM gateway_keys WHERE name = ?", EMBEDDINGS_KEY)
+            self.approximate = await make_vectors(tx, self.dialect, dimensions)
+            if not rows or rows[0][0] != made:
                 await tx.execute("INSERT INTO gateway_keys (name, value) VALUES (?, ?)", EMBEDDINGS_KEY, made)
 
         try:
@@ -130,6 +113,36 @@ class ChunkIndex:
         except StorageError as exc:
             raise VectorsUnavailable(f"PostgreSQL has no pgvector extension to load ({exc})") from None
         self.vectors = True
+
+    async def unembedded(self, after: int, count: int) -> list[tuple[int, str]]:
+        """Up to `count` chunks past seq `after` that have no vector (ingested before embeddings were configured,
+        or their vectors dropped with another model's), in seq order: their seqs and texts."""
+        if self.dialect is Dialect.POSTGRESQL:
+            sql = "SELECT seq, text FROM vector_store_chunks WHERE embedding IS NULL AND seq > ? ORDER BY seq LIMIT ?"
+        else:
+            sql = (
+                "SELECT c.seq, c.text FROM vector_store_chunks c WHERE c.seq > ? "
+                "AND NOT EXISTS (SELECT 1 FROM vector_store_vectors v WHERE v.rowid = c.seq) ORDER BY c.seq LIMIT ?"
+            )
+        rows = await self.db.fetch(sql, after, count)
+        return [(int(seq), text) for seq, text in rows]
+
+    async def add_vectors(self, vectors: list[tuple[int, list[float]]]) -> None:
+        """Write the vectors of chunks that still have none (another replica may have written them meanwhile,
+        or the chunk been removed: then nothing is written)."""
+        rows = [(self._vector(vector), seq) for seq, vector in vectors]
+        if self.dialect is Dialect.POSTGRESQL:
+            sql = "UPDATE vector_store_chunks SET embedding = ?::vector WHERE seq = ? AND embedding IS NULL"
+        else:
+            sql = (
+                "INSERT INTO vector_store_vectors (rowid, vector_store_id, embedding) SELECT c.seq, c.vector_store_id, ? "
+                "FROM vector_store_chunks c WHERE c.seq = ? AND NOT EXISTS (SELECT 1 FROM vector_store_vectors v WHERE v.rowid = c.seq)"
+            )
+
+        async def work(tx: Tx) -> None:
+            await tx.executemany(sql, rows)
+
+        await self.db.transaction(work)
 
     # -- ingestion ------------------------------------------------------------------------------------------
 

@@ -1,4 +1,4 @@
-"""Search by meaning, dialect by dialect: the chunks nearest to a query's vector.
+"""Vectors of chunks, dialect by dialect: where they are kept, and the chunks nearest to a query's vector.
 
 PostgreSQL, with pgvector 0.8 or later, searches an HNSW index (approximate), read by an iterative scan: when the
 scope's filter (its stores, the client's `filters`) passes few of the nearest chunks, the scan goes on past
@@ -15,10 +15,45 @@ from __future__ import annotations
 
 from typing import Any
 
-from .database import Row, Tx
+from .database import Dialect, Row, Tx
 
 HNSW_MIN_VERSION = (0, 8, 0)  # iterative index scans (hnsw.iterative_scan)
 EF_SEARCH = 800  # candidates the HNSW scan keeps: recall against speed (measured at 100k and 1M chunks: README)
+
+
+async def make_vectors(tx: Tx, dialect: Dialect, dimensions: int) -> bool:
+    """Where vectors of `dimensions` are kept, made if missing; whether they are searched approximately."""
+    if dialect is Dialect.POSTGRESQL:
+        await tx.execute(f"ALTER TABLE vector_store_chunks ADD COLUMN IF NOT EXISTS embedding vector({int(dimensions)})")
+        # The chunks still to embed (chunk_index.py `unembedded`), found without reading the others.
+        await tx.execute("CREATE INDEX IF NOT EXISTS vector_store_chunks_unembedded ON vector_store_chunks (seq) WHERE embedding IS NULL")
+        version = await tx.fetch("SELECT extversion FROM pg_extension WHERE extname = 'vector'")
+        if _version(version[0][0]) < HNSW_MIN_VERSION:
+            return False
+        await tx.execute("CREATE INDEX IF NOT EXISTS vector_store_chunks_embedding ON vector_store_chunks USING hnsw (embedding vector_cosine_ops)")
+        return True
+    # sqlite-vec's own table (its k-nearest search reads vectors in blocks, store by store), by the chunk's seq
+    await tx.execute(
+        "CREATE VIRTUAL TABLE IF NOT EXISTS vector_store_vectors USING vec0(vector_store_id text partition key, "
+        f"embedding float[{int(dimensions)}] distance_metric=cosine)"
+    )
+    await tx.execute(
+        "CREATE TRIGGER IF NOT EXISTS vector_store_vectors_ad AFTER DELETE ON vector_store_chunks "
+        "BEGIN DELETE FROM vector_store_vectors WHERE rowid = old.seq; END"
+    )
+    return False
+
+
+async def drop_vectors(tx: Tx, dialect: Dialect) -> None:
+    """Every chunk's vector, and what searches them (another model's: made anew, chunk_index.py)."""
+    if dialect is Dialect.POSTGRESQL:
+        await tx.execute("ALTER TABLE vector_store_chunks DROP COLUMN IF EXISTS embedding")  # its indexes with it
+    else:
+        await tx.execute("DROP TABLE IF EXISTS vector_store_vectors")
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.split(".") if part.isdigit())
 
 
 async def postgres_nearest(tx: Tx, join: str, where: str, params: list[Any], query: str, limit: int, approximate: bool) -> list[Row]:

@@ -26,6 +26,7 @@ from ..storage.chunk_index import ChunkIndex, Written
 from ..storage.vector_store_store import INGEST_CHANNEL, StoreFile
 from .chunking import Chunking, file_chunks
 from .embeddings import Embeddings, EmbeddingsFailed
+from .reembed import embed_missing
 
 log = logging.getLogger("gateway.vector_stores")
 
@@ -43,10 +44,11 @@ class Ingestor:
         embeddings: Embeddings | None,
         replica: str,
         live: Callable[[], Awaitable[set[str]]],
+        embedded: Callable[[str, int], None],
     ) -> None:
         self.config, self.files = config, files
         self.index, self.blobs, self.embeddings = index, blobs, embeddings
-        self.replica, self.live = replica, live
+        self.replica, self.live, self.embedded = replica, live, embedded
         self._waiting = anyio.Event()
         db.listen(INGEST_CHANNEL, lambda _: self._waiting.set())
 
@@ -55,6 +57,9 @@ class Ingestor:
         async with anyio.create_task_group() as workers:
             for _ in range(self.config.ingest_concurrency):
                 workers.start_soon(self._worker)
+            if self.embeddings is not None and self.index.vectors:
+                assert self.config.embeddings is not None
+                workers.start_soon(embed_missing, self.index, self.embeddings, self.config.embeddings.batch_size, self.embedded)
 
     async def _worker(self) -> None:
         while True:

@@ -9,6 +9,7 @@ from typing import Awaitable, Callable
 
 from ..config import GatewayConfig
 from ..files.service import FileService
+from ..metrics import Metrics
 from ..storage import Database
 from ..storage.chunk_index import ChunkIndex
 from ..storage.vector_store_store import VectorStoreStore
@@ -19,7 +20,7 @@ from .service import VectorStoreService
 
 
 async def open_vector_stores(
-    config: GatewayConfig, database: Database, files: FileService, replica: str, live: Callable[[], Awaitable[set[str]]]
+    config: GatewayConfig, database: Database, files: FileService, replica: str, live: Callable[[], Awaitable[set[str]]], metrics: Metrics
 ) -> tuple[VectorStoreService, Ingestor]:
     """The service and the ingestor (run it as a task); VectorsUnavailable where embeddings are configured
     and the database cannot hold vectors, or holds another model's."""
@@ -30,5 +31,5 @@ async def open_vector_stores(
         await index.prepare_vectors(section.embeddings.model, section.embeddings.dimensions)
         embeddings = Embeddings(section.embeddings)
     service = VectorStoreService(section, VectorStoreStore(database), index, Searcher(index, embeddings), files)
-    ingestor = Ingestor(section, config.files, database, index, files.blobs, embeddings, replica, live)
+    ingestor = Ingestor(section, config.files, database, index, files.blobs, embeddings, replica, live, metrics.chunks_embedded)
     return service, ingestor
