@@ -326,35 +326,49 @@ def test_vector_stores_on_postgresql_with_pgvector(emulator: Process, pgvector: 
     assert api.vector_stores.delete(store.id).deleted
 
 
-def test_a_small_store_among_a_large_one_is_found_whole_by_meaning(emulator: Process, pgvector: Any, make_gateway: Any) -> None:
-    """The HNSW index is read (its scans counted), and the nearest chunks of all are the large store's: the
-    small store's come from the iterative scan reading on past them (this round passes with no fallback);
+def test_a_filtered_search_of_a_large_store_is_found_whole_by_meaning(emulator: Process, pgvector: Any, make_gateway: Any) -> None:
+    """Searched through the HNSW index (its scans counted), a store whose nearest chunks the filter leaves out:
+    what passes comes from the iterative scan reading on past them (this round passes with no fallback);
     and, with that scan allowed to read a single tuple (`hnsw.max_scan_tuples`), from the exact search its
-    short answer falls back to (this round fails without it)."""
+    short answer falls back to (this round fails without it). A store below `exact_search_below` is
+    searched exactly, the index not read."""
     database = pgvector.new_database()
-    small_chunks = {"tea.md", "dogs.txt"}
+    kept = {"tea.md", "dogs.txt"}
     lines = "\n".join(f"tea kettle {n} tea pot tea leaf tea cup" for n in range(20000))  # each chunk nearer to "tea"
     scans = "SELECT COALESCE(SUM(idx_scan), 0) FROM pg_stat_user_indexes WHERE indexrelname = 'vector_store_chunks_embedding'"
     pieces = {"type": "static", "static": {"max_chunk_size_tokens": 100, "chunk_overlap_tokens": 0}}
+    by_meaning: Any = {"hybrid_search": {"embedding_weight": 1, "text_weight": 0}}
+    kind: Any = {"type": "eq", "key": "kind", "value": "kept"}
+
+    def index_read(before: int, wait_s: float = 30) -> bool:
+        deadline = time.monotonic() + wait_s  # a server process flushes its statistics within 10 s of going idle
+        while int(pgvector.sql(database, scans)) == before and time.monotonic() < deadline:
+            time.sleep(0.2)
+        return int(pgvector.sql(database, scans)) > before
+
     for round, max_scan_tuples in enumerate((None, 1)):
         if max_scan_tuples is not None:  # read by the next gateway's connections
             pgvector.sql(database, f"ALTER DATABASE {database.rsplit('/', 1)[1]} SET hnsw.max_scan_tuples = {max_scan_tuples}")
-        gateway = make_gateway(emulator.url, **pg_sections(emulator, database))
+        sections = pg_sections(emulator, database)
+        sections["vector_stores"]["exact_search_below"] = 1000
+        gateway = make_gateway(emulator.url, **sections)
         api = gateway.client()
         if round == 0:
             large = api.vector_stores.create(name="large", file_ids=[upload(api, "kettles.txt", lines)], chunking_strategy=pieces)  # type: ignore[arg-type]
-            assert ready(api, large.id).file_counts.completed == 1
-            small = ready(api, api.vector_stores.create(name="small", file_ids=[upload(api, name, CORPUS[name]) for name in small_chunks]).id)
-        assert int(pgvector.sql(database, "SELECT COUNT(*) FROM vector_store_chunks WHERE vector_store_id = '%s'" % large.id)) > 200
+            for name in kept:
+                api.vector_stores.files.create(large.id, file_id=upload(api, name, CORPUS[name]), attributes={"kind": "kept"})
+            assert ready(api, large.id).file_counts.completed == 3
+            small = ready(api, api.vector_stores.create(name="small", file_ids=[upload(api, name, CORPUS[name]) for name in kept]).id)
+        assert int(pgvector.sql(database, f"SELECT COUNT(*) FROM vector_store_chunks WHERE vector_store_id = '{large.id}'")) > 1000
         before = int(pgvector.sql(database, scans))
-        by_meaning = {"hybrid_search": {"embedding_weight": 1, "text_weight": 0}}
-        found = api.vector_stores.search(small.id, query="tea", ranking_options=by_meaning, max_num_results=10)  # type: ignore[arg-type]
-        assert {result.filename for result in found} == small_chunks, round
-        deadline = time.monotonic() + 30  # the server's statistics are flushed within a second or so
-        while int(pgvector.sql(database, scans)) == before and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert int(pgvector.sql(database, scans)) > before
+        found = api.vector_stores.search(large.id, query="tea", ranking_options=by_meaning, filters=kind, max_num_results=10)
+        assert {result.filename for result in found} == kept, round
+        assert index_read(before)
         gateway.stop()
+    before = int(pgvector.sql(database, scans))
+    api = make_gateway(emulator.url, **sections).client()
+    assert {result.filename for result in api.vector_stores.search(small.id, query="tea", ranking_options=by_meaning)} == kept
+    assert not index_read(before, wait_s=12)
 
 
 def test_a_new_embedding_model_on_postgresql_re_embeds_in_the_background(emulator: Process, pgvector: Any, make_gateway: Any) -> None:

@@ -94,6 +94,9 @@ class VectorStoresConfig(Section):
     max_searches_per_tenant: int = Field(2, gt=0, le=1024)
     # How often expired stores (`expires_after`) are emptied: their files and chunks removed, the store kept.
     sweep_interval_s: float = Field(300.0, gt=0)
+    # On PostgreSQL with pgvector 0.8+: stores holding fewer chunks than this (together) are searched by meaning
+    # exactly, every vector measured, which is as fast there as the approximate index and never misses.
+    exact_search_below: int = Field(10_000, ge=0)
     # No section: search by words only (SQLite's FTS5, PostgreSQL's full-text search).
     embeddings: EmbeddingsConfig | None = None
 

@@ -69,7 +69,7 @@ class Written:
 
 
 class ChunkIndex:
-    def __init__(self, db: Database, search_timeout_s: float = 5.0) -> None:
+    def __init__(self, db: Database, search_timeout_s: float = 5.0, exact_search_below: int = 10_000) -> None:
         self.db = db
         self.dialect = db.dialect
         self.vectors = False  # chunks are written with their vectors (prepare_vectors was called)
@@ -77,6 +77,7 @@ class ChunkIndex:
         # Each search statement's limit (TooSlow past it): on SQLite a search holds every tenant's one
         # connection, and a filter's cost is the client's choice.
         self.search_timeout_s = search_timeout_s
+        self.exact_search_below = exact_search_below  # chunks: smaller scopes are searched by meaning exactly
 
     async def _searched(self, search: Callable[[Tx], Awaitable[T]]) -> T:
         """A search's statements in one transaction, each stopped past the time limit."""
@@ -252,11 +253,20 @@ class ChunkIndex:
 
         async def search(tx: Tx) -> list[Row]:
             if self.dialect is Dialect.POSTGRESQL:
-                return await postgres_nearest(tx, join, where, params, query, limit, self.approximate and not exact)
+                approximate = self.approximate and not exact and await self._holds_at_least(tx, scope.store_ids, self.exact_search_below)
+                return await postgres_nearest(tx, join, where, params, query, limit, approximate)
             return await sqlite_nearest(tx, join, where, params, scope.store_ids, bool(scope.filter_sql), query, limit)
 
         rows = await self._searched(search)
         return [(int(seq), 1.0 - float(distance)) for seq, distance in rows]
+
+    async def _holds_at_least(self, tx: Tx, store_ids: list[str], count: int) -> bool:
+        """The stores hold `count` chunks or more: counted no further (the store index, at most `count` entries)."""
+        marks = ",".join("?" * len(store_ids))
+        rows = await tx.fetch(
+            f"SELECT COUNT(*) FROM (SELECT 1 FROM vector_store_chunks WHERE vector_store_id IN ({marks}) LIMIT ?) held", *store_ids, count
+        )
+        return int(rows[0][0]) >= count
 
     async def chunks(self, seqs: list[int]) -> dict[int, Chunk]:
         if not seqs:

@@ -4,8 +4,8 @@ PostgreSQL, with pgvector 0.8 or later, searches an HNSW index (approximate), re
 scope's filter (its stores, the client's `filters`) passes few of the nearest chunks, the scan goes on past
 them until the answer is full or `hnsw.max_scan_tuples` were read. An answer that comes back short all the
 same (a small store among large ones, a filter that passes almost nothing) is searched again exactly, so it
-is never short: approximate where the scope is large, exact where it is small. Without pgvector 0.8 every
-search is exact. Recall is measured against the exact search (bench/vector_stores.py, README).
+is never short. Stores holding fewer than `exact_search_below` chunks are searched exactly from the start (as
+fast, and never short). Without pgvector 0.8 every search is exact. Recall is measured against the exact search (bench/vector_stores.py, README).
 
 SQLite searches exactly: sqlite-vec's k-nearest search store by store (its partitions), or, with a filter,
 the distance of each chunk that passes it.

@@ -25,7 +25,7 @@ async def open_vector_stores(
     """The service and the ingestor (run it as a task); VectorsUnavailable where embeddings are configured
     and the database cannot hold vectors, or holds another model's."""
     section = config.vector_stores
-    index = ChunkIndex(database, section.search_timeout_s)
+    index = ChunkIndex(database, section.search_timeout_s, section.exact_search_below)
     embeddings = None
     if section.embeddings is not None:
         await index.prepare_vectors(section.embeddings.model, section.embeddings.dimensions)
