@@ -16,6 +16,8 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, TypeVar
 
+from runtime.cpu import run_cpu
+
 from . import Database, StorageError, Tx
 from .chunk_vectors import drop_vectors, make_vectors, postgres_nearest, sqlite_nearest
 from .chunk_words import PostgresWords, SQLiteWords
@@ -131,7 +133,8 @@ class ChunkIndex:
     async def add_vectors(self, vectors: list[tuple[int, list[float]]]) -> None:
         """Write the vectors of chunks that still have none (another replica may have written them meanwhile,
         or the chunk been removed: then nothing is written)."""
-        rows = [(self._vector(vector), seq) for seq, vector in vectors]
+        encoded = await run_cpu(self._vectors, [vector for _, vector in vectors])
+        rows = [(vector, seq) for (seq, _), vector in zip(vectors, encoded)]
         if self.dialect is Dialect.POSTGRESQL:
             sql = "UPDATE vector_store_chunks SET embedding = ?::vector WHERE seq = ? AND embedding IS NULL"
         else:
@@ -179,6 +182,8 @@ class ChunkIndex:
         """Write a file's chunks and mark it completed, if it is still this replica's to ingest: `indexed`;
         `gone` when it was cancelled, removed or taken over meanwhile (nothing is written); `over quota` when
         the tenant's indexed text would pass its quota (the file failed)."""
+        # Thousands of vectors in the dialect's form: CPU work, not on the event loop (nor in the transaction).
+        vectors = await run_cpu(self._vectors, written.vectors) if self.vectors and written.vectors is not None else None
 
         async def work(tx: Tx) -> str:
             await tx.lock(f"vector_store_usage:{file.tenant}")
@@ -196,8 +201,8 @@ class ChunkIndex:
             rows = [(file.seq, file.vector_store_id, n, text) for n, text in enumerate(written.texts)]
             if rows:
                 await tx.executemany("INSERT INTO vector_store_chunks (file_seq, vector_store_id, position, text) VALUES (?,?,?,?)", rows)
-            if self.vectors and written.vectors is not None and rows:
-                await self._write_vectors(tx, file, written.vectors)
+            if vectors is not None and rows:
+                await self._write_vectors(tx, file, vectors)
             await tx.execute(
                 "UPDATE vector_store_files SET status = 'completed', usage_bytes = ?, owner = NULL WHERE seq = ?", written.usage_bytes, file.seq
             )
@@ -205,8 +210,8 @@ class ChunkIndex:
 
         return await self.db.transaction(work)
 
-    async def _write_vectors(self, tx: Tx, file: StoreFile, vectors: list[list[float]]) -> None:
-        rows = [(self._vector(vector), file.seq, position) for position, vector in enumerate(vectors)]
+    async def _write_vectors(self, tx: Tx, file: StoreFile, vectors: list[Any]) -> None:
+        rows = [(vector, file.seq, position) for position, vector in enumerate(vectors)]
         if self.dialect is Dialect.POSTGRESQL:
             await tx.executemany("UPDATE vector_store_chunks SET embedding = ?::vector WHERE file_seq = ? AND position = ?", rows)
             return
@@ -278,6 +283,9 @@ class ChunkIndex:
             *seqs,
         )
         return {int(row[0]): Chunk(int(row[0]), row[1], row[2], json.loads(row[3]), row[4]) for row in rows}
+
+    def _vectors(self, vectors: list[list[float]]) -> list[Any]:
+        return [self._vector(vector) for vector in vectors]
 
     def _vector(self, vector: list[float] | None) -> Any:
         """A vector as the dialect takes it: pgvector's text form, or the float32s sqlite-vec reads."""
