@@ -19,7 +19,7 @@ from typing import Any, Awaitable, Callable, TypeVar
 from runtime.cpu import run_cpu
 
 from . import Database, StorageError, Tx
-from .chunk_vectors import drop_vectors, make_vectors, postgres_nearest, sqlite_nearest
+from .chunk_vectors import drop_vectors, keep_index, make_vectors, postgres_nearest, sqlite_nearest
 from .chunk_words import PostgresWords, SQLiteWords
 from .database import Dialect, Row
 from .vector_store_store import FILE_COLUMNS, StoreFile
@@ -75,7 +75,8 @@ class ChunkIndex:
         self.db = db
         self.dialect = db.dialect
         self.vectors = False  # chunks are written with their vectors (prepare_vectors was called)
-        self.approximate = False  # searched by meaning through an HNSW index (PostgreSQL with pgvector 0.8+)
+        self.indexable = False  # PostgreSQL with pgvector 0.8+: an HNSW index can search the vectors
+        self.approximate = False  # searched by meaning through that index (once it is built: `keep_index`)
         # Each search statement's limit (TooSlow past it): on SQLite a search holds every tenant's one
         # connection, and a filter's cost is the client's choice.
         self.search_timeout_s = search_timeout_s
@@ -105,9 +106,9 @@ class ChunkIndex:
             rows = await tx.fetch("SELECT value FROM gateway_keys WHERE name = ?", EMBEDDINGS_KEY)
             if rows and rows[0][0] != made:
                 log.warning("the stored vectors were made by %s, not %s: dropped, and made anew in the background", rows[0][0], made)
-                await drop_vectors(tx, self.dialect)
+                await drop_vectors(tx, self.dialect)  # the HNSW index with them: made again in the background
                 await tx.execute("DELETE FROM gateway_keys WHERE name = ?", EMBEDDINGS_KEY)
-            self.approximate = await make_vectors(tx, self.dialect, dimensions)
+            self.indexable = await make_vectors(tx, self.dialect, dimensions)
             if not rows or rows[0][0] != made:
                 await tx.execute("INSERT INTO gateway_keys (name, value) VALUES (?, ?)", EMBEDDINGS_KEY, made)
 
@@ -116,6 +117,10 @@ class ChunkIndex:
         except StorageError as exc:
             raise VectorsUnavailable(f"PostgreSQL has no pgvector extension to load ({exc})") from None
         self.vectors = True
+
+    async def keep_index(self) -> None:
+        """Run in the background where `indexable`: the HNSW index built if missing; searched once valid."""
+        await keep_index(self.db, lambda: setattr(self, "approximate", True))
 
     async def unembedded(self, after: int, count: int) -> list[tuple[int, str]]:
         """Up to `count` chunks past seq `after` that have no vector (ingested before embeddings were configured,

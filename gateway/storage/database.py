@@ -102,6 +102,11 @@ class Database(abc.ABC):
     async def execute(self, sql: str, *params: Any) -> int:
         return await self.transaction(lambda tx: tx.execute(sql, *params))
 
+    async def maintain(self, sql: str) -> None:
+        """A maintenance statement outside any transaction and without the statements' time limit (building an
+        index concurrently, for minutes): PostgreSQL's alone."""
+        raise NotImplementedError(f"{self.dialect} runs no maintenance statements")
+
     @abc.abstractmethod
     async def notify(self, channel: str, payload: str) -> None:
         """Tell every replica listening on `channel` (this one included)."""

@@ -26,6 +26,7 @@ _MIGRATION_LOCK = 7_201_000_001  # pg_advisory_xact_lock key: replicas starting 
 _CONNECT_TIMEOUT_S = 5.0
 
 # The server went away or is not accepting connections yet: worth trying again.
+_MAINTENANCE_TIMEOUT_S = 24 * 3600.0  # an index of millions of vectors takes minutes to build; hours is a fault
 _TRANSIENT = (
     OSError,
     asyncpg.exceptions.ConnectionDoesNotExistError,
@@ -113,6 +114,17 @@ class PostgreSQL(Database):
                 raise StorageError(f"PostgreSQL failed: {exc}") from exc
             await anyio.sleep(delay)
             delay = min(delay * 2, 1.0)
+
+    async def maintain(self, sql: str) -> None:
+        pool = self._pool
+        if pool is None:
+            raise StorageError("the database is not connected")
+
+        async def attempt() -> None:
+            async with pool.acquire(timeout=_CONNECT_TIMEOUT_S) as connection:
+                await connection.execute(sql, timeout=_MAINTENANCE_TIMEOUT_S)
+
+        await self._retrying(attempt)
 
     async def notify(self, channel: str, payload: str) -> None:
         await self.execute("SELECT pg_notify(?, ?)", channel, payload)

@@ -57,6 +57,8 @@ class Ingestor:
         async with anyio.create_task_group() as workers:
             for _ in range(self.config.ingest_concurrency):
                 workers.start_soon(self._worker)
+            if self.index.indexable:
+                workers.start_soon(self.index.keep_index)
             if self.embeddings is not None and self.index.vectors:
                 assert self.config.embeddings is not None
                 workers.start_soon(embed_missing, self.index, self.embeddings, self.config.embeddings.batch_size, self.embedded)
