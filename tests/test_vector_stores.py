@@ -399,6 +399,32 @@ def test_a_new_embedding_model_on_postgresql_re_embeds_in_the_background(emulato
     assert pgvector.sql(database, "SELECT COUNT(*) FROM vector_store_chunks WHERE embedding IS NULL") == "0"
 
 
+def test_an_hnsw_index_whose_build_failed_is_built_again(emulator: Process, pgvector: Any, make_gateway: Any) -> None:
+    """A build cancelled midway leaves an invalid index: the next gateway drops it and builds it anew, in the
+    background, and searches through it once it is valid."""
+    database = pgvector.new_database()
+    first = make_gateway(emulator.url, **pg_sections(emulator, database))
+    ready(first.client(), first.client().vector_stores.create(name="pg", file_ids=[upload(first.client(), n, t) for n, t in CORPUS.items()]).id)
+    first.stop()
+    pgvector.sql(database, "DROP INDEX vector_store_chunks_embedding")
+    pgvector.sql(
+        database,
+        "CREATE INDEX vector_store_chunks_embedding ON vector_store_chunks USING hnsw (embedding vector_cosine_ops); "
+        "UPDATE pg_index SET indisvalid = false WHERE indexrelid = 'vector_store_chunks_embedding'::regclass",
+    )  # as a cancelled concurrent build leaves it
+    # (to_regclass: the index is missing a moment, between its drop and its new build)
+    valid = "SELECT COALESCE((SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass('vector_store_chunks_embedding')), false)"
+    oid = "SELECT to_regclass('vector_store_chunks_embedding')::oid"
+    invalid_oid = pgvector.sql(database, oid)
+    assert pgvector.sql(database, valid) == "f"
+    make_gateway(emulator.url, **pg_sections(emulator, database))
+    deadline = time.monotonic() + 30
+    while pgvector.sql(database, valid) != "t":
+        assert time.monotonic() < deadline, "the index was not built again"
+        time.sleep(0.1)
+    assert pgvector.sql(database, oid) != invalid_oid  # a new index, not the invalid one
+
+
 def test_ingestion_is_taken_over_when_its_replica_is_killed(emulator: Process, pgvector: Any, make_gateway: Any) -> None:
     """SIGKILL of the replica ingesting a file (its embeddings call under way): another replica takes the file
     over once the lease ran out, and its chunks are written once."""
