@@ -154,8 +154,10 @@ async def recall(url: str, store_id: str, queries: int) -> str:
     every vector measured), and by words (rarest words first and sampled common words vs every match ranked)."""
     db = open_database(url, retry_s=5, pool_size=2)
     await db.start()
-    index = ChunkIndex(db, search_timeout_s=300)
+    index = ChunkIndex(db, search_timeout_s=300, exact_search_below=0)
     await index.prepare_vectors(EMBEDDING_MODEL, EMBEDDING_DIMENSIONS)
+    if index.indexable:
+        await index.keep_index()  # built by now (build_index): searched through it from here
     rng = random.Random(11)
     scope = Scope([store_id])
     meaning, meaning_ties, by_words = [], [], []
