@@ -40,26 +40,31 @@ class SQLiteWords:
 
     async def _terms(self, words: list[str]) -> list[Term]:
         """Each word's chunks, counted up to the number that makes it common (FTS5 stems the word as it indexed
-        the chunks), and, for a common word, the share of the latest chunks that hold it: one statement."""
-        top = await self.tx.fetch("SELECT COALESCE(MAX(seq), 0) FROM vector_store_chunks")
-        chunks_at_most = int(top[0][0])  # no fewer than FTS5 counts (seqs are never reused): an idf from it is no less
-        common_from = max(int(COMMON_SHARE * chunks_at_most), self.limit * SAMPLED)
-        latest = max(chunks_at_most - LATEST, 0)
+        the chunks), and the share of the latest chunks that hold it: one statement (a search is on a turn's
+        path, and each statement a trip to the database's thread)."""
         counts = ", ".join(
-            f"(SELECT COUNT(*) FROM (SELECT 1 FROM {_FTS} WHERE {_FTS} MATCH ? LIMIT ?)), "
-            f"(SELECT COUNT(*) FROM {_FTS} WHERE {_FTS} MATCH ? AND rowid > ?)"
+            f"(SELECT COUNT(*) FROM (SELECT 1 FROM {_FTS} WHERE {_FTS} MATCH ? LIMIT (SELECT common_from FROM bounds))), "
+            f"(SELECT COUNT(*) FROM {_FTS} WHERE {_FTS} MATCH ? AND rowid > (SELECT latest FROM bounds))"
             for _ in words
         )
-        params = [value for word in words for value in (f'"{word}"', common_from, f'"{word}"', latest)]
-        row = (await self.tx.fetch(f"SELECT (SELECT COUNT(*) FROM vector_store_chunks WHERE seq > ?), {counts}", latest, *params))[0]
-        in_latest = max(int(row[0]), 1)
+        statement = (
+            "WITH top(chunks) AS (SELECT COALESCE(MAX(seq), 0) FROM vector_store_chunks), "
+            "bounds(common_from, latest) AS (SELECT MAX(CAST(? * chunks AS INTEGER), ?), MAX(chunks - ?, 0) FROM top) "
+            f"SELECT top.chunks, bounds.common_from, (SELECT COUNT(*) FROM vector_store_chunks WHERE seq > bounds.latest), {counts} "
+            "FROM top, bounds"
+        )
+        params = [value for word in words for value in (f'"{word}"', f'"{word}"')]
+        row = (await self.tx.fetch(statement, COMMON_SHARE, self.limit * SAMPLED, LATEST, *params))[0]
+        # chunks_at_most: no fewer than FTS5 counts (seqs are never reused), so an idf from it is no less.
+        chunks_at_most, common_from, latest, *held = (int(value) for value in row)
+        in_latest = max(latest, 1)
 
         def idf(chunks: int) -> float:
             return max(math.log((chunks_at_most - chunks + 0.5) / (chunks + 0.5)), IDF_FLOOR)
 
         terms = []
         for n, word in enumerate(words):
-            chunks, recent = int(row[1 + 2 * n]), int(row[2 + 2 * n])
+            chunks, recent = held[2 * n], held[2 * n + 1]
             if chunks < common_from:  # counted: its idf as FTS5 takes it, or more (a phrase's is FTS5's own count too)
                 terms.append(Term(word, chunks, BM25_MOST * idf(chunks), common=False))
             else:  # held by at least `common_from`: its idf is no more than that count's
