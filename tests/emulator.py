@@ -53,6 +53,9 @@ class Stats:
     constrained: int = 0  # completions checked against a structural tag
     last_prompt: str = ""
     last_headers: dict = field(default_factory=dict)
+    # The headers of the latest call for each user message (the last one of its prompt), the last 200 such: a
+    # test finds its own calls there while other tests' leftover work calls too.
+    headers_by_input: dict = field(default_factory=dict)
     recent_prompts: list = field(default_factory=list)  # the last few prompts, decoded, oldest first
     # Reasoning summaries' own calls (made beside the turn's, at once): kept apart, so that `last_*` is the turn's.
     summary_requests: list = field(default_factory=list)  # the last few, each {"request", "prompt"}
@@ -481,6 +484,11 @@ def create_emulator(
         else:
             stats.last_prompt = decoded
             stats.recent_prompts = stats.recent_prompts[-7:] + [decoded]
+            users = [message for message in messages if message.author.role == Role.USER]
+            if users:
+                said = "".join(getattr(part, "text", "") for part in users[-1].content)
+                kept = list(stats.headers_by_input.items())[-199:]
+                stats.headers_by_input = dict(kept) | {said: dict(request.headers)}
 
         if len(prompt) >= max_model_len:
             return vllm_error(

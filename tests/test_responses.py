@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import secrets
 import time
 
 import openai
@@ -262,23 +263,25 @@ def test_engine_session_key_follows_the_conversation(emulator, make_gateway, gat
     key on every engine call of a chain or a conversation, another key for another one."""
     routed = make_gateway(emulator.url, engine={"session_header": "x-session-id"})
     client = routed.client()
+    run = secrets.token_hex(4)  # this test's calls, told from other tests' leftover work on the same engine
 
-    def key() -> str:
-        return emulator_stats(emulator)["last_headers"]["x-session-id"]
+    def key(said: str) -> str | None:
+        return emulator_stats(emulator)["headers_by_input"][f"{said} {run}"].get("x-session-id")
 
-    first = client.responses.create(model=MODEL, input="one")
-    chain = key()
-    client.responses.create(model=MODEL, input="two", previous_response_id=first.id)
-    assert key() == chain
-    client.responses.create(model=MODEL, input="elsewhere")
-    assert key() != chain
+    first = client.responses.create(model=MODEL, input=f"one {run}")
+    chain = key("one")
+    assert chain is not None
+    client.responses.create(model=MODEL, input=f"two {run}", previous_response_id=first.id)
+    assert key("two") == chain
+    client.responses.create(model=MODEL, input=f"elsewhere {run}")
+    assert key("elsewhere") != chain
     conversation = client.conversations.create()
-    client.responses.create(model=MODEL, input="a", conversation=conversation.id)
-    talk = key()
-    client.responses.create(model=MODEL, input="b", conversation=conversation.id)
-    assert key() == talk != chain
-    gateway.client().responses.create(model=MODEL, input="unrouted")
-    assert "x-session-id" not in emulator_stats(emulator)["last_headers"]
+    client.responses.create(model=MODEL, input=f"a {run}", conversation=conversation.id)
+    talk = key("a")
+    client.responses.create(model=MODEL, input=f"b {run}", conversation=conversation.id)
+    assert key("b") == talk != chain
+    gateway.client().responses.create(model=MODEL, input=f"unrouted {run}")
+    assert key("unrouted") is None
 
 
 def test_stored_responses_expire(emulator, make_gateway, tmp_path):
