@@ -134,6 +134,20 @@ def test_an_existing_session_is_sent_the_instructions(gateway: Gateway) -> None:
     assert after.status == "paused" and after.pause_reason == "target_session_failed"
 
 
+def test_a_new_sessions_failed_turn_fails_that_invocation_alone(gateway: Gateway) -> None:
+    """Each invocation's new session fails (the engine sends garbage): each invocation fails with the turn's
+    error, and the automation stays active (only a failed existing target pauses it)."""
+    client = gateway.client()
+    created = client.beta.agents.automations.create(
+        type="periodic", name="broken", expression="* * * * * *", timezone="UTC", target=new_session("[long 40] [chunk 1] [garbage oov]")
+    )
+    ran = settled(client, created.id, 2)
+    assert all(one.status == "failed" and one.error is not None for one in ran[:2]), ran
+    after = client.beta.agents.automations.retrieve(created.id)
+    assert after.status == "active" and after.pause_reason is None
+    client.beta.agents.automations.delete(created.id)
+
+
 @pytest.mark.parametrize(
     "body, param",
     [
@@ -202,8 +216,9 @@ def test_a_gateway_down_across_due_times_fires_once_when_back(emulator: Process,
         again = Gateway(config, tmp_path).start()
         back_at = int(time.time())
         later = again.client()
-        # The one under way at the kill is delivered or followed on (after the dead process's lease): until
-        # then each occurrence is skipped, and then one completes again.
+        # The one under way at the kill is delivered, followed on (after the dead process's lease) or, killed
+        # before its run's first checkpoint, failed alone: until then each occurrence is skipped, and then one
+        # completes again.
         ran = until(lambda: _completed_after(later, created.id, back_at), "an invocation completed once back", polls=2400)
         periods = [one.scheduled_at for one in ran]
         assert len(periods) == len(set(periods))  # no occurrence twice

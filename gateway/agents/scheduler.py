@@ -124,7 +124,13 @@ class Scheduler:
 
 
 async def _ended(services: AgentsNeeds, invocation: Invocation, status: InvocationStatus, error: dict[str, str] | None, pause: bool) -> None:
-    """The invocation settled so (counted once: by the replica whose write settled it)."""
+    """The invocation settled so (counted once: by the replica whose write settled it). `pause` pauses only
+    an automation that targets an existing session: that session is what failed, and every later invocation
+    would too. A new session's failure (its run failed, its replica died before the run could be adopted) is
+    that invocation's alone, and the schedule goes on."""
+    if pause:
+        automation = await services.automations.automation(invocation.automation_id, invocation.tenant)
+        pause = automation is not None and automation.body["target"]["type"] == "existing_session"
     if await services.automations.settle(invocation, status, error, pause):
         services.metrics.automation(status)
 
